@@ -1,0 +1,62 @@
+"""The FastAPI application factory: routes, error handlers and protocol middleware."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from redrive import __version__
+from redrive.api import (
+    routes_admin,
+    routes_cron,
+    routes_dead_letters,
+    routes_jobs,
+    routes_queues,
+    routes_system,
+    routes_workers,
+)
+from redrive.api.errors import install_error_handlers
+from redrive.api.middleware import ProtocolHeaders
+from redrive.service.facade import Service
+
+Hook = Callable[[], Awaitable[None]]
+
+
+def create_app(
+    service: Service,
+    max_body_bytes: int = 1_048_576,
+    on_startup: Hook | None = None,
+    on_shutdown: Hook | None = None,
+) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if on_startup is not None:
+            await on_startup()
+        try:
+            yield
+        finally:
+            if on_shutdown is not None:
+                await on_shutdown()
+
+    app = FastAPI(
+        title="redrive",
+        version=__version__,
+        description="An Open Job Spec job server built around the dead-letter queue.",
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    install_error_handlers(app)
+    app.add_middleware(ProtocolHeaders, max_body_bytes=max_body_bytes)
+    for router in (
+        routes_system.router,
+        routes_jobs.router,
+        routes_workers.router,
+        routes_queues.router,
+        routes_cron.router,
+        routes_admin.router,
+        *routes_dead_letters.routers,
+    ):
+        app.include_router(router)
+    return app

@@ -1,0 +1,59 @@
+"""Prometheus text exposition of the job and dead-letter metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from redrive.service.runtime import Metrics
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(**labels: str) -> str:
+    inner = ",".join(f'{key}="{_escape(value)}"' for key, value in labels.items())
+    return "{" + inner + "}" if inner else ""
+
+
+def _family(name: str, kind: str, help_text: str, samples: Iterable[tuple[str, float]]) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+    lines += [f"{name}{labels} {value:g}" for labels, value in samples]
+    return lines
+
+
+def render_metrics(
+    metrics: Metrics, depth: dict[tuple[str, str], int], dead_by_queue: dict[str, Any]
+) -> str:
+    lines: list[str] = []
+    pairs = (
+        ("ojs_job_enqueued_total", "Jobs enqueued", metrics.enqueued),
+        ("ojs_job_completed_total", "Jobs acknowledged as completed", metrics.completed),
+        ("ojs_job_failed_total", "Failed attempts (nack, timeout, lost lease)", metrics.failed),
+        ("ojs_dead_letter_added_total", "Jobs moved to the dead-letter queue", metrics.dead_letter_added),
+    )  # fmt: skip
+    for name, help_text, counter in pairs:
+        samples = [(_labels(queue=q, type=t), float(n)) for (q, t), n in sorted(counter.items())]
+        lines += _family(name, "counter", help_text, samples)
+    for name, help_text, by_queue in (
+        ("ojs_dead_letter_retried_total", "Dead letters retried", metrics.dead_letter_retried),
+        ("ojs_dead_letter_deleted_total", "Dead letters deleted", metrics.dead_letter_deleted),
+    ):
+        samples = [(_labels(queue=q), float(n)) for q, n in sorted(by_queue.items())]
+        lines += _family(name, "counter", help_text, samples)
+    lines += _family(
+        "ojs_dead_letter_total", "gauge", "Dead letters currently held",
+        [(_labels(queue=q), float(n)) for q, n in sorted(dead_by_queue.items())],
+    )  # fmt: skip
+    lines += _family(
+        "ojs_queue_depth", "gauge", "Jobs per queue and state",
+        [(_labels(queue=q, state=s), float(n)) for (q, s), n in sorted(depth.items())],
+    )  # fmt: skip
+    lines += [
+        "# HELP ojs_job_duration_seconds Time from fetch to ack",
+        "# TYPE ojs_job_duration_seconds summary",
+        f"ojs_job_duration_seconds_sum {metrics.duration_sum_seconds:g}",
+        f"ojs_job_duration_seconds_count {metrics.duration_count}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,150 @@
+"""Admin routes: server and tenant stats, queues, jobs, workers, and the test-only reset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from redrive.api.http import ojs, read_json, tenant_of
+from redrive.api.query import numbered_page, query_dict
+from redrive.api.routes_dead_letters import actor, bulk_document
+from redrive.api.routes_jobs import service_of
+from redrive.api.routes_queues import pause_document, status_word
+from redrive.api.serialise import job_document, worker_document
+from redrive.domain.envelope import validate_tenant
+from redrive.domain.errors import InvalidRequest, NotFound
+from redrive.service.requests import require_object
+
+router = APIRouter(prefix="/ojs/v1/admin", tags=["admin"])
+STALE_AFTER_MS = 60_000
+
+
+def _page(items: list[Any], request: Request) -> tuple[list[Any], dict[str, int]]:
+    page, per_page = numbered_page(request)
+    start = (page - 1) * per_page
+    return items[start : start + per_page], {"total": len(items), "page": page, "per_page": per_page}
+
+
+@router.get("/stats", summary="Server-wide job counts and throughput")
+async def stats(request: Request) -> Response:
+    return ojs(await service_of(request).queues.totals(tenant_of(request)))
+
+
+def _queue_item(queue: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": queue["name"],
+        "state": status_word(queue),
+        "paused": queue["paused"],
+        "counts": queue["counts"],
+        "throughput": {"processed_per_minute": 0, "failed_per_minute": 0},
+    }
+
+
+@router.get("/queues", summary="Queues with per-state counts")
+async def queues(request: Request) -> Response:
+    overview = await service_of(request).queues.overview(tenant_of(request))
+    items, pagination = _page([_queue_item(queue) for queue in overview], request)
+    return ojs({"items": items, "pagination": pagination})
+
+
+@router.get("/queues/{name}", summary="One queue with per-state counts")
+async def queue(name: str, request: Request) -> Response:
+    found = await service_of(request).queues.get(name, tenant_of(request))
+    return ojs({**_queue_item(found), "configuration": {}})
+
+
+@router.post("/queues/{name}/pause", summary="Pause a queue")
+async def pause(name: str, request: Request) -> Response:
+    found = await service_of(request).queues.set_paused(name, True, tenant_of(request))
+    return ojs(pause_document(found))
+
+
+@router.post("/queues/{name}/resume", summary="Resume a queue")
+async def resume(name: str, request: Request) -> Response:
+    found = await service_of(request).queues.set_paused(name, False, tenant_of(request))
+    return ojs(pause_document(found))
+
+
+@router.get("/jobs", summary="Search jobs")
+async def jobs(request: Request) -> Response:
+    page, per_page = numbered_page(request)
+    filters: dict[str, Any] = {
+        key: request.query_params.get(key) or None for key in ("queue", "state", "type")
+    }
+    filters["tenant_id"] = tenant_of(request)
+    found, total = await service_of(request).jobs.list(filters, per_page, (page - 1) * per_page)
+    pagination = {"total": total, "page": page, "per_page": per_page}
+    return ojs({"items": [job_document(job) for job in found], "pagination": pagination})
+
+
+@router.get("/jobs/{job_id}", summary="Job detail (flat)")
+async def job(job_id: str, request: Request) -> Response:
+    return ojs(job_document(await service_of(request).jobs.get(job_id, tenant_of(request))))
+
+
+@router.post("/jobs/{job_id}/cancel", summary="Cancel a job")
+async def cancel(job_id: str, request: Request) -> Response:
+    cancelled, previous = await service_of(request).jobs.cancel(job_id, tenant_of(request))
+    return ojs({**job_document(cancelled), "previous_state": previous})
+
+
+@router.post("/jobs/{job_id}/retry", summary="Retry a dead-lettered job")
+async def retry(job_id: str, request: Request) -> Response:
+    job = await service_of(request).dead_letters.retry(job_id, tenant_of(request), {}, actor(request))
+    return ojs(job_document(job))
+
+
+@router.post("/jobs/bulk/{action}", summary="Bulk retry or purge of dead-lettered jobs")
+async def bulk(action: str, request: Request) -> Response:
+    body = require_object(await read_json(request, required=False) or {})
+    service = service_of(request).dead_letters
+    filters = service.filter(require_object(body.get("filter") or {}), tenant_of(request))
+    if action == "retry":
+        result = await service.bulk_retry(filters, body, actor(request))
+    elif action in ("delete", "purge"):
+        result = await service.purge(filters, body, actor(request))
+    else:
+        raise InvalidRequest(f"unknown bulk action {action!r}; use retry or delete", {"field": "action"})
+    return ojs(bulk_document(result))
+
+
+@router.get("/workers", summary="Workers seen recently")
+async def workers(request: Request) -> Response:
+    service = service_of(request)
+    now = service.runtime.now()
+    documents = [worker_document(worker, now, STALE_AFTER_MS) for worker in await service.workers.list(tenant_of(request))]
+    summary = {"total": len(documents)}
+    for state in ("running", "quiet", "terminate", "stale"):
+        summary[state] = sum(1 for document in documents if document["state"] == state)
+    items, pagination = _page(documents, request)
+    return ojs({"items": items, "summary": summary, "pagination": pagination})
+
+
+@router.post("/workers/{worker_id}/{directive}", summary="Tell a worker to go quiet or terminate")
+async def direct_worker(worker_id: str, directive: str, request: Request) -> Response:
+    if directive not in ("quiet", "terminate", "resume"):
+        raise NotFound("worker action", directive)
+    await service_of(request).workers.set_directive(worker_id, None if directive == "resume" else directive)
+    return ojs({"id": worker_id, "directive": "" if directive == "resume" else directive})
+
+
+@router.get("/tenants/{tenant_id}/stats", summary="Job counts of one tenant")
+async def tenant_stats(tenant_id: str, request: Request) -> Response:
+    totals = await service_of(request).queues.totals(validate_tenant(tenant_id))
+    return ojs({"tenant_id": tenant_id, "total_jobs": totals["total_jobs"], "jobs": totals["jobs"],
+                "throughput": totals["throughput"]})  # fmt: skip
+
+
+@router.post("/reset", summary="Wipe all state (test hook; only with REDRIVE_TEST_HOOKS=1)")
+async def reset(request: Request) -> Response:
+    service = service_of(request)
+    if not service.runtime.options.test_hooks:
+        raise NotFound("route", "/ojs/v1/admin/reset")
+    await service.reset()
+    return ojs({"reset": True})
+
+
+__all__ = ["query_dict", "router"]

@@ -1,0 +1,135 @@
+"""Dead-letter routes, served under both /ojs/v1/dead-letter and /ojs/v1/admin/dead-letter.
+
+The two families share every handler; they differ only where the suites read different shapes:
+list paging (limit/offset/cursor and `jobs` vs page/per_page and `items`) and delete (200 with a
+body vs 204).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from redrive.api.http import ojs, read_json, tenant_of
+from redrive.api.query import encode_cursor, limit_page, numbered_page, query_dict
+from redrive.api.routes_jobs import service_of
+from redrive.api.serialise import dead_letter_document, job_document, timestamp
+from redrive.ports import Page
+from redrive.service.dead_letters import BulkResult
+from redrive.service.requests import require_object
+
+DATA_PLANE = "/ojs/v1/dead-letter"
+ADMIN = "/ojs/v1/admin/dead-letter"
+MOVED_BY = "api"
+
+
+def actor(request: Request) -> str:
+    return request.headers.get("x-ojs-actor") or MOVED_BY
+
+
+def bulk_document(result: BulkResult) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "action": result.action,
+        "matched": result.matched,
+        "succeeded": result.succeeded,
+        "failed": result.failed,
+        "errors": result.errors,
+        "queues": result.queues,
+        "dry_run": result.dry_run,
+    }
+    if result.dry_run:
+        body["sample"] = result.sample
+    key = "retried" if result.action == "retry" else "purged"
+    body[key] = result.succeeded
+    return body
+
+
+def build_router(prefix: str) -> APIRouter:
+    admin = prefix == ADMIN
+    router = APIRouter(prefix=prefix, tags=["dead-letter"])
+
+    @router.get("", summary="List dead letters")
+    async def list_dead_letters(request: Request) -> Response:
+        service = service_of(request).dead_letters
+        filters = service.filter(query_dict(request), tenant_of(request))
+        if admin:
+            page_number, per_page = numbered_page(request)
+            page = Page(limit=per_page, offset=(page_number - 1) * per_page)
+        else:
+            page = limit_page(request)
+        items, total = await service.list(filters, page)
+        documents = [dead_letter_document(dead) for dead in items]
+        if admin:
+            pagination = {"total": total, "page": page_number, "per_page": per_page}
+            return ojs({"items": documents, "pagination": pagination})
+        has_more = len(items) == page.limit and (page.cursor_at is not None or page.offset + len(items) < total)
+        pagination_body: dict[str, Any] = {
+            "total": total, "limit": page.limit, "offset": page.offset, "has_more": has_more,
+        }  # fmt: skip
+        if has_more and items:
+            pagination_body["next_cursor"] = encode_cursor(items[-1].discarded_at, items[-1].id)
+        return ojs({"jobs": documents, "pagination": pagination_body})
+
+    @router.get("/stats", summary="Dead-letter statistics")
+    async def stats(request: Request) -> Response:
+        service = service_of(request)
+        body = await service.dead_letters.stats(tenant_of(request))
+        options = service.runtime.options
+        body["oldest_at"] = timestamp(body["oldest_at"])
+        body["newest_at"] = timestamp(body["newest_at"])
+        body["retention"] = {
+            "max_age": f"P{options.dead_letter_max_age_ms // 86_400_000}D",
+            "max_count": options.dead_letter_max_count,
+        }
+        return ojs(body)
+
+    @router.post("/retry", summary="Retry every dead letter matching a filter")
+    async def bulk_retry(request: Request) -> Response:
+        body = require_object(await read_json(request, required=False) or {})
+        raw_filter = body.get("filter") or {}
+        service = service_of(request).dead_letters
+        filters = service.filter(require_object(raw_filter), tenant_of(request))
+        result = await service.bulk_retry(filters, body, actor(request))
+        return ojs(bulk_document(result))
+
+    @router.delete("", summary="Purge every dead letter matching a filter")
+    async def purge(request: Request) -> Response:
+        body = require_object(await read_json(request, required=False) or {})
+        raw = {**query_dict(request), **(body.get("filter") or {})}
+        for key in ("confirm", "dry_run"):
+            if key not in body and key in raw:
+                body[key] = raw[key]
+        service = service_of(request).dead_letters
+        filters = service.filter(raw, tenant_of(request))
+        result = await service.purge(filters, body, actor(request))
+        return ojs(bulk_document(result))
+
+    @router.get("/{job_id}", summary="Get one dead letter")
+    async def get_dead_letter(job_id: str, request: Request) -> Response:
+        dead = await service_of(request).dead_letters.get(job_id, tenant_of(request))
+        return ojs({"job": dead_letter_document(dead)})
+
+    @router.post("/{job_id}/retry", summary="Retry one dead letter, optionally modified")
+    async def retry(job_id: str, request: Request) -> Response:
+        override = require_object(await read_json(request, required=False) or {})
+        job = await service_of(request).dead_letters.retry(
+            job_id, tenant_of(request), override, actor(request)
+        )
+        document = job_document(job)
+        document["re_enqueued_at"] = timestamp(job.enqueued_at)
+        return ojs({"job": document})
+
+    @router.delete("/{job_id}", summary="Delete one dead letter", status_code=204 if admin else 200)
+    async def delete(job_id: str, request: Request) -> Response:
+        await service_of(request).dead_letters.delete(job_id, tenant_of(request), actor(request))
+        if admin:
+            return Response(status_code=204)
+        return ojs({"deleted": True, "job_id": job_id})
+
+    return router
+
+
+routers = [build_router(DATA_PLANE), build_router(ADMIN)]

@@ -1,0 +1,57 @@
+"""Producer routes: enqueue (single and batch), job info, cancel, activate."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from redrive.api.http import ojs, read_json, tenant_of
+from redrive.api.serialise import job_document
+from redrive.service.facade import Service
+
+router = APIRouter(prefix="/ojs/v1/jobs", tags=["jobs"])
+
+
+def service_of(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+@router.post("", status_code=201, summary="Enqueue a job")
+async def enqueue(request: Request) -> Response:
+    job = await service_of(request).jobs.enqueue(await read_json(request), tenant_of(request))
+    return ojs({"job": job_document(job)}, 201, {"Location": f"/ojs/v1/jobs/{job.id}"})
+
+
+@router.post("/batch", status_code=201, summary="Enqueue many jobs atomically")
+async def enqueue_batch(request: Request) -> Response:
+    jobs = await service_of(request).jobs.enqueue_batch(await read_json(request), tenant_of(request))
+    return ojs({"jobs": [job_document(job) for job in jobs], "count": len(jobs)}, 201)
+
+
+@router.get("/{job_id}", summary="Get a job")
+async def get_job(job_id: str, request: Request) -> Response:
+    job = await service_of(request).jobs.get(job_id, tenant_of(request))
+    return ojs({"job": job_document(job)})
+
+
+async def _cancel(job_id: str, request: Request) -> Response:
+    job, previous = await service_of(request).jobs.cancel(job_id, tenant_of(request))
+    return ojs({"job": {**job_document(job), "previous_state": previous}})
+
+
+@router.delete("/{job_id}", summary="Cancel a job")
+async def cancel_job(job_id: str, request: Request) -> Response:
+    return await _cancel(job_id, request)
+
+
+@router.post("/{job_id}/cancel", summary="Cancel a job")
+async def cancel_job_post(job_id: str, request: Request) -> Response:
+    return await _cancel(job_id, request)
+
+
+@router.post("/{job_id}/activate", summary="Make a pending job available")
+async def activate_job(job_id: str, request: Request) -> Response:
+    job = await service_of(request).jobs.activate(job_id, tenant_of(request))
+    return ojs({"job": job_document(job)})

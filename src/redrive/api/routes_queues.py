@@ -1,0 +1,67 @@
+"""Queue routes: list, detail with per-state counts, stats, pause and resume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from redrive.api.http import ojs, tenant_of
+from redrive.api.routes_jobs import service_of
+from redrive.api.serialise import timestamp
+
+router = APIRouter(prefix="/ojs/v1/queues", tags=["queues"])
+
+
+def status_word(queue: dict[str, Any]) -> str:
+    return "paused" if queue["paused"] else "active"
+
+
+def pause_document(queue: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": queue["name"], "paused": bool(queue["paused"])}
+    moment = "paused_at" if queue["paused"] else "resumed_at"
+    body[moment] = timestamp(queue.get(moment))
+    return body
+
+
+@router.get("", summary="List queues")
+async def list_queues(request: Request) -> Response:
+    queues = await service_of(request).queues.overview(tenant_of(request))
+    items = [
+        {"name": q["name"], "status": status_word(q), "paused": q["paused"],
+         "created_at": timestamp(q["created_at"])}
+        for q in queues
+    ]  # fmt: skip
+    pagination = {"total": len(items), "limit": len(items), "offset": 0, "has_more": False}
+    return ojs({"queues": items, "pagination": pagination})
+
+
+@router.get("/{name}", summary="One queue with its job counts")
+async def get_queue(name: str, request: Request) -> Response:
+    queue = await service_of(request).queues.get(name, tenant_of(request))
+    body = {"name": name, "paused": queue["paused"], "status": status_word(queue), **queue["counts"]}
+    return ojs({"queue": body})
+
+
+@router.get("/{name}/stats", summary="Queue statistics")
+async def queue_stats(name: str, request: Request) -> Response:
+    queue = await service_of(request).queues.get(name, tenant_of(request))
+    return ojs({"queue": name, "status": status_word(queue), "stats": queue["counts"]})
+
+
+async def _set_paused(name: str, request: Request, paused: bool) -> Response:
+    queue = await service_of(request).queues.set_paused(name, paused, tenant_of(request))
+    body = pause_document(queue)
+    return ojs({"queue": body, "status": status_word(queue), **{k: v for k, v in body.items() if k.endswith("_at")}})
+
+
+@router.post("/{name}/pause", summary="Pause a queue (fetch returns nothing from it)")
+async def pause(name: str, request: Request) -> Response:
+    return await _set_paused(name, request, True)
+
+
+@router.post("/{name}/resume", summary="Resume a paused queue")
+async def resume(name: str, request: Request) -> Response:
+    return await _set_paused(name, request, False)

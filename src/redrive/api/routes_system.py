@@ -1,0 +1,98 @@
+"""System routes: manifest, health, readiness, Prometheus metrics and the event stream."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from redrive import __version__
+from redrive.api.http import ojs, tenant_of
+from redrive.api.metrics import render_metrics
+from redrive.api.query import integer
+from redrive.api.routes_jobs import service_of
+from redrive.api.serialise import event_document
+
+router = APIRouter(tags=["system"])
+
+
+@router.get("/ojs/manifest", summary="What this server implements")
+async def manifest(request: Request) -> Response:
+    backend = service_of(request).runtime.store.backend
+    return ojs(
+        {
+            "specversion": "1.0",
+            "ojs_version": "1.0",
+            "implementation": {"name": "redrive", "version": __version__, "language": "python"},
+            "conformance_level": 2,
+            "conformance_tier": "runtime",
+            "protocols": ["http"],
+            "backend": backend,
+            "capabilities": {
+                "dead_letter": True, "delayed_jobs": True, "cron_jobs": True, "job_ttl": True,
+                "batch_enqueue": True, "multi_tenancy": True, "priority": True,
+            },  # fmt: skip
+            "extensions": {
+                "official": [
+                    {"name": "dead-letter", "uri": "urn:ojs:ext:dead-letter", "version": "1.0.0"},
+                    {"name": "admin-api", "uri": "urn:ojs:ext:admin-api", "version": "1.0.0"},
+                    {"name": "multi-tenancy", "uri": "urn:ojs:ext:multi-tenancy", "version": "1.0.0"},
+                    {"name": "observability", "uri": "urn:ojs:ext:observability", "version": "1.0.0"},
+                ]
+            },
+            "endpoints": {"manifest": "/ojs/manifest", "health": "/ojs/v1/health"},
+        }
+    )
+
+
+async def _health(request: Request) -> Response:
+    service = service_of(request)
+    healthy = await service.healthy()
+    runtime = service.runtime
+    body = {
+        "status": "ok" if healthy else "degraded",
+        "version": "1.0",
+        "server_version": __version__,
+        "uptime_seconds": (runtime.now() - runtime.started_at) // 1000,
+        "backend": {"type": runtime.store.backend, "status": "ok" if healthy else "unhealthy"},
+    }
+    return ojs(body, 200 if healthy else 503)
+
+
+@router.get("/ojs/v1/health", summary="Health")
+async def health(request: Request) -> Response:
+    return await _health(request)
+
+
+@router.get("/health", summary="Health")
+async def root_health(request: Request) -> Response:
+    return await _health(request)
+
+
+@router.get("/ready", summary="Readiness: the database answers")
+async def ready(request: Request) -> Response:
+    if await service_of(request).healthy():
+        return ojs({"status": "ready"})
+    return ojs({"status": "not_ready"}, 503)
+
+
+@router.get("/metrics", summary="Prometheus metrics")
+async def metrics(request: Request) -> Response:
+    service = service_of(request)
+    async with service.runtime.store.transaction() as transaction:
+        depth = await transaction.count_jobs(None, None)
+        dead = await transaction.dead_letter_stats(None)
+    text = render_metrics(service.runtime.metrics, depth, dead["by_queue"])
+    return Response(text, headers={"content-type": "text/plain"})
+
+
+@router.get("/ojs/v1/events", summary="Lifecycle events, oldest first")
+async def events(request: Request) -> Response:
+    query = request.query_params
+    found = await service_of(request).events.list(
+        tenant_of(request), query.get("types"), query.get("queues"), query.get("job_types"),
+        query.get("after"), integer(request, "limit", 100, 1, 1000),
+    )  # fmt: skip
+    cursor = found[-1].id if found else query.get("after")
+    return ojs({"events": [event_document(event) for event in found], "cursor": cursor,
+                "has_more": len(found) == integer(request, "limit", 100, 1, 1000)})  # fmt: skip

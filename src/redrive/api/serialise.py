@@ -1,0 +1,122 @@
+"""OJS JSON shapes of jobs, dead letters, crons, workers and events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redrive.domain.dead_letter import DeadLetter
+from redrive.domain.durations import format_timestamp
+from redrive.domain.job import Job
+from redrive.ports import StoredEvent
+
+TIMESTAMP_FIELDS = (
+    "created_at", "enqueued_at", "started_at", "completed_at", "cancelled_at", "discarded_at",
+    "expired_at", "next_attempt_at",
+)  # fmt: skip
+
+
+def timestamp(value: int | None) -> str | None:
+    return None if value is None else format_timestamp(value)
+
+
+def job_document(job: Job) -> dict[str, Any]:
+    """The job as OJS clients read it; unset fields are left out rather than sent as null."""
+    document: dict[str, Any] = dict(job.extra)
+    document.update(
+        id=job.id,
+        type=job.type,
+        queue=job.queue,
+        args=job.args,
+        meta=job.meta,
+        priority=job.priority,
+        state=job.state,
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        specversion="1.0",
+        options=job.options,
+        retry=job.retry.to_document(),
+        tags=job.options.get("tags", []),
+        visibility_timeout_ms=job.visibility_timeout_ms,
+        errors=job.errors,
+    )
+    optional: dict[str, Any] = {
+        "timeout_ms": job.timeout_ms,
+        "retry_delay_ms": job.retry_delay_ms,
+        "worker_id": job.worker_id if job.state == "active" else None,
+        "lease_token": job.lease_token if job.state == "active" else None,
+        "lease_expires_at": timestamp(job.lease_expires_at) if job.state == "active" else None,
+        "error": job.error,
+        "result": job.result,
+        "unique": job.options.get("unique"),
+        "scheduled_at": job.scheduled_at_text or timestamp(job.scheduled_at),
+        "expires_at": job.expires_at_text or timestamp(job.expires_at),
+    }
+    optional.update({name: timestamp(getattr(job, name)) for name in TIMESTAMP_FIELDS})
+    document.update({key: value for key, value in optional.items() if value is not None})
+    if job.dead_lettered:
+        document["dead_letter"] = True
+    return document
+
+
+def dead_letter_document(dead: DeadLetter) -> dict[str, Any]:
+    document = job_document(dead.job)
+    document.update(
+        dead_letter_id=dead.id,
+        dead_letter_reason=dead.reason,
+        dead_letter_status=dead.status,
+        error_type=dead.error_type,
+        discarded_at=format_timestamp(dead.discarded_at),
+        metadata={
+            "created_at": timestamp(dead.job.created_at),
+            "discarded_at": format_timestamp(dead.discarded_at),
+        },
+    )
+    if dead.moved_at is not None:
+        document.update(moved_at=format_timestamp(dead.moved_at), moved_by=dead.moved_by)
+    return document
+
+
+def cron_document(cron: dict[str, Any]) -> dict[str, Any]:
+    definition = cron["definition"]
+    return {
+        "name": cron["name"],
+        "expression": definition["expression"],
+        "timezone": definition["timezone"],
+        "overlap_policy": definition["overlap_policy"],
+        "enabled": cron["enabled"],
+        "job_template": definition["job_template"],
+        "description": definition.get("description"),
+        "next_run_at": timestamp(cron["next_run_at"]),
+        "last_run_at": timestamp(cron["last_run_at"]),
+        "last_job_id": cron["last_job_id"],
+        "run_count": cron["run_count"],
+        "created_at": timestamp(cron["created_at"]),
+    }
+
+
+def worker_document(worker: dict[str, Any], now: int, stale_after_ms: int) -> dict[str, Any]:
+    stale = now - worker["last_heartbeat_at"] > stale_after_ms
+    return {
+        "id": worker["id"],
+        "state": "stale" if stale else worker["state"],
+        "directive": worker["directive"] or "",
+        "queues": worker["queues"],
+        "active_jobs": worker["active_jobs"],
+        "first_seen_at": timestamp(worker["first_seen_at"]),
+        "last_heartbeat_at": timestamp(worker["last_heartbeat_at"]),
+    }
+
+
+def event_document(stored: StoredEvent) -> dict[str, Any]:
+    event = stored.event
+    document: dict[str, Any] = {
+        "specversion": "1.0",
+        "id": stored.id,
+        "type": event.type,
+        "source": "ojs://redrive",
+        "time": format_timestamp(stored.time),
+        "data": event.data,
+    }
+    if event.subject is not None:
+        document["subject"] = event.subject
+    return document

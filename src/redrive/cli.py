@@ -1,0 +1,119 @@
+"""The command line: `redrive serve`, `redrive migrate` (the composition root)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+import typer
+import uvicorn
+from rich.console import Console
+
+from redrive import __version__
+from redrive.composition import ConfigurationError, build_app, open_store
+from redrive.logs import configure_logging
+from redrive.settings import Settings
+
+log = logging.getLogger("redrive")
+console = Console(stderr=True)
+
+
+def _settings_help() -> str:
+    rows = [f"  {name}={default!s}  {text}" for name, default, text in Settings().describe()]
+    return "Settings (environment variables or redrive.toml), with defaults:\n\n" + "\n\n".join(rows)
+
+
+app = typer.Typer(
+    help="redrive: an Open Job Spec job server built around the dead-letter queue.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _load_settings(**overrides: object) -> Settings:
+    values = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return Settings(**values)  # type: ignore[arg-type]
+    except ValueError as error:
+        console.print(f"[red]invalid settings:[/red] {error}")
+        raise typer.Exit(2) from error
+
+
+async def _serve(settings: Settings) -> None:
+    store = await open_store(settings)
+    applied = await store.migrate()
+    if applied:
+        log.info("applied migrations %s", ", ".join(applied))
+    application = build_app(store, settings)
+    config = uvicorn.Config(
+        application,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=settings.log_level == "debug",
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    log.info(
+        "redrive %s serving on http://%s:%d (%s)",
+        __version__, settings.host, settings.port, store.backend,
+    )  # fmt: skip
+    await server.serve()
+
+
+@app.command(epilog=_settings_help())
+def serve(
+    host: str | None = typer.Option(None, help="address to listen on [REDRIVE_HOST]"),
+    port: int | None = typer.Option(None, help="port to listen on [REDRIVE_PORT]"),
+    database_url: str | None = typer.Option(None, help="database URL [REDRIVE_DATABASE_URL]"),
+) -> None:
+    """Run the OJS HTTP server (migrates the database first)."""
+    settings = _load_settings(host=host, port=port, database_url=database_url)
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        asyncio.run(_serve(settings))
+    except ConfigurationError as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(2) from error
+    except OSError as error:
+        console.print(f"[red]cannot start: {error}[/red]")
+        raise typer.Exit(1) from error
+
+
+async def _migrate(settings: Settings) -> list[str]:
+    store = await open_store(settings)
+    try:
+        return await store.migrate()
+    finally:
+        await store.close()
+
+
+@app.command(epilog=_settings_help())
+def migrate(
+    database_url: str | None = typer.Option(None, help="database URL [REDRIVE_DATABASE_URL]"),
+) -> None:
+    """Apply pending database migrations and exit."""
+    settings = _load_settings(database_url=database_url)
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        applied = asyncio.run(_migrate(settings))
+    except ConfigurationError as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(2) from error
+    console.print(f"applied: {', '.join(applied)}" if applied else "database is up to date")
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    typer.echo(__version__)
+
+
+def main() -> None:
+    app(prog_name="redrive")
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

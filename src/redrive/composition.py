@@ -1,0 +1,59 @@
+"""Building the running parts from Settings: store, service, app and background loops."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from redrive.api.app import create_app
+from redrive.maintenance.loop import SweepLoop
+from redrive.ports import Store
+from redrive.service.facade import Service
+from redrive.service.runtime import Runtime, ServiceOptions
+from redrive.settings import Settings
+from redrive.store.postgres.store import PostgresStore
+from redrive.store.sqlite.store import SqliteStore
+
+
+class ConfigurationError(ValueError):
+    pass
+
+
+def sqlite_path(url: str) -> str:
+    path = url.removeprefix("sqlite:///").removeprefix("sqlite://")
+    return path or "./redrive.db"
+
+
+async def open_store(settings: Settings) -> Store:
+    """Connect to the configured database (inside the event loop that will use it)."""
+    url = settings.database_url
+    if url.startswith("sqlite:"):
+        return SqliteStore(sqlite_path(url))
+    if url.startswith(("postgresql:", "postgres:")):
+        store = PostgresStore(url, max_size=settings.pool_size)
+        await store.open()
+        return store
+    raise ConfigurationError(
+        f"REDRIVE_DATABASE_URL must start with sqlite:/// or postgresql://, got {url.split(':')[0]}:"
+    )
+
+
+def service_options(settings: Settings) -> ServiceOptions:
+    return ServiceOptions(
+        test_hooks=settings.test_hooks,
+        max_fetch_count=settings.max_fetch_count,
+        max_batch_size=settings.max_batch_size,
+        event_retention_ms=settings.event_retention_seconds * 1000,
+    )
+
+
+def build_app(store: Store, settings: Settings) -> FastAPI:
+    service = Service(Runtime(store, options=service_options(settings)))
+    loop = SweepLoop(service.sweeper, settings.sweep_interval_ms / 1000)
+
+    async def shutdown() -> None:
+        await loop.stop()
+        await store.close()
+
+    return create_app(
+        service, max_body_bytes=settings.max_body_bytes, on_startup=loop.start, on_shutdown=shutdown
+    )

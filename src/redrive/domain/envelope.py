@@ -1,0 +1,201 @@
+"""Validating an enqueue request (the OJS job envelope) into a new job record."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from redrive.domain import job as states
+from redrive.domain.durations import parse_timestamp
+from redrive.domain.errors import InvalidRequest
+from redrive.domain.identifiers import is_uuid7
+from redrive.domain.job import DEFAULT_TENANT, DEFAULT_VISIBILITY_TIMEOUT_MS, Job
+from redrive.domain.retry import RetryPolicy, parse_retry_policy
+
+TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$")
+QUEUE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9\-.]*$")
+TENANT_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._:-]*$")
+MAX_QUEUE_LENGTH = 128
+MAX_TYPE_LENGTH = 255
+PRIORITY_RANGE = (-100, 100)
+
+# Keys the server owns: a client may send them but they are ignored, never echoed back.
+SYSTEM_FIELDS = frozenset(
+    {
+        "state", "attempt", "max_attempts", "created_at", "enqueued_at", "started_at",
+        "completed_at", "cancelled_at", "discarded_at", "next_attempt_at", "retry_delay_ms",
+        "worker_id", "error", "errors", "result", "specversion", "lease_token", "expired_at",
+    }
+)  # fmt: skip
+ENVELOPE_FIELDS = frozenset(
+    {"id", "type", "args", "meta", "options", "schema", "priority", "scheduled_at", "expires_at"}
+)
+
+
+@dataclass(frozen=True)
+class EnqueueContext:
+    """What the server adds to a request: who sent it, when, and the id it would assign."""
+
+    now_ms: int
+    generated_id: str
+    tenant_header: str | None = None
+    default_retry: RetryPolicy = RetryPolicy()
+
+
+def _invalid(field: str, message: str) -> InvalidRequest:
+    return InvalidRequest(message, {"field": field})
+
+
+def validate_tenant(value: str) -> str:
+    if not TENANT_PATTERN.match(value) or len(value) > 128:
+        raise _invalid("X-OJS-Tenant", f"tenant id {value!r} is not valid")
+    return value
+
+
+def validate_queue_name(value: object, field: str = "options.queue") -> str:
+    if (
+        not isinstance(value, str)
+        or not QUEUE_PATTERN.match(value)
+        or len(value) > MAX_QUEUE_LENGTH
+    ):
+        raise _invalid(
+            field,
+            f"{field} must match [a-z0-9][a-z0-9-.]* and be at most 128 characters, got {value!r}",
+        )
+    return value
+
+
+def _type(body: dict[str, Any]) -> str:
+    if "type" not in body:
+        raise _invalid("type", "type is required")
+    value = body["type"]
+    if not isinstance(value, str) or not TYPE_PATTERN.match(value) or len(value) > MAX_TYPE_LENGTH:
+        raise _invalid("type", f"type must be dot-separated lowercase names, got {value!r}")
+    return value
+
+
+def _args(body: dict[str, Any]) -> list[Any]:
+    if "args" not in body:
+        raise _invalid("args", "args is required (a JSON array, possibly empty)")
+    if not isinstance(body["args"], list):
+        raise _invalid("args", "args must be a JSON array")
+    return list(body["args"])
+
+
+def _object(value: object, field: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _invalid(field, f"{field} must be an object")
+    return dict(value)
+
+
+def _priority(value: object) -> int:
+    low, high = PRIORITY_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise _invalid("priority", f"priority must be an integer from {low} to {high}")
+    return value
+
+
+def _positive_ms(value: object, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise _invalid(field, f"{field} must be a positive integer of milliseconds")
+    return value
+
+
+def _tenant(meta: dict[str, Any], header: str | None) -> str:
+    body_tenant = meta.get("tenant_id")
+    if header is None:
+        return body_tenant if isinstance(body_tenant, str) and body_tenant else DEFAULT_TENANT
+    tenant = validate_tenant(header)
+    if body_tenant is not None and body_tenant != tenant:
+        raise _invalid("meta.tenant_id", "meta.tenant_id differs from the X-OJS-Tenant header")
+    meta["tenant_id"] = tenant
+    return tenant
+
+
+def _tags(options: dict[str, Any]) -> None:
+    tags = options.get("tags")
+    if tags is not None and (
+        not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags)
+    ):
+        raise _invalid("options.tags", "options.tags must be an array of strings")
+
+
+def _moment(body: dict[str, Any], options: dict[str, Any], names: tuple[str, ...], now: int) -> (
+    tuple[int | None, str | None]
+):
+    for source, prefix in ((options, "options."), (body, "")):
+        for name in names:
+            if source.get(name) is not None:
+                return parse_timestamp(source[name], prefix + name, now)
+    return None, None
+
+
+def _identifier(body: dict[str, Any], generated: str) -> str:
+    if "id" not in body or body["id"] is None:
+        return generated
+    if not is_uuid7(body["id"]):
+        raise _invalid("id", "id must be a lowercase UUIDv7")
+    return str(body["id"])
+
+
+def _initial_state(options: dict[str, Any], scheduled_at: int | None, now: int) -> str:
+    if options.get("pending") is True:
+        return states.PENDING
+    if scheduled_at is not None and scheduled_at > now:
+        return states.SCHEDULED
+    return states.AVAILABLE
+
+
+def validate_envelope(body: object, context: EnqueueContext) -> Job:
+    """A new job from one enqueue request, or InvalidRequest naming the first bad field."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the job must be a JSON object", {"field": "body"})
+    job_type = _type(body)
+    args = _args(body)
+    meta = _object(body.get("meta"), "meta")
+    options = _object(body.get("options"), "options")
+    queue = validate_queue_name(options.get("queue", states.DEFAULT_QUEUE))
+    priority = _priority(options.get("priority", body.get("priority", 0)))
+    schema = body.get("schema")
+    if schema is not None and not isinstance(schema, str):
+        raise _invalid("schema", "schema must be a URI string")
+    _tags(options)
+    now = context.now_ms
+    scheduled_at, scheduled_text = _moment(body, options, ("scheduled_at", "delay_until"), now)
+    expires_at, expires_text = _moment(body, options, ("expires_at",), now)
+    retry = parse_retry_policy(options.get("retry", body.get("retry")), context.default_retry)
+    visibility = _positive_ms(options.get("visibility_timeout_ms"), "options.visibility_timeout_ms")
+    state = _initial_state(options, scheduled_at, now)
+    extra = {
+        key: value
+        for key, value in body.items()
+        if key not in ENVELOPE_FIELDS and key not in SYSTEM_FIELDS
+    }
+    if schema is not None:
+        extra["schema"] = schema
+    return Job(
+        id=_identifier(body, context.generated_id),
+        tenant_id=_tenant(meta, context.tenant_header),
+        type=job_type,
+        queue=queue,
+        args=args,
+        meta=meta,
+        state=state,
+        created_at=now,
+        priority=priority,
+        retry=retry,
+        options=options,
+        extra=extra,
+        timeout_ms=_positive_ms(options.get("timeout_ms"), "options.timeout_ms"),
+        visibility_timeout_ms=visibility or DEFAULT_VISIBILITY_TIMEOUT_MS,
+        enqueued_at=now if state == states.AVAILABLE else None,
+        scheduled_at=scheduled_at,
+        scheduled_at_text=scheduled_text,
+        expires_at=expires_at,
+        expires_at_text=expires_text,
+    )

@@ -1,0 +1,88 @@
+"""The job record, its eight OJS states and which of them each operation may start from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from redrive.domain.retry import RetryPolicy
+
+SCHEDULED = "scheduled"
+AVAILABLE = "available"
+PENDING = "pending"
+ACTIVE = "active"
+RETRYABLE = "retryable"
+COMPLETED = "completed"
+CANCELLED = "cancelled"
+DISCARDED = "discarded"
+
+STATES = (SCHEDULED, AVAILABLE, PENDING, ACTIVE, RETRYABLE, COMPLETED, CANCELLED, DISCARDED)
+TERMINAL_STATES = frozenset({COMPLETED, CANCELLED, DISCARDED})
+CANCELLABLE_STATES = frozenset({SCHEDULED, AVAILABLE, PENDING, ACTIVE, RETRYABLE})
+
+DEFAULT_TENANT = "_default"
+DEFAULT_QUEUE = "default"
+DEFAULT_VISIBILITY_TIMEOUT_MS = 1_800_000
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job as stored: the client's envelope plus everything the server tracks about it."""
+
+    id: str
+    tenant_id: str
+    type: str
+    queue: str
+    args: list[Any]
+    state: str
+    created_at: int
+    meta: dict[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    attempt: int = 0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    options: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    timeout_ms: int | None = None
+    visibility_timeout_ms: int = DEFAULT_VISIBILITY_TIMEOUT_MS
+    sequence: int | None = None
+    enqueued_at: int | None = None
+    scheduled_at: int | None = None
+    scheduled_at_text: str | None = None
+    expires_at: int | None = None
+    expires_at_text: str | None = None
+    started_at: int | None = None
+    completed_at: int | None = None
+    cancelled_at: int | None = None
+    discarded_at: int | None = None
+    expired_at: int | None = None
+    next_attempt_at: int | None = None
+    retry_delay_ms: int | None = None
+    worker_id: str | None = None
+    lease_token: str | None = None
+    lease_expires_at: int | None = None
+    timeout_at: int | None = None
+    error: dict[str, Any] | None = None
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    result: Any = None
+    dead_lettered: bool = False
+
+    @property
+    def max_attempts(self) -> int:
+        return self.retry.max_attempts
+
+    @property
+    def run_at(self) -> int | None:
+        """When a scheduled or retryable job becomes available again."""
+        if self.state == SCHEDULED:
+            return self.scheduled_at
+        if self.state == RETRYABLE:
+            return self.next_attempt_at
+        return None
+
+    @property
+    def test_directive(self) -> str | None:
+        metadata = self.options.get("metadata")
+        if isinstance(metadata, dict):
+            directive = metadata.get("test_directive")
+            return directive if isinstance(directive, str) else None
+        return None

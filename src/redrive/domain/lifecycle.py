@@ -1,0 +1,225 @@
+"""State transitions of one job: ack, nack, cancel, lease expiry, TTL expiry, activation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from redrive.domain import job as states
+from redrive.domain.durations import format_timestamp
+from redrive.domain.errors import Conflict, InvalidRequest
+from redrive.domain.job import Job
+from redrive.domain.retry import matches_non_retryable, retry_delay_ms
+
+MAX_ERROR_HISTORY = 50
+DIRECTIVE_DEAD_LETTER = "DEAD_LETTER"
+DIRECTIVES_DISCARD = frozenset({"DISCARD", "FAIL"})
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt as the worker (or the reaper) reported it."""
+
+    code: str
+    message: str
+    type: str | None = None
+    retryable: bool = True
+    details: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class FailureOutcome:
+    job: Job
+    dead_letter_reason: str | None
+
+
+def conflict(job: Job, action: str) -> Conflict:
+    return Conflict(
+        f"cannot {action} job {job.id} in state {job.state}",
+        {"job_id": job.id, "state": job.state, "action": action},
+    )
+
+
+def check_lease(
+    job: Job, now: int, action: str, worker_id: str | None, lease_token: str | None
+) -> None:
+    """Accept ack/nack/heartbeat only from the current, unexpired lease."""
+    if job.state != states.ACTIVE:
+        raise conflict(job, action)
+    if job.lease_expires_at is not None and job.lease_expires_at <= now:
+        raise Conflict(
+            f"the lease on job {job.id} expired; another worker may hold it now",
+            {"job_id": job.id, "reason": "lease_expired"},
+        )
+    if lease_token is not None and lease_token != job.lease_token:
+        raise Conflict(
+            f"lease token does not match the current lease on job {job.id}",
+            {"job_id": job.id, "reason": "lease_replaced"},
+        )
+    if worker_id and job.worker_id and worker_id != job.worker_id:
+        raise Conflict(
+            f"job {job.id} is reserved by another worker",
+            {"job_id": job.id, "reason": "worker_mismatch"},
+        )
+
+
+def _released(job: Job) -> dict[str, Any]:
+    return {"lease_token": None, "lease_expires_at": None, "timeout_at": None}
+
+
+def acknowledge(job: Job, now: int, result: Any) -> Job:
+    return replace(
+        job,
+        state=states.COMPLETED,
+        completed_at=now,
+        result=result,
+        error=None,
+        next_attempt_at=None,
+        **_released(job),
+    )
+
+
+def parse_failure(raw: object) -> Failure:
+    """The `error` object of a nack; type falls back to details.error_class, then code."""
+    if raw is None:
+        return Failure(code="handler_error", message="")
+    if not isinstance(raw, dict):
+        raise InvalidRequest("error must be an object", {"field": "error"})
+    details = raw.get("details")
+    if details is not None and not isinstance(details, dict):
+        raise InvalidRequest("error.details must be an object", {"field": "error.details"})
+    code = raw.get("code") or "handler_error"
+    message = raw.get("message", "")
+    if not isinstance(code, str) or not isinstance(message, str):
+        raise InvalidRequest("error.code and error.message must be strings", {"field": "error"})
+    error_type = raw.get("type") or (details or {}).get("error_class") or code
+    retryable = raw.get("retryable", True)
+    return Failure(
+        code=code,
+        message=message,
+        type=str(error_type),
+        retryable=retryable is not False,
+        details=details,
+    )
+
+
+def error_record(failure: Failure, attempt: int, now: int) -> dict[str, Any]:
+    moment = format_timestamp(now)
+    return {
+        "code": failure.code,
+        "type": failure.type or failure.code,
+        "message": failure.message,
+        "retryable": failure.retryable,
+        "details": failure.details or {},
+        "attempt": attempt,
+        "occurred_at": moment,
+        "timestamp": moment,
+    }
+
+
+def _terminal(job: Job, failure: Failure) -> tuple[bool, str | None]:
+    """(terminal?, dead-letter reason) for a failure that does not requeue."""
+    if failure.code == DIRECTIVE_DEAD_LETTER:
+        return True, "handler_requested"
+    if failure.code in DIRECTIVES_DISCARD:
+        return True, None
+    candidates = [value for value in (failure.type, failure.code) if value]
+    if failure.details and isinstance(failure.details.get("error_class"), str):
+        candidates.append(failure.details["error_class"])
+    if not failure.retryable or matches_non_retryable(job.retry.non_retryable_errors, candidates):
+        return True, _dead_letter_reason(job, "non_retryable_error")
+    if failure.code == "RETRY":
+        return job.attempt >= job.max_attempts, _dead_letter_reason(job, "max_attempts_exceeded")
+    if job.attempt >= job.max_attempts:
+        return True, _dead_letter_reason(job, "max_attempts_exceeded")
+    return False, None
+
+
+def _dead_letter_reason(job: Job, reason: str) -> str | None:
+    return reason if job.retry.on_exhaustion == "dead_letter" else None
+
+
+def fail(
+    job: Job, now: int, failure: Failure, jitter_factor: float, requeue: bool = False
+) -> FailureOutcome:
+    """Apply one failed attempt: requeue, schedule a retry, or end the job (maybe as dead)."""
+    record = error_record(failure, job.attempt, now)
+    history = [*job.errors, record][-MAX_ERROR_HISTORY:]
+    failed = replace(job, error=record, errors=history, **_released(job))
+    if requeue:
+        return FailureOutcome(
+            replace(failed, state=states.AVAILABLE, enqueued_at=now, worker_id=None), None
+        )
+    terminal, reason = _terminal(job, failure)
+    if terminal:
+        return FailureOutcome(
+            replace(
+                failed,
+                state=states.DISCARDED,
+                discarded_at=now,
+                completed_at=now,
+                next_attempt_at=None,
+                dead_lettered=reason is not None,
+            ),
+            reason,
+        )
+    delay = retry_delay_ms(job.retry, job.attempt, jitter_factor)
+    return FailureOutcome(
+        replace(failed, state=states.RETRYABLE, next_attempt_at=now + delay, retry_delay_ms=delay),
+        None,
+    )
+
+
+def reap(job: Job, now: int, jitter_factor: float) -> FailureOutcome:
+    """An active job whose lease or execution timeout ran out: it counts as a failed attempt.
+
+    A lost lease (the worker vanished) makes the job available again at once; an execution
+    timeout takes the normal retry path with backoff. Either way an exhausted job ends in its
+    policy's terminal state, so a job whose worker keeps dying still reaches the dead-letter queue.
+    """
+    timed_out = job.timeout_at is not None and job.timeout_at <= now
+    if timed_out:
+        failure = Failure(
+            code="timeout",
+            type="timeout",
+            message=f"execution exceeded timeout_ms={job.timeout_ms}",
+        )
+        return fail(job, now, failure, jitter_factor)
+    failure = Failure(
+        code="visibility_timeout",
+        type="visibility_timeout",
+        message="the worker's lease expired before it acknowledged the job",
+    )
+    outcome = fail(job, now, failure, jitter_factor)
+    if outcome.job.state == states.RETRYABLE:
+        available = replace(
+            outcome.job,
+            state=states.AVAILABLE,
+            enqueued_at=now,
+            next_attempt_at=None,
+            retry_delay_ms=None,
+            worker_id=None,
+        )
+        return FailureOutcome(available, None)
+    return outcome
+
+
+def cancel(job: Job, now: int) -> Job:
+    if job.state not in states.CANCELLABLE_STATES:
+        raise conflict(job, "cancel")
+    return replace(job, state=states.CANCELLED, cancelled_at=now, **_released(job))
+
+
+def activate(job: Job, now: int) -> Job:
+    if job.state != states.PENDING:
+        raise conflict(job, "activate")
+    return replace(job, state=states.AVAILABLE, enqueued_at=now)
+
+
+def expire(job: Job, now: int) -> Job:
+    """TTL ran out before the job started: discarded, no completed_at, not a dead letter."""
+    return replace(job, state=states.DISCARDED, discarded_at=now, expired_at=now)
+
+
+def extend_lease(job: Job, now: int, visibility_timeout_ms: int | None) -> Job:
+    return replace(job, lease_expires_at=now + (visibility_timeout_ms or job.visibility_timeout_ms))

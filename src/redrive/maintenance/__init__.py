@@ -1,0 +1,1 @@
+"""Periodic loops that keep time-driven work moving."""

@@ -1,0 +1,46 @@
+"""The sweep loop: run the periodic tasks every interval until cancelled, surviving errors."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from redrive.service.sweeper import Sweeper
+
+log = logging.getLogger("redrive.maintenance")
+
+
+async def sweep_forever(sweeper: Sweeper, interval_seconds: float) -> None:
+    failures = 0
+    while True:
+        try:
+            await sweeper.sweep()
+            failures = 0
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            failures += 1
+            if failures == 1 or failures % 100 == 0:
+                log.exception("periodic sweep failed (%d in a row); will retry", failures)
+        await asyncio.sleep(interval_seconds * min(failures + 1, 10))
+
+
+class SweepLoop:
+    """Owns the background task so the server can start and stop it with the app."""
+
+    def __init__(self, sweeper: Sweeper, interval_seconds: float) -> None:
+        self.sweeper = sweeper
+        self.interval_seconds = interval_seconds
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.task = asyncio.create_task(sweep_forever(self.sweeper, self.interval_seconds))
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+            self.task = None

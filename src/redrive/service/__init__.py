@@ -1,0 +1,1 @@
+"""Use-cases: enqueue, fetch, ack, nack, cancel, dead-letter operations, periodic sweeps."""

@@ -1,0 +1,171 @@
+"""Dead-letter use-cases: list, inspect, retry (one, with overrides, in bulk), delete, purge, stats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from redrive.domain import dead_letter as episodes
+from redrive.domain.dead_letter import DeadLetter, DeadLetterFilter, apply_override, parse_filter
+from redrive.domain.errors import InvalidRequest, NotFound
+from redrive.domain.events import job_event
+from redrive.domain.job import Job
+from redrive.ports import Page, Transaction
+from redrive.service.runtime import Runtime
+
+BULK_CHUNK = 500
+SAMPLE_SIZE = 10
+
+
+@dataclass
+class BulkResult:
+    action: str
+    matched: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    errors: list[dict[str, str]] = field(default_factory=list)
+    dry_run: bool = False
+    sample: list[str] = field(default_factory=list)
+    queues: list[str] = field(default_factory=list)
+
+
+def require_confirmation(body: dict[str, Any], filters: DeadLetterFilter) -> bool:
+    """Bulk changes need `confirm: true`; `dry_run: true` only counts. Returns dry_run."""
+    dry_run = body.get("dry_run") is True or str(body.get("dry_run")).lower() == "true"
+    confirm = body.get("confirm") is True or str(body.get("confirm")).lower() == "true"
+    if not dry_run and not confirm:
+        scope = "everything in the dead-letter queue" if filters.is_empty else "the filtered set"
+        raise InvalidRequest(
+            f"this changes {scope}: send confirm: true (or dry_run: true to see the count first)",
+            {"field": "confirm"},
+        )
+    return dry_run
+
+
+class DeadLetterService:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def filter(self, raw: dict[str, Any], tenant: str | None) -> DeadLetterFilter:
+        return parse_filter(raw, self.runtime.now(), tenant)
+
+    async def list(self, filters: DeadLetterFilter, page: Page) -> tuple[list[DeadLetter], int]:
+        async with self.runtime.store.transaction() as transaction:
+            items = await transaction.list_dead_letters(filters, page)
+            total = await transaction.count_dead_letters(filters)
+        return items, total
+
+    async def get(self, job_id: str, tenant: str | None) -> DeadLetter:
+        async with self.runtime.store.transaction() as transaction:
+            dead = await transaction.get_dead_letter(job_id, tenant)
+        if dead is None:
+            raise NotFound("dead letter", job_id)
+        return dead
+
+    async def _redrive(
+        self,
+        transaction: Transaction,
+        dead: DeadLetter,
+        override: dict[str, Any],
+        moved_by: str,
+        now: int,
+    ) -> Job | None:
+        """Flip the episode out of `dead` (the exactly-once guard), then requeue the job."""
+        job = episodes.redrive(apply_override(dead.job, override), now)
+        if not await transaction.move_dead_letter(dead.id, episodes.RETRIED, now, moved_by):
+            return None
+        await transaction.ensure_queue(job.queue, job.tenant_id, now)
+        await transaction.upsert_job(job)
+        event = job_event("dead_letter.retried", job, retried_by=moved_by, episode_id=dead.id)
+        await self.runtime.emit(transaction, [event], now)
+        self.runtime.metrics.dead_letter_retried[job.queue] += 1
+        return job
+
+    async def retry(
+        self, job_id: str, tenant: str | None, override: dict[str, Any], moved_by: str
+    ) -> Job:
+        now = self.runtime.now()
+        async with self.runtime.store.transaction() as transaction:
+            dead = await transaction.get_dead_letter(job_id, tenant)
+            if dead is None:
+                raise NotFound("dead letter", job_id)
+            job = await self._redrive(transaction, dead, override, moved_by, now)
+        if job is None:
+            raise NotFound("dead letter", job_id)
+        return job
+
+    async def delete(self, job_id: str, tenant: str | None, moved_by: str) -> None:
+        now = self.runtime.now()
+        async with self.runtime.store.transaction() as transaction:
+            dead = await transaction.get_dead_letter(job_id, tenant)
+            if dead is None or not await transaction.move_dead_letter(
+                dead.id, episodes.DELETED, now, moved_by
+            ):
+                raise NotFound("dead letter", job_id)
+            current = await transaction.get_job(job_id, tenant, lock=True)
+            if current is not None and current.dead_lettered:
+                await transaction.delete_job(job_id)
+            event = job_event("dead_letter.deleted", dead.job, deleted_by=moved_by)
+            await self.runtime.emit(transaction, [event], now)
+        self.runtime.metrics.dead_letter_deleted[dead.job.queue] += 1
+
+    async def _preview(self, filters: DeadLetterFilter, result: BulkResult) -> BulkResult:
+        async with self.runtime.store.transaction() as transaction:
+            result.matched = await transaction.count_dead_letters(filters)
+            sample = await transaction.list_dead_letters(filters, Page(limit=SAMPLE_SIZE))
+            stats = await transaction.dead_letter_stats(filters.tenant_id)
+        result.sample = [dead.job_id for dead in sample]
+        result.queues = sorted(stats["by_queue"]) if filters.queue is None else [filters.queue]
+        return result
+
+    async def _bulk(
+        self, filters: DeadLetterFilter, action: str, body: dict[str, Any], moved_by: str
+    ) -> BulkResult:
+        result = BulkResult(action=action, dry_run=require_confirmation(body, filters))
+        if result.dry_run:
+            return await self._preview(filters, result)
+        queues: set[str] = set()
+        while True:
+            now = self.runtime.now()
+            async with self.runtime.store.transaction() as transaction:
+                chunk = await transaction.list_dead_letters(filters, Page(limit=BULK_CHUNK))
+                for dead in chunk:
+                    result.matched += 1
+                    done = await self._apply(transaction, dead, action, moved_by, now)
+                    if done:
+                        result.succeeded += 1
+                        queues.add(dead.job.queue)
+                    else:
+                        result.failed += 1
+                        result.errors.append({"job_id": dead.job_id, "error": "already moved"})
+            if len(chunk) < BULK_CHUNK:
+                break
+        result.queues = sorted(queues)
+        return result
+
+    async def _apply(
+        self, transaction: Transaction, dead: DeadLetter, action: str, moved_by: str, now: int
+    ) -> bool:
+        if action == "retry":
+            return await self._redrive(transaction, dead, {}, moved_by, now) is not None
+        if not await transaction.move_dead_letter(dead.id, episodes.DELETED, now, moved_by):
+            return False
+        current = await transaction.get_job(dead.job_id, None, lock=True)
+        if current is not None and current.dead_lettered:
+            await transaction.delete_job(dead.job_id)
+        self.runtime.metrics.dead_letter_deleted[dead.job.queue] += 1
+        return True
+
+    async def bulk_retry(
+        self, filters: DeadLetterFilter, body: dict[str, Any], moved_by: str
+    ) -> BulkResult:
+        return await self._bulk(filters, "retry", body, moved_by)
+
+    async def purge(
+        self, filters: DeadLetterFilter, body: dict[str, Any], moved_by: str
+    ) -> BulkResult:
+        return await self._bulk(filters, "purge", body, moved_by)
+
+    async def stats(self, tenant: str | None) -> dict[str, Any]:
+        async with self.runtime.store.transaction() as transaction:
+            return await transaction.dead_letter_stats(tenant)

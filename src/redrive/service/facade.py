@@ -1,0 +1,33 @@
+"""The service as the edges see it: one object holding every use-case."""
+
+from __future__ import annotations
+
+from redrive.service.crons import CronService
+from redrive.service.dead_letters import DeadLetterService
+from redrive.service.events import EventService
+from redrive.service.jobs import JobService
+from redrive.service.queues import QueueService
+from redrive.service.runtime import Runtime
+from redrive.service.sweeper import Sweeper
+from redrive.service.workers import WorkerService
+
+
+class Service:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.jobs = JobService(runtime)
+        self.workers = WorkerService(runtime)
+        self.dead_letters = DeadLetterService(runtime)
+        self.queues = QueueService(runtime)
+        self.crons = CronService(runtime)
+        self.events = EventService(runtime)
+        self.sweeper = Sweeper(runtime, self.crons)
+
+    async def reset(self) -> None:
+        """Wipe every table. Only reachable when test hooks are on."""
+        async with self.runtime.store.transaction() as transaction:
+            await transaction.reset()
+        self.runtime.metrics.__init__()  # type: ignore[misc]
+
+    async def healthy(self) -> bool:
+        return await self.runtime.store.ping()

@@ -1,0 +1,117 @@
+"""Job use-cases for producers: enqueue (one or a batch), look up, cancel, activate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redrive.domain import job as states
+from redrive.domain import lifecycle
+from redrive.domain.envelope import EnqueueContext, validate_envelope
+from redrive.domain.errors import Duplicate, InvalidRequest, NotFound, OjsError
+from redrive.domain.events import job_event
+from redrive.domain.job import Job
+from redrive.ports import Transaction
+from redrive.service.runtime import Runtime
+
+
+class JobService:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def _validate(self, body: object, tenant: str | None, now: int) -> Job:
+        context = EnqueueContext(
+            now_ms=now,
+            generated_id=self.runtime.new_id(now),
+            tenant_header=tenant,
+            default_retry=self.runtime.options.default_retry,
+        )
+        return validate_envelope(body, context)
+
+    async def _insert(self, transaction: Transaction, jobs: list[Job], now: int) -> None:
+        for queue in sorted({(job.queue, job.tenant_id) for job in jobs}):
+            await transaction.ensure_queue(queue[0], queue[1], now)
+        for job in jobs:
+            if not await transaction.insert_job(job):
+                raise Duplicate(f"job {job.id} already exists", {"job_id": job.id})
+        events = [
+            job_event(
+                "scheduled" if job.state == states.SCHEDULED else "enqueued",
+                job,
+                priority=job.priority,
+            )
+            for job in jobs
+        ]
+        await self.runtime.emit(transaction, events, now)
+        for job in jobs:
+            self.runtime.metrics.enqueued[(job.queue, job.type)] += 1
+
+    async def enqueue(self, body: object, tenant: str | None) -> Job:
+        now = self.runtime.now()
+        job = self._validate(body, tenant, now)
+        async with self.runtime.store.transaction() as transaction:
+            await self._insert(transaction, [job], now)
+        return job
+
+    async def enqueue_batch(self, body: object, tenant: str | None) -> list[Job]:
+        """All jobs or none: the first invalid one is reported with its index."""
+        raw_jobs = body.get("jobs") if isinstance(body, dict) else body
+        if not isinstance(raw_jobs, list) or not raw_jobs:
+            raise InvalidRequest("jobs must be a non-empty array", {"field": "jobs"})
+        limit = self.runtime.options.max_batch_size
+        if len(raw_jobs) > limit:
+            raise InvalidRequest(f"a batch holds at most {limit} jobs", {"field": "jobs"})
+        now = self.runtime.now()
+        jobs = []
+        for index, raw in enumerate(raw_jobs):
+            try:
+                jobs.append(self._validate(raw, tenant, now))
+            except OjsError as error:
+                error.details = {**error.details, "index": index}
+                error.message = f"jobs[{index}]: {error.message}"
+                raise
+        ids = [job.id for job in jobs]
+        if len(set(ids)) != len(ids):
+            raise Duplicate("the batch repeats a job id", {"field": "jobs"})
+        async with self.runtime.store.transaction() as transaction:
+            await self._insert(transaction, jobs, now)
+        return jobs
+
+    async def get(self, job_id: str, tenant: str | None) -> Job:
+        async with self.runtime.store.transaction() as transaction:
+            job = await transaction.get_job(job_id, tenant)
+            if job is None:
+                dead = await transaction.latest_dead_letter(job_id, tenant)
+                if dead is not None:
+                    return dead.job
+        if job is None:
+            raise NotFound("job", job_id)
+        return job
+
+    async def cancel(self, job_id: str, tenant: str | None) -> tuple[Job, str]:
+        now = self.runtime.now()
+        async with self.runtime.store.transaction() as transaction:
+            job = await transaction.get_job(job_id, tenant, lock=True)
+            if job is None:
+                raise NotFound("job", job_id)
+            cancelled = lifecycle.cancel(job, now)
+            if not await transaction.update_job(cancelled, job.state, job.lease_token):
+                raise lifecycle.conflict(job, "cancel")
+            await self.runtime.emit(transaction, [job_event("cancelled", cancelled)], now)
+        return cancelled, job.state
+
+    async def activate(self, job_id: str, tenant: str | None) -> Job:
+        now = self.runtime.now()
+        async with self.runtime.store.transaction() as transaction:
+            job = await transaction.get_job(job_id, tenant, lock=True)
+            if job is None:
+                raise NotFound("job", job_id)
+            activated = lifecycle.activate(job, now)
+            if not await transaction.update_job(activated, job.state, job.lease_token):
+                raise lifecycle.conflict(job, "activate")
+        return activated
+
+    async def list(
+        self, filters: dict[str, Any], limit: int, offset: int
+    ) -> tuple[list[Job], int]:
+        async with self.runtime.store.transaction() as transaction:
+            return await transaction.list_jobs(filters, limit, offset)

@@ -1,0 +1,83 @@
+"""What every use-case shares: the store, the clock, randomness, ids, events and counters."""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from redrive.domain.events import Event
+from redrive.domain.identifiers import uuid7
+from redrive.domain.retry import RetryPolicy
+from redrive.ports import Clock, Store, StoredEvent, Transaction
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class ServiceOptions:
+    """Behaviour switches the composition root sets from Settings."""
+
+    test_hooks: bool = False
+    default_retry: RetryPolicy = RetryPolicy()
+    max_fetch_count: int = 1000
+    max_batch_size: int = 1000
+    event_retention_ms: int = 3_600_000
+    dead_letter_max_age_ms: int = 180 * 86_400_000
+    dead_letter_max_count: int = 10_000
+    prune_interval_ms: int = 300_000
+
+
+@dataclass
+class Metrics:
+    """Counters since this process started, labelled the way /metrics prints them."""
+
+    enqueued: Counter[tuple[str, str]] = field(default_factory=Counter)
+    completed: Counter[tuple[str, str]] = field(default_factory=Counter)
+    failed: Counter[tuple[str, str]] = field(default_factory=Counter)
+    dead_letter_added: Counter[tuple[str, str]] = field(default_factory=Counter)
+    dead_letter_retried: Counter[str] = field(default_factory=Counter)
+    dead_letter_deleted: Counter[str] = field(default_factory=Counter)
+    duration_sum_seconds: float = 0.0
+    duration_count: int = 0
+
+
+class Runtime:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock | None = None,
+        options: ServiceOptions | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.options = options or ServiceOptions()
+        self.rng = rng or random.SystemRandom()
+        self.metrics = Metrics()
+        self.started_at = self.clock.now_ms()
+
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+    def new_id(self, now: int | None = None) -> str:
+        return uuid7(self.now() if now is None else now, self.rng.getrandbits(74))
+
+    def new_token(self) -> str:
+        return secrets.token_hex(12)
+
+    def jitter_factor(self) -> float:
+        return 0.5 + self.rng.random()
+
+    async def emit(self, transaction: Transaction, events: list[Event], now: int) -> None:
+        if events:
+            stored = [
+                StoredEvent(id=f"evt_{self.new_id(now)}", sequence=0, time=now, event=event)
+                for event in events
+            ]
+            await transaction.add_events(stored)

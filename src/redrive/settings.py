@@ -1,0 +1,61 @@
+"""Settings, parsed once: REDRIVE_* environment variables, then an optional TOML file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+DEFAULT_CONFIG_FILE = "redrive.toml"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="REDRIVE_", extra="ignore")
+
+    database_url: str = Field(
+        "sqlite:///./redrive.db",
+        description="sqlite:///PATH (default ./redrive.db) or postgresql://USER@HOST:PORT/DB",
+    )
+    host: str = Field("127.0.0.1", description="address to listen on")
+    port: int = Field(8080, description="port to listen on")
+    log_level: str = Field("info", description="debug, info, warning or error")
+    log_format: str = Field("auto", description="json, text, or auto (json when not a terminal)")
+    test_hooks: bool = Field(
+        False, description="enable test-only routes (state reset, heartbeat directives); never in production"
+    )
+    sweep_interval_ms: int = Field(200, description="how often periodic work runs, in milliseconds")
+    max_body_bytes: int = Field(1_048_576, description="largest request body accepted")
+    max_batch_size: int = Field(1000, description="most jobs in one batch enqueue")
+    max_fetch_count: int = Field(1000, description="most jobs one fetch may claim")
+    pool_size: int = Field(10, description="PostgreSQL connections per server process")
+    event_retention_seconds: int = Field(3600, description="how long lifecycle events are kept")
+    config_file: str = Field(DEFAULT_CONFIG_FILE, description="optional TOML file with these settings")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_path = Path(os.environ.get("REDRIVE_CONFIG_FILE", DEFAULT_CONFIG_FILE))
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_path.is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+        return tuple(sources)
+
+    def describe(self) -> list[tuple[str, Any, str]]:
+        return [
+            (f"REDRIVE_{name.upper()}", field.default, field.description or "")
+            for name, field in type(self).model_fields.items()
+        ]

@@ -1,0 +1,1 @@
+"""Persistence adapters: SQLite and PostgreSQL behind one transaction interface."""

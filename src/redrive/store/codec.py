@@ -1,0 +1,137 @@
+"""Rows to records and back: how jobs, dead letters and events sit in the tables."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from redrive.domain.dead_letter import DeadLetter
+from redrive.domain.events import Event
+from redrive.domain.job import Job
+from redrive.domain.records import (
+    job_from_record,
+    job_to_record,
+    retry_from_record,
+    retry_to_record,
+)
+from redrive.ports import StoredEvent
+
+JOB_COLUMNS = (
+    "id", "tenant_id", "queue", "type", "state", "priority", "attempt", "timeout_ms",
+    "visibility_timeout_ms", "created_at", "enqueued_at", "scheduled_at", "expires_at",
+    "started_at", "completed_at", "cancelled_at", "discarded_at", "expired_at", "next_attempt_at",
+    "retry_delay_ms", "worker_id", "lease_token", "lease_expires_at", "timeout_at",
+)  # fmt: skip
+
+
+def dump(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def load(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str | bytes):
+        return json.loads(value)
+    return value
+
+
+def job_parameters(job: Job) -> dict[str, Any]:
+    parameters = {column: getattr(job, column) for column in JOB_COLUMNS}
+    parameters.update(
+        max_attempts=job.max_attempts,
+        envelope=dump(
+            {
+                "args": job.args,
+                "meta": job.meta,
+                "options": job.options,
+                "extra": job.extra,
+                "retry": retry_to_record(job.retry),
+                "scheduled_at_text": job.scheduled_at_text,
+                "expires_at_text": job.expires_at_text,
+            }
+        ),
+        run_at=job.run_at,
+        error=dump(job.error),
+        errors=dump(job.errors),
+        result=dump(job.result),
+        dead_lettered=job.dead_lettered,
+    )
+    return parameters
+
+
+def job_from_row(row: dict[str, Any]) -> Job:
+    envelope = load(row["envelope"])
+    values = {column: row[column] for column in JOB_COLUMNS}
+    return Job(
+        **values,
+        sequence=row["sequence"],
+        args=envelope["args"],
+        meta=envelope["meta"],
+        options=envelope["options"],
+        extra=envelope["extra"],
+        retry=retry_from_record(envelope["retry"]),
+        scheduled_at_text=envelope.get("scheduled_at_text"),
+        expires_at_text=envelope.get("expires_at_text"),
+        error=load(row["error"]),
+        errors=load(row["errors"]) or [],
+        result=load(row["result"]),
+        dead_lettered=bool(row["dead_lettered"]),
+    )
+
+
+def dead_letter_parameters(dead_letter: DeadLetter) -> dict[str, Any]:
+    job = dead_letter.job
+    return {
+        "id": dead_letter.id,
+        "job_id": job.id,
+        "tenant_id": job.tenant_id,
+        "queue": job.queue,
+        "type": job.type,
+        "error_type": dead_letter.error_type,
+        "reason": dead_letter.reason,
+        "discarded_at": dead_letter.discarded_at,
+        "status": dead_letter.status,
+        "job": dump(job_to_record(job)),
+        "moved_at": dead_letter.moved_at,
+        "moved_by": dead_letter.moved_by,
+    }
+
+
+def dead_letter_from_row(row: dict[str, Any]) -> DeadLetter:
+    return DeadLetter(
+        id=row["id"],
+        job=job_from_record(load(row["job"])),
+        reason=row["reason"],
+        discarded_at=row["discarded_at"],
+        status=row["status"],
+        error_type=row["error_type"],
+        moved_at=row["moved_at"],
+        moved_by=row["moved_by"],
+    )
+
+
+def event_parameters(stored: StoredEvent) -> dict[str, Any]:
+    event = stored.event
+    return {
+        "id": stored.id,
+        "tenant_id": event.tenant_id,
+        "type": event.type,
+        "queue": event.queue,
+        "job_type": event.job_type,
+        "subject": event.subject,
+        "time": stored.time,
+        "data": dump(event.data),
+    }
+
+
+def event_from_row(row: dict[str, Any]) -> StoredEvent:
+    event = Event(
+        type=row["type"],
+        tenant_id=row["tenant_id"],
+        queue=row["queue"],
+        job_type=row["job_type"],
+        subject=row["subject"],
+        data=load(row["data"]),
+    )
+    return StoredEvent(id=row["id"], sequence=row["sequence"], time=row["time"], event=event)

@@ -1,0 +1,279 @@
+-- Named statements for PostgreSQL. sqlite/statements.sql defines the same names and parameters.
+
+-- name: insert_job
+INSERT INTO jobs (
+    id, tenant_id, queue, type, state, priority, attempt, max_attempts, envelope, timeout_ms,
+    visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, started_at,
+    completed_at, cancelled_at, discarded_at, expired_at, next_attempt_at, retry_delay_ms, run_at,
+    worker_id, lease_token, lease_expires_at, timeout_at, error, errors, result, dead_lettered
+) VALUES (
+    :id, :tenant_id, :queue, :type, :state, :priority, :attempt, :max_attempts, CAST(:envelope AS jsonb),
+    :timeout_ms, :visibility_timeout_ms, :created_at, :enqueued_at, :scheduled_at, :expires_at,
+    :started_at, :completed_at, :cancelled_at, :discarded_at, :expired_at, :next_attempt_at,
+    :retry_delay_ms, :run_at, :worker_id, :lease_token, :lease_expires_at, :timeout_at, CAST(:error AS jsonb),
+    CAST(:errors AS jsonb), CAST(:result AS jsonb), :dead_lettered
+) ON CONFLICT (id) DO NOTHING
+RETURNING id;
+
+-- name: upsert_job
+INSERT INTO jobs (
+    id, tenant_id, queue, type, state, priority, attempt, max_attempts, envelope, timeout_ms,
+    visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, started_at,
+    completed_at, cancelled_at, discarded_at, expired_at, next_attempt_at, retry_delay_ms, run_at,
+    worker_id, lease_token, lease_expires_at, timeout_at, error, errors, result, dead_lettered
+) VALUES (
+    :id, :tenant_id, :queue, :type, :state, :priority, :attempt, :max_attempts, CAST(:envelope AS jsonb),
+    :timeout_ms, :visibility_timeout_ms, :created_at, :enqueued_at, :scheduled_at, :expires_at,
+    :started_at, :completed_at, :cancelled_at, :discarded_at, :expired_at, :next_attempt_at,
+    :retry_delay_ms, :run_at, :worker_id, :lease_token, :lease_expires_at, :timeout_at, CAST(:error AS jsonb),
+    CAST(:errors AS jsonb), CAST(:result AS jsonb), :dead_lettered
+) ON CONFLICT (id) DO UPDATE SET
+    queue = excluded.queue, state = excluded.state, priority = excluded.priority,
+    attempt = excluded.attempt, max_attempts = excluded.max_attempts,
+    envelope = excluded.envelope, timeout_ms = excluded.timeout_ms,
+    visibility_timeout_ms = excluded.visibility_timeout_ms, enqueued_at = excluded.enqueued_at,
+    scheduled_at = excluded.scheduled_at, expires_at = excluded.expires_at,
+    started_at = excluded.started_at, completed_at = excluded.completed_at,
+    cancelled_at = excluded.cancelled_at, discarded_at = excluded.discarded_at,
+    expired_at = excluded.expired_at, next_attempt_at = excluded.next_attempt_at,
+    retry_delay_ms = excluded.retry_delay_ms, run_at = excluded.run_at,
+    worker_id = excluded.worker_id, lease_token = excluded.lease_token,
+    lease_expires_at = excluded.lease_expires_at, timeout_at = excluded.timeout_at,
+    error = excluded.error, errors = excluded.errors, result = excluded.result,
+    dead_lettered = excluded.dead_lettered;
+
+-- name: update_job
+UPDATE jobs SET
+    queue = :queue, state = :state, priority = :priority, attempt = :attempt,
+    max_attempts = :max_attempts, envelope = CAST(:envelope AS jsonb), timeout_ms = :timeout_ms,
+    visibility_timeout_ms = :visibility_timeout_ms, enqueued_at = :enqueued_at,
+    scheduled_at = :scheduled_at, expires_at = :expires_at, started_at = :started_at,
+    completed_at = :completed_at, cancelled_at = :cancelled_at, discarded_at = :discarded_at,
+    expired_at = :expired_at, next_attempt_at = :next_attempt_at, retry_delay_ms = :retry_delay_ms,
+    run_at = :run_at, worker_id = :worker_id, lease_token = :lease_token,
+    lease_expires_at = :lease_expires_at, timeout_at = :timeout_at, error = CAST(:error AS jsonb),
+    errors = CAST(:errors AS jsonb), result = CAST(:result AS jsonb), dead_lettered = :dead_lettered
+WHERE id = :id AND state = :expected_state
+  AND COALESCE(lease_token, '') = COALESCE(CAST(:expected_lease_token AS text), '');
+
+-- name: select_job
+SELECT * FROM jobs WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
+
+-- name: select_job_for_update
+SELECT * FROM jobs WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+FOR UPDATE;
+
+-- name: delete_job
+DELETE FROM jobs WHERE id = :id;
+
+-- name: select_jobs
+SELECT * FROM jobs
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+  AND (CAST(:state AS text) IS NULL OR state = :state)
+  AND (CAST(:type AS text) IS NULL OR type = :type)
+ORDER BY sequence DESC
+LIMIT :limit OFFSET :offset;
+
+-- name: count_jobs
+SELECT COUNT(*) AS count FROM jobs
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+  AND (CAST(:state AS text) IS NULL OR state = :state)
+  AND (CAST(:type AS text) IS NULL OR type = :type);
+
+-- name: claim_jobs
+WITH candidates AS (
+    SELECT id FROM jobs
+    WHERE queue = :queue AND state = 'available'
+      AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+      AND (expires_at IS NULL OR expires_at > :now)
+    ORDER BY priority DESC, sequence
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs SET
+    state = 'active', attempt = attempt + 1, started_at = :now, worker_id = :worker_id,
+    lease_token = :lease_token,
+    lease_expires_at = :now + COALESCE(CAST(:visibility_timeout_ms AS bigint), visibility_timeout_ms),
+    timeout_at = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :now + timeout_ms END,
+    run_at = NULL, next_attempt_at = NULL
+FROM candidates WHERE jobs.id = candidates.id
+RETURNING jobs.*;
+
+-- name: promote_due_jobs
+UPDATE jobs SET state = 'available', enqueued_at = :now, run_at = NULL
+WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
+  AND (expires_at IS NULL OR expires_at > :now);
+
+-- name: select_expired_jobs
+SELECT * FROM jobs
+WHERE expires_at <= :now AND state IN ('scheduled', 'available', 'retryable', 'pending')
+LIMIT :limit FOR UPDATE SKIP LOCKED;
+
+-- name: select_expired_leases
+SELECT * FROM jobs
+WHERE state = 'active' AND (lease_expires_at <= :now OR timeout_at <= :now)
+LIMIT :limit FOR UPDATE SKIP LOCKED;
+
+-- name: count_jobs_by_queue_and_state
+SELECT queue, state, COUNT(*) AS count FROM jobs
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+GROUP BY queue, state;
+
+-- name: count_finished_since
+SELECT state, COUNT(*) AS count FROM jobs
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+  AND ((state = 'completed' AND completed_at >= :since)
+       OR (state = 'discarded' AND discarded_at >= :since))
+GROUP BY state;
+
+-- name: ensure_queue
+INSERT INTO queues (name, tenant_id, created_at) VALUES (:name, :tenant_id, :now)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: set_queue_paused
+INSERT INTO queues (name, tenant_id, created_at, paused, paused_at, resumed_at)
+VALUES (:name, :tenant_id, :now, :paused,
+        CASE WHEN CAST(:paused AS boolean) THEN :now END,
+        CASE WHEN CAST(:paused AS boolean) THEN NULL ELSE :now END)
+ON CONFLICT (name) DO UPDATE SET
+    paused = excluded.paused,
+    paused_at = CASE WHEN excluded.paused THEN :now ELSE queues.paused_at END,
+    resumed_at = CASE WHEN excluded.paused THEN queues.resumed_at ELSE :now END
+RETURNING *;
+
+-- name: select_queues
+SELECT * FROM queues ORDER BY name;
+
+-- name: select_paused_queue_names
+SELECT name FROM queues WHERE paused;
+
+-- name: insert_dead_letter
+INSERT INTO dead_letters (
+    id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
+    moved_at, moved_by
+) VALUES (
+    :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status, CAST(:job AS jsonb),
+    :moved_at, :moved_by
+);
+
+-- name: select_dead_letters
+SELECT * FROM dead_letters
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = :status
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+  AND (CAST(:type AS text) IS NULL OR type = :type)
+  AND (CAST(:type_prefix AS text) IS NULL OR starts_with(type, :type_prefix))
+  AND (CAST(:error_type AS text) IS NULL OR error_type = :error_type)
+  AND (CAST(:since AS bigint) IS NULL OR discarded_at >= :since)
+  AND (CAST(:until AS bigint) IS NULL OR discarded_at <= :until)
+  AND (CAST(:cursor_at AS bigint) IS NULL OR discarded_at < :cursor_at
+       OR (discarded_at = :cursor_at AND id < :cursor_id))
+ORDER BY discarded_at DESC, id DESC
+LIMIT :limit OFFSET :offset;
+
+-- name: count_dead_letters
+SELECT COUNT(*) AS count FROM dead_letters
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = :status
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue)
+  AND (CAST(:type AS text) IS NULL OR type = :type)
+  AND (CAST(:type_prefix AS text) IS NULL OR starts_with(type, :type_prefix))
+  AND (CAST(:error_type AS text) IS NULL OR error_type = :error_type)
+  AND (CAST(:since AS bigint) IS NULL OR discarded_at >= :since)
+  AND (CAST(:until AS bigint) IS NULL OR discarded_at <= :until);
+
+-- name: select_dead_letter
+SELECT * FROM dead_letters
+WHERE job_id = :job_id AND status = 'dead' AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
+
+-- name: select_latest_dead_letter
+SELECT * FROM dead_letters
+WHERE job_id = :job_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+ORDER BY discarded_at DESC, id DESC LIMIT 1;
+
+-- name: move_dead_letter
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by
+WHERE id = :id AND status = 'dead';
+
+-- name: dead_letter_totals
+SELECT COUNT(*) AS total, MIN(discarded_at) AS oldest_at, MAX(discarded_at) AS newest_at
+FROM dead_letters WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = 'dead';
+
+-- name: count_dead_letters_by_queue
+SELECT queue AS key, COUNT(*) AS count FROM dead_letters
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = 'dead' GROUP BY queue;
+
+-- name: count_dead_letters_by_error_type
+SELECT COALESCE(error_type, 'unknown') AS key, COUNT(*) AS count FROM dead_letters
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = 'dead'
+GROUP BY COALESCE(error_type, 'unknown');
+
+-- name: count_dead_letters_by_type
+SELECT type AS key, COUNT(*) AS count FROM dead_letters
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = 'dead' GROUP BY type;
+
+-- name: upsert_worker
+INSERT INTO workers (
+    id, tenant_id, state, queues, active_jobs, first_seen_at, last_heartbeat_at
+) VALUES (:id, :tenant_id, 'running', CAST(:queues AS jsonb), :active_jobs, :now, :now)
+ON CONFLICT (id) DO UPDATE SET
+    last_heartbeat_at = :now,
+    active_jobs = excluded.active_jobs,
+    queues = CASE WHEN excluded.queues = '[]'::jsonb THEN workers.queues ELSE excluded.queues END
+RETURNING *;
+
+-- name: set_worker_directive
+UPDATE workers SET directive = :directive, state = :state WHERE id = :id;
+
+-- name: select_workers
+SELECT * FROM workers WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) ORDER BY id;
+
+-- name: upsert_cron
+INSERT INTO crons (
+    name, tenant_id, definition, enabled, next_run_at, last_run_at, last_job_id, run_count,
+    created_at
+) VALUES (
+    :name, :tenant_id, CAST(:definition AS jsonb), :enabled, :next_run_at, :last_run_at, :last_job_id,
+    :run_count, :created_at
+) ON CONFLICT (name) DO UPDATE SET
+    definition = excluded.definition, enabled = excluded.enabled,
+    next_run_at = excluded.next_run_at, last_run_at = excluded.last_run_at,
+    last_job_id = excluded.last_job_id, run_count = excluded.run_count;
+
+-- name: select_crons
+SELECT * FROM crons WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) ORDER BY name;
+
+-- name: select_cron
+SELECT * FROM crons WHERE name = :name AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
+
+-- name: delete_cron
+DELETE FROM crons WHERE name = :name AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
+
+-- name: select_due_crons
+SELECT * FROM crons WHERE enabled AND next_run_at <= :now ORDER BY next_run_at LIMIT :limit;
+
+-- name: insert_event
+INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+VALUES (:id, :tenant_id, :type, :queue, :job_type, :subject, :time, CAST(:data AS jsonb));
+
+-- name: select_events
+SELECT * FROM events
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+  AND (CAST(:after_sequence AS bigint) IS NULL OR sequence > :after_sequence)
+  AND (CAST(:types AS text[]) IS NULL OR type = ANY(CAST(:types AS text[])))
+  AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
+  AND (CAST(:job_types AS text[]) IS NULL OR job_type = ANY(CAST(:job_types AS text[])))
+ORDER BY sequence
+LIMIT :limit;
+
+-- name: select_event_sequence
+SELECT sequence FROM events WHERE id = :id;
+
+-- name: delete_events_before
+DELETE FROM events WHERE time < :before;
+
+-- name: try_lock
+SELECT pg_try_advisory_xact_lock(CAST(:key AS bigint)) AS locked;
+
+-- name: reset_all
+TRUNCATE jobs, dead_letters, queues, workers, crons, events;

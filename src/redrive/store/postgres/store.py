@@ -1,0 +1,121 @@
+"""The PostgreSQL store: a psycopg 3 connection pool; each transaction takes one connection."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.string import TextLoader
+from psycopg_pool import AsyncConnectionPool
+
+from redrive.store.statements import (
+    load_statements,
+    migration_files,
+    split_script,
+    to_pyformat,
+)
+from redrive.store.transaction import SqlTransaction
+
+HERE = Path(__file__).parent
+MIGRATION_LOCK_KEY = 0x7265647269766500  # "redrive\0"
+# Filter queries keep custom plans: a generic prepared plan is slow on skewed data.
+UNPREPARED = frozenset(
+    {"select_dead_letters", "count_dead_letters", "select_jobs", "count_jobs", "select_events"}
+)
+
+
+class PostgresExecutor:
+    def __init__(self, connection: psycopg.AsyncConnection[dict[str, Any]], store: PostgresStore):
+        self.connection = connection
+        self.store = store
+
+    async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+        cursor = await self.connection.execute(
+            self.store.statements[name], parameters, prepare=False if name in UNPREPARED else None
+        )
+        if cursor.description is None:
+            return []
+        return await cursor.fetchall()
+
+    async def run(self, name: str, parameters: dict[str, Any]) -> int:
+        changed = 0
+        for part in self.store.scripts[name]:
+            cursor = await self.connection.execute(part, parameters)
+            changed += max(cursor.rowcount, 0)
+        return changed
+
+    def list_parameter(self, values: list[str] | None) -> Any:
+        return values
+
+
+async def _configure(connection: psycopg.AsyncConnection[Any]) -> None:
+    # JSON columns come back as text; the codec decodes them the same way for both dialects.
+    connection.adapters.register_loader("jsonb", TextLoader)
+    connection.adapters.register_loader("json", TextLoader)
+
+
+class PostgresStore:
+    backend = "postgres"
+
+    def __init__(self, url: str, min_size: int = 1, max_size: int = 10) -> None:
+        self.url = url
+        raw = load_statements(HERE / "statements.sql")
+        self.statements = {name: to_pyformat(sql) for name, sql in raw.items()}
+        self.scripts = {name: split_script(sql) for name, sql in self.statements.items()}
+        self.pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = (
+            AsyncConnectionPool(
+                url,
+                min_size=min_size,
+                max_size=max_size,
+                open=False,
+                configure=_configure,
+                kwargs={"row_factory": dict_row, "autocommit": True},
+            )
+        )
+
+    async def open(self) -> None:
+        await self.pool.open(wait=True, timeout=30)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[SqlTransaction]:
+        async with self.pool.connection() as connection, connection.transaction():
+            yield SqlTransaction(PostgresExecutor(connection, self))
+
+    async def migrate(self) -> list[str]:
+        done: list[str] = []
+        async with self.pool.connection() as connection:
+            await connection.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+            try:
+                await connection.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations "
+                    "(version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                )
+                cursor = await connection.execute("SELECT version FROM schema_migrations")
+                applied = {row["version"] for row in await cursor.fetchall()}
+                for file in migration_files(HERE / "migrations"):
+                    if file.stem in applied:
+                        continue
+                    async with connection.transaction():
+                        await connection.execute(file.read_text(encoding="utf-8").encode())
+                        await connection.execute(
+                            "INSERT INTO schema_migrations (version) VALUES (%s)", (file.stem,)
+                        )
+                    done.append(file.stem)
+            finally:
+                await connection.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+        return done
+
+    async def ping(self) -> bool:
+        try:
+            async with self.pool.connection(timeout=5) as connection:
+                await connection.execute("SELECT 1")
+        except (psycopg.Error, TimeoutError, OSError):
+            return False
+        return True
+
+    async def close(self) -> None:
+        await self.pool.close()

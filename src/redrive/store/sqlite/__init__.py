@@ -1,0 +1,1 @@
+"""SQLite adapter: one connection in WAL mode, claims inside BEGIN IMMEDIATE."""

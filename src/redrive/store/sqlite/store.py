@@ -1,0 +1,126 @@
+"""The SQLite store: a single connection served by one thread, one transaction at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from redrive.store.statements import load_statements, migration_files, split_script
+from redrive.store.transaction import SqlTransaction
+
+HERE = Path(__file__).parent
+Result = TypeVar("Result")
+
+
+class SqliteExecutor:
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+        sql = self.store.statements[name]
+        connection = self.store.connection
+
+        def query() -> list[dict[str, Any]]:
+            cursor = connection.execute(sql, parameters)
+            names = [column[0] for column in cursor.description or ()]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+        return await self.store.call(query)
+
+    async def run(self, name: str, parameters: dict[str, Any]) -> int:
+        sql = self.store.statements[name]
+        connection = self.store.connection
+
+        def execute() -> int:
+            changed = 0
+            for part in split_script(sql):
+                changed += connection.execute(part, parameters).rowcount
+            return changed
+
+        return await self.store.call(execute)
+
+    def list_parameter(self, values: list[str] | None) -> Any:
+        return None if values is None else json.dumps(values)
+
+
+class SqliteStore:
+    backend = "sqlite"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.statements = load_statements(HERE / "statements.sql")
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="redrive-sqlite")
+        self._lock = asyncio.Lock()
+        self.connection = self._thread.submit(self._connect).result()
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=30
+        )
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
+        connection.execute("PRAGMA busy_timeout = 30000")
+        connection.execute("PRAGMA foreign_keys = ON")
+        return connection
+
+    async def call(self, function: Callable[[], Result]) -> Result:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, function)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[SqlTransaction]:
+        async with self._lock:
+            await self.call(lambda: self.connection.execute("BEGIN IMMEDIATE"))
+            try:
+                yield SqlTransaction(SqliteExecutor(self))
+            except BaseException:
+                await self.call(lambda: self.connection.execute("ROLLBACK"))
+                raise
+            await self.call(lambda: self.connection.execute("COMMIT"))
+
+    async def migrate(self) -> list[str]:
+        def apply() -> list[str]:
+            connection = self.connection
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version TEXT PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+            )
+            applied = {row[0] for row in connection.execute("SELECT version FROM schema_migrations")}
+            done = []
+            for file in migration_files(HERE / "migrations"):
+                if file.stem in applied:
+                    continue
+                connection.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in split_script(file.read_text(encoding="utf-8")):
+                        connection.execute(statement)
+                    connection.execute(
+                        "INSERT INTO schema_migrations (version) VALUES (?)", (file.stem,)
+                    )
+                except BaseException:
+                    connection.execute("ROLLBACK")
+                    raise
+                connection.execute("COMMIT")
+                done.append(file.stem)
+            return done
+
+        async with self._lock:
+            return await self.call(apply)
+
+    async def ping(self) -> bool:
+        try:
+            await self.call(lambda: self.connection.execute("SELECT 1").fetchone())
+        except sqlite3.Error:
+            return False
+        return True
+
+    async def close(self) -> None:
+        await self.call(self.connection.close)
+        self._thread.shutdown(wait=True)

@@ -1,0 +1,271 @@
+"""The one transaction implementation both dialects share, over their named statements."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Protocol
+
+from redrive.domain.dead_letter import DeadLetter, DeadLetterFilter
+from redrive.domain.job import Job
+from redrive.ports import Claim, EventQuery, Page, StoredEvent
+from redrive.store.codec import (
+    dead_letter_from_row,
+    dead_letter_parameters,
+    dump,
+    event_from_row,
+    event_parameters,
+    job_from_row,
+    job_parameters,
+    load,
+)
+
+
+class Executor(Protocol):
+    """Runs a named statement inside the open transaction."""
+
+    async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]: ...
+    async def run(self, name: str, parameters: dict[str, Any]) -> int: ...
+    def list_parameter(self, values: list[str] | None) -> Any: ...
+
+
+def _filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
+    return {
+        "tenant_id": filters.tenant_id,
+        "status": filters.status,
+        "queue": filters.queue,
+        "type": filters.type,
+        "type_prefix": filters.type_prefix,
+        "error_type": filters.error_type,
+        "since": filters.since,
+        "until": filters.until,
+    }
+
+
+class SqlTransaction:
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+
+    async def _rows(self, statement: str, /, **parameters: Any) -> list[dict[str, Any]]:
+        return await self.executor.rows(statement, parameters)
+
+    async def _run(self, statement: str, /, **parameters: Any) -> int:
+        return await self.executor.run(statement, parameters)
+
+    # jobs
+
+    async def insert_job(self, job: Job) -> bool:
+        return bool(await self.executor.rows("insert_job", job_parameters(job)))
+
+    async def upsert_job(self, job: Job) -> None:
+        await self.executor.run("upsert_job", job_parameters(job))
+
+    async def update_job(self, job: Job, expected_state: str, expected_lease: str | None) -> bool:
+        parameters = job_parameters(job)
+        parameters.update(expected_state=expected_state, expected_lease_token=expected_lease)
+        return await self.executor.run("update_job", parameters) == 1
+
+    async def get_job(self, job_id: str, tenant_id: str | None, lock: bool = False) -> Job | None:
+        name = "select_job_for_update" if lock else "select_job"
+        rows = await self._rows(name, id=job_id, tenant_id=tenant_id)
+        return job_from_row(rows[0]) if rows else None
+
+    async def delete_job(self, job_id: str) -> None:
+        await self._run("delete_job", id=job_id)
+
+    async def list_jobs(
+        self, filters: dict[str, Any], limit: int, offset: int
+    ) -> tuple[list[Job], int]:
+        keys = {key: filters.get(key) for key in ("tenant_id", "queue", "state", "type")}
+        rows = await self._rows("select_jobs", limit=limit, offset=offset, **keys)
+        total = await self._rows("count_jobs", **keys)
+        return [job_from_row(row) for row in rows], int(total[0]["count"])
+
+    async def claim_jobs(self, claim: Claim, now: int) -> list[Job]:
+        rows = await self._rows(
+            "claim_jobs",
+            queue=claim.queue,
+            limit=claim.limit,
+            worker_id=claim.worker_id,
+            lease_token=claim.lease_token,
+            visibility_timeout_ms=claim.visibility_timeout_ms,
+            tenant_id=claim.tenant_id,
+            now=now,
+        )
+        jobs = [job_from_row(row) for row in rows]
+        return sorted(jobs, key=lambda job: (-job.priority, job.sequence or 0))
+
+    async def promote_due_jobs(self, now: int) -> int:
+        return await self._run("promote_due_jobs", now=now)
+
+    async def expired_jobs(self, now: int, limit: int) -> list[Job]:
+        return [job_from_row(row) for row in await self._rows("select_expired_jobs", now=now, limit=limit)]
+
+    async def expired_leases(self, now: int, limit: int) -> list[Job]:
+        rows = await self._rows("select_expired_leases", now=now, limit=limit)
+        return [job_from_row(row) for row in rows]
+
+    async def count_jobs(
+        self, tenant_id: str | None, queue: str | None
+    ) -> dict[tuple[str, str], int]:
+        rows = await self._rows("count_jobs_by_queue_and_state", tenant_id=tenant_id, queue=queue)
+        return {(row["queue"], row["state"]): int(row["count"]) for row in rows}
+
+    async def count_finished_since(self, tenant_id: str | None, since: int) -> dict[str, int]:
+        rows = await self._rows("count_finished_since", tenant_id=tenant_id, since=since)
+        return {row["state"]: int(row["count"]) for row in rows}
+
+    # queues
+
+    async def ensure_queue(self, name: str, tenant_id: str, now: int) -> None:
+        await self._run("ensure_queue", name=name, tenant_id=tenant_id, now=now)
+
+    async def set_queue_paused(
+        self, name: str, tenant_id: str, paused: bool, now: int
+    ) -> dict[str, Any]:
+        rows = await self._rows(
+            "set_queue_paused", name=name, tenant_id=tenant_id, paused=paused, now=now
+        )
+        return self._queue(rows[0])
+
+    @staticmethod
+    def _queue(row: dict[str, Any]) -> dict[str, Any]:
+        return {**row, "paused": bool(row["paused"])}
+
+    async def list_queues(self) -> list[dict[str, Any]]:
+        return [self._queue(row) for row in await self._rows("select_queues")]
+
+    async def paused_queue_names(self) -> set[str]:
+        return {row["name"] for row in await self._rows("select_paused_queue_names")}
+
+    # dead letters
+
+    async def insert_dead_letter(self, dead_letter: DeadLetter) -> None:
+        await self.executor.run("insert_dead_letter", dead_letter_parameters(dead_letter))
+
+    async def list_dead_letters(self, filters: DeadLetterFilter, page: Page) -> list[DeadLetter]:
+        rows = await self._rows(
+            "select_dead_letters",
+            limit=page.limit,
+            offset=page.offset,
+            cursor_at=page.cursor_at,
+            cursor_id=page.cursor_id,
+            **_filter_parameters(filters),
+        )
+        return [dead_letter_from_row(row) for row in rows]
+
+    async def count_dead_letters(self, filters: DeadLetterFilter) -> int:
+        rows = await self._rows("count_dead_letters", **_filter_parameters(filters))
+        return int(rows[0]["count"])
+
+    async def get_dead_letter(self, job_id: str, tenant_id: str | None) -> DeadLetter | None:
+        rows = await self._rows("select_dead_letter", job_id=job_id, tenant_id=tenant_id)
+        return dead_letter_from_row(rows[0]) if rows else None
+
+    async def latest_dead_letter(self, job_id: str, tenant_id: str | None) -> DeadLetter | None:
+        rows = await self._rows("select_latest_dead_letter", job_id=job_id, tenant_id=tenant_id)
+        return dead_letter_from_row(rows[0]) if rows else None
+
+    async def move_dead_letter(
+        self, episode_id: str, status: str, now: int, moved_by: str
+    ) -> bool:
+        changed = await self._run(
+            "move_dead_letter", id=episode_id, status=status, now=now, moved_by=moved_by
+        )
+        return changed == 1
+
+    async def dead_letter_stats(self, tenant_id: str | None) -> dict[str, Any]:
+        totals = (await self._rows("dead_letter_totals", tenant_id=tenant_id))[0]
+        stats: dict[str, Any] = {
+            "total": int(totals["total"]),
+            "oldest_at": totals["oldest_at"],
+            "newest_at": totals["newest_at"],
+        }
+        for key in ("queue", "error_type", "type"):
+            rows = await self._rows(f"count_dead_letters_by_{key}", tenant_id=tenant_id)
+            stats[f"by_{key}"] = {row["key"]: int(row["count"]) for row in rows}
+        return stats
+
+    # workers
+
+    async def touch_worker(
+        self, worker_id: str, tenant_id: str, queues: list[str], active_jobs: int, now: int
+    ) -> dict[str, Any]:
+        rows = await self._rows(
+            "upsert_worker",
+            id=worker_id,
+            tenant_id=tenant_id,
+            queues=dump(queues),
+            active_jobs=active_jobs,
+            now=now,
+        )
+        return self._worker(rows[0])
+
+    @staticmethod
+    def _worker(row: dict[str, Any]) -> dict[str, Any]:
+        return {**row, "queues": load(row["queues"])}
+
+    async def set_worker_directive(self, worker_id: str, directive: str | None) -> None:
+        state = directive or "running"
+        await self._run("set_worker_directive", id=worker_id, directive=directive, state=state)
+
+    async def list_workers(self, tenant_id: str | None) -> list[dict[str, Any]]:
+        return [self._worker(row) for row in await self._rows("select_workers", tenant_id=tenant_id)]
+
+    # crons
+
+    @staticmethod
+    def _cron(row: dict[str, Any]) -> dict[str, Any]:
+        return {**row, "definition": load(row["definition"]), "enabled": bool(row["enabled"])}
+
+    async def save_cron(self, cron: dict[str, Any]) -> None:
+        await self.executor.run("upsert_cron", {**cron, "definition": dump(cron["definition"])})
+
+    async def list_crons(self, tenant_id: str | None) -> list[dict[str, Any]]:
+        return [self._cron(row) for row in await self._rows("select_crons", tenant_id=tenant_id)]
+
+    async def get_cron(self, name: str, tenant_id: str | None) -> dict[str, Any] | None:
+        rows = await self._rows("select_cron", name=name, tenant_id=tenant_id)
+        return self._cron(rows[0]) if rows else None
+
+    async def delete_cron(self, name: str, tenant_id: str | None) -> bool:
+        return await self._run("delete_cron", name=name, tenant_id=tenant_id) > 0
+
+    async def due_crons(self, now: int, limit: int) -> list[dict[str, Any]]:
+        return [self._cron(row) for row in await self._rows("select_due_crons", now=now, limit=limit)]
+
+    # events
+
+    async def add_events(self, events: list[StoredEvent]) -> None:
+        for stored in events:
+            await self.executor.run("insert_event", event_parameters(stored))
+
+    async def list_events(self, query: EventQuery) -> list[StoredEvent]:
+        after_sequence = None
+        if query.after_id:
+            found = await self._rows("select_event_sequence", id=query.after_id)
+            after_sequence = found[0]["sequence"] if found else None
+        rows = await self._rows(
+            "select_events",
+            tenant_id=query.tenant_id,
+            after_sequence=after_sequence,
+            types=self.executor.list_parameter(query.types),
+            queues=self.executor.list_parameter(query.queues),
+            job_types=self.executor.list_parameter(query.job_types),
+            limit=query.limit,
+        )
+        return [event_from_row(row) for row in rows]
+
+    async def delete_events_before(self, before: int) -> int:
+        return await self._run("delete_events_before", before=before)
+
+    # maintenance
+
+    async def try_lock(self, key: int) -> bool:
+        rows = await self._rows("try_lock", key=key)
+        return bool(rows[0]["locked"])
+
+    async def reset(self) -> None:
+        await self._run("reset_all")
+
+
+__all__ = ["Executor", "SqlTransaction", "replace"]

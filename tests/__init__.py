@@ -1,0 +1,1 @@
+"""The redrive test suite."""

@@ -1,0 +1,1 @@
+"""Runs the official OJS conformance suites against a real `redrive serve`."""

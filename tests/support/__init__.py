@@ -1,0 +1,1 @@
+"""Shared helpers for the test suite: real databases and real servers."""
