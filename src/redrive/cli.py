@@ -20,8 +20,10 @@ console = Console(stderr=True)
 
 
 def _settings_help() -> str:
-    rows = [f"  {name}={default!s}  {text}" for name, default, text in Settings().describe()]
-    return "Settings (environment variables or redrive.toml), with defaults:\n\n" + "\n\n".join(rows)
+    rows = [f"  {name}={default!s}  {text}" for name, default, text in Settings.describe()]
+    return "Settings (environment variables or redrive.toml), with defaults:\n\n" + "\n\n".join(
+        rows
+    )
 
 
 app = typer.Typer(

@@ -33,7 +33,8 @@ async def open_store(settings: Settings) -> Store:
         await store.open()
         return store
     raise ConfigurationError(
-        f"REDRIVE_DATABASE_URL must start with sqlite:/// or postgresql://, got {url.split(':')[0]}:"
+        "REDRIVE_DATABASE_URL must start with sqlite:/// or postgresql://, "
+        f"got {url.split(':')[0]}:"
     )
 
 

@@ -26,7 +26,9 @@ def configure_logging(level: str, log_format: str) -> None:
     use_json = log_format == "json" or (log_format == "auto" and not sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        JsonFormatter() if use_json else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        JsonFormatter()
+        if use_json
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]

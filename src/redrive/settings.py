@@ -29,7 +29,8 @@ class Settings(BaseSettings):
     log_level: str = Field("info", description="debug, info, warning or error")
     log_format: str = Field("auto", description="json, text, or auto (json when not a terminal)")
     test_hooks: bool = Field(
-        False, description="enable test-only routes (state reset, heartbeat directives); never in production"
+        False,
+        description="test-only routes (state reset, heartbeat directives); never in production",
     )
     sweep_interval_ms: int = Field(200, description="how often periodic work runs, in milliseconds")
     max_body_bytes: int = Field(1_048_576, description="largest request body accepted")
@@ -37,7 +38,9 @@ class Settings(BaseSettings):
     max_fetch_count: int = Field(1000, description="most jobs one fetch may claim")
     pool_size: int = Field(10, description="PostgreSQL connections per server process")
     event_retention_seconds: int = Field(3600, description="how long lifecycle events are kept")
-    config_file: str = Field(DEFAULT_CONFIG_FILE, description="optional TOML file with these settings")
+    config_file: str = Field(
+        DEFAULT_CONFIG_FILE, description="optional TOML file with these settings"
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -54,8 +57,10 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
         return tuple(sources)
 
-    def describe(self) -> list[tuple[str, Any, str]]:
+    @classmethod
+    def describe(cls) -> list[tuple[str, Any, str]]:
+        """(environment variable, default, meaning) for every setting."""
         return [
             (f"REDRIVE_{name.upper()}", field.default, field.description or "")
-            for name, field in type(self).model_fields.items()
+            for name, field in cls.model_fields.items()
         ]

@@ -47,3 +47,16 @@ def fresh_database(prefix: str = "redrive_test") -> Iterator[str]:
     finally:
         with psycopg.connect(admin_url(), autocommit=True) as connection:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def database_from_template(template: str, prefix: str = "redrive_test") -> Iterator[str]:
+    """A copy of an already-migrated template database (much faster than migrating again)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url(), autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    try:
+        yield database_url(name)
+    finally:
+        with psycopg.connect(admin_url(), autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

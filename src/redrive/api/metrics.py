@@ -17,7 +17,9 @@ def _labels(**labels: str) -> str:
     return "{" + inner + "}" if inner else ""
 
 
-def _family(name: str, kind: str, help_text: str, samples: Iterable[tuple[str, float]]) -> list[str]:
+def _family(
+    name: str, kind: str, help_text: str, samples: Iterable[tuple[str, float]]
+) -> list[str]:
     lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
     lines += [f"{name}{labels} {value:g}" for labels, value in samples]
     return lines
@@ -31,8 +33,8 @@ def render_metrics(
         ("ojs_job_enqueued_total", "Jobs enqueued", metrics.enqueued),
         ("ojs_job_completed_total", "Jobs acknowledged as completed", metrics.completed),
         ("ojs_job_failed_total", "Failed attempts (nack, timeout, lost lease)", metrics.failed),
-        ("ojs_dead_letter_added_total", "Jobs moved to the dead-letter queue", metrics.dead_letter_added),
-    )  # fmt: skip
+        ("ojs_dead_letter_added_total", "Jobs moved to the DLQ", metrics.dead_letter_added),
+    )
     for name, help_text, counter in pairs:
         samples = [(_labels(queue=q, type=t), float(n)) for (q, t), n in sorted(counter.items())]
         lines += _family(name, "counter", help_text, samples)

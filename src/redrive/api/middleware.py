@@ -8,7 +8,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from redrive.api.errors import error_response, unexpected_response
 from redrive.api.http import new_request_id
-from redrive.domain.errors import PayloadTooLarge, Unsupported
+from redrive.domain.errors import OjsError, PayloadTooLarge, Unsupported
 
 log = logging.getLogger("redrive.api")
 
@@ -40,9 +40,11 @@ class ProtocolHeaders:
             declared = int(headers.get("content-length", b"0") or 0)
         except ValueError:
             declared = 0
-        problem = None
+        problem: OjsError | None = None
         if version and not version.startswith("1."):
-            problem = Unsupported(f"OJS-Version {version!r} is not supported; this server speaks 1.0")
+            problem = Unsupported(
+                f"OJS-Version {version!r} is not supported; this server speaks 1.0"
+            )
         elif declared > self.max_body_bytes:
             problem = PayloadTooLarge(f"the body is larger than {self.max_body_bytes} bytes")
         if problem is not None:

@@ -25,7 +25,11 @@ STALE_AFTER_MS = 60_000
 def _page(items: list[Any], request: Request) -> tuple[list[Any], dict[str, int]]:
     page, per_page = numbered_page(request)
     start = (page - 1) * per_page
-    return items[start : start + per_page], {"total": len(items), "page": page, "per_page": per_page}
+    return items[start : start + per_page], {
+        "total": len(items),
+        "page": page,
+        "per_page": per_page,
+    }
 
 
 @router.get("/stats", summary="Server-wide job counts and throughput")
@@ -80,6 +84,22 @@ async def jobs(request: Request) -> Response:
     return ojs({"items": [job_document(job) for job in found], "pagination": pagination})
 
 
+@router.post("/jobs/bulk/{action}", summary="Bulk retry or purge of dead-lettered jobs")
+async def bulk(action: str, request: Request) -> Response:
+    body = require_object(await read_json(request, required=False) or {})
+    service = service_of(request).dead_letters
+    filters = service.filter(require_object(body.get("filter") or {}), tenant_of(request))
+    if action == "retry":
+        result = await service.bulk_retry(filters, body, actor(request))
+    elif action in ("delete", "purge"):
+        result = await service.purge(filters, body, actor(request))
+    else:
+        raise InvalidRequest(
+            f"unknown bulk action {action!r}; use retry or delete", {"field": "action"}
+        )
+    return ojs(bulk_document(result))
+
+
 @router.get("/jobs/{job_id}", summary="Job detail (flat)")
 async def job(job_id: str, request: Request) -> Response:
     return ojs(job_document(await service_of(request).jobs.get(job_id, tenant_of(request))))
@@ -93,29 +113,20 @@ async def cancel(job_id: str, request: Request) -> Response:
 
 @router.post("/jobs/{job_id}/retry", summary="Retry a dead-lettered job")
 async def retry(job_id: str, request: Request) -> Response:
-    job = await service_of(request).dead_letters.retry(job_id, tenant_of(request), {}, actor(request))
+    job = await service_of(request).dead_letters.retry(
+        job_id, tenant_of(request), {}, actor(request)
+    )
     return ojs(job_document(job))
-
-
-@router.post("/jobs/bulk/{action}", summary="Bulk retry or purge of dead-lettered jobs")
-async def bulk(action: str, request: Request) -> Response:
-    body = require_object(await read_json(request, required=False) or {})
-    service = service_of(request).dead_letters
-    filters = service.filter(require_object(body.get("filter") or {}), tenant_of(request))
-    if action == "retry":
-        result = await service.bulk_retry(filters, body, actor(request))
-    elif action in ("delete", "purge"):
-        result = await service.purge(filters, body, actor(request))
-    else:
-        raise InvalidRequest(f"unknown bulk action {action!r}; use retry or delete", {"field": "action"})
-    return ojs(bulk_document(result))
 
 
 @router.get("/workers", summary="Workers seen recently")
 async def workers(request: Request) -> Response:
     service = service_of(request)
     now = service.runtime.now()
-    documents = [worker_document(worker, now, STALE_AFTER_MS) for worker in await service.workers.list(tenant_of(request))]
+    documents = [
+        worker_document(worker, now, STALE_AFTER_MS)
+        for worker in await service.workers.list(tenant_of(request))
+    ]
     summary = {"total": len(documents)}
     for state in ("running", "quiet", "terminate", "stale"):
         summary[state] = sum(1 for document in documents if document["state"] == state)
@@ -127,7 +138,9 @@ async def workers(request: Request) -> Response:
 async def direct_worker(worker_id: str, directive: str, request: Request) -> Response:
     if directive not in ("quiet", "terminate", "resume"):
         raise NotFound("worker action", directive)
-    await service_of(request).workers.set_directive(worker_id, None if directive == "resume" else directive)
+    await service_of(request).workers.set_directive(
+        worker_id, None if directive == "resume" else directive
+    )
     return ojs({"id": worker_id, "directive": "" if directive == "resume" else directive})
 
 

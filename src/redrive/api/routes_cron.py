@@ -27,12 +27,16 @@ async def list_crons(request: Request) -> Response:
 
 @router.get("/{name}", summary="Get a cron entry")
 async def get_cron(name: str, request: Request) -> Response:
-    return ojs({"cron": cron_document(await service_of(request).crons.get(name, tenant_of(request)))})
+    return ojs(
+        {"cron": cron_document(await service_of(request).crons.get(name, tenant_of(request)))}
+    )
 
 
 @router.patch("/{name}", summary="Enable or disable a cron entry")
 async def update_cron(name: str, request: Request) -> Response:
-    cron = await service_of(request).crons.set_enabled(name, await read_json(request), tenant_of(request))
+    cron = await service_of(request).crons.set_enabled(
+        name, await read_json(request), tenant_of(request)
+    )
     return ojs({"cron": cron_document(cron)})
 
 

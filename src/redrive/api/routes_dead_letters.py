@@ -47,31 +47,44 @@ def bulk_document(result: BulkResult) -> dict[str, Any]:
     return body
 
 
+async def list_page_numbered(request: Request) -> Response:
+    """The admin form: `items` with page/per_page."""
+    service = service_of(request).dead_letters
+    filters = service.filter(query_dict(request), tenant_of(request))
+    page_number, per_page = numbered_page(request)
+    page = Page(limit=per_page, offset=(page_number - 1) * per_page)
+    items, total = await service.list(filters, page)
+    pagination = {"total": total, "page": page_number, "per_page": per_page}
+    return ojs({"items": [dead_letter_document(dead) for dead in items], "pagination": pagination})
+
+
+async def list_keyset(request: Request) -> Response:
+    """The data-plane form: `jobs` with limit/offset, or a cursor that stays fast at any depth."""
+    service = service_of(request).dead_letters
+    filters = service.filter(query_dict(request), tenant_of(request))
+    page = limit_page(request)
+    items, total = await service.list(filters, page)
+    has_more = len(items) == page.limit and (
+        page.cursor_at is not None or page.offset + len(items) < total
+    )
+    pagination: dict[str, Any] = {
+        "total": total,
+        "limit": page.limit,
+        "offset": page.offset,
+        "has_more": has_more,
+    }
+    if has_more and items:
+        pagination["next_cursor"] = encode_cursor(items[-1].discarded_at, items[-1].id)
+    return ojs({"jobs": [dead_letter_document(dead) for dead in items], "pagination": pagination})
+
+
 def build_router(prefix: str) -> APIRouter:
     admin = prefix == ADMIN
     router = APIRouter(prefix=prefix, tags=["dead-letter"])
 
     @router.get("", summary="List dead letters")
     async def list_dead_letters(request: Request) -> Response:
-        service = service_of(request).dead_letters
-        filters = service.filter(query_dict(request), tenant_of(request))
-        if admin:
-            page_number, per_page = numbered_page(request)
-            page = Page(limit=per_page, offset=(page_number - 1) * per_page)
-        else:
-            page = limit_page(request)
-        items, total = await service.list(filters, page)
-        documents = [dead_letter_document(dead) for dead in items]
-        if admin:
-            pagination = {"total": total, "page": page_number, "per_page": per_page}
-            return ojs({"items": documents, "pagination": pagination})
-        has_more = len(items) == page.limit and (page.cursor_at is not None or page.offset + len(items) < total)
-        pagination_body: dict[str, Any] = {
-            "total": total, "limit": page.limit, "offset": page.offset, "has_more": has_more,
-        }  # fmt: skip
-        if has_more and items:
-            pagination_body["next_cursor"] = encode_cursor(items[-1].discarded_at, items[-1].id)
-        return ojs({"jobs": documents, "pagination": pagination_body})
+        return await (list_page_numbered(request) if admin else list_keyset(request))
 
     @router.get("/stats", summary="Dead-letter statistics")
     async def stats(request: Request) -> Response:

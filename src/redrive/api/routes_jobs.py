@@ -26,7 +26,9 @@ async def enqueue(request: Request) -> Response:
 
 @router.post("/batch", status_code=201, summary="Enqueue many jobs atomically")
 async def enqueue_batch(request: Request) -> Response:
-    jobs = await service_of(request).jobs.enqueue_batch(await read_json(request), tenant_of(request))
+    jobs = await service_of(request).jobs.enqueue_batch(
+        await read_json(request), tenant_of(request)
+    )
     return ojs({"jobs": [job_document(job) for job in jobs], "count": len(jobs)}, 201)
 
 

@@ -41,7 +41,12 @@ async def list_queues(request: Request) -> Response:
 @router.get("/{name}", summary="One queue with its job counts")
 async def get_queue(name: str, request: Request) -> Response:
     queue = await service_of(request).queues.get(name, tenant_of(request))
-    body = {"name": name, "paused": queue["paused"], "status": status_word(queue), **queue["counts"]}
+    body = {
+        "name": name,
+        "paused": queue["paused"],
+        "status": status_word(queue),
+        **queue["counts"],
+    }
     return ojs({"queue": body})
 
 
@@ -54,7 +59,13 @@ async def queue_stats(name: str, request: Request) -> Response:
 async def _set_paused(name: str, request: Request, paused: bool) -> Response:
     queue = await service_of(request).queues.set_paused(name, paused, tenant_of(request))
     body = pause_document(queue)
-    return ojs({"queue": body, "status": status_word(queue), **{k: v for k, v in body.items() if k.endswith("_at")}})
+    return ojs(
+        {
+            "queue": body,
+            "status": status_word(queue),
+            **{k: v for k, v in body.items() if k.endswith("_at")},
+        }
+    )
 
 
 @router.post("/{name}/pause", summary="Pause a queue (fetch returns nothing from it)")

@@ -29,15 +29,28 @@ async def manifest(request: Request) -> Response:
             "protocols": ["http"],
             "backend": backend,
             "capabilities": {
-                "dead_letter": True, "delayed_jobs": True, "cron_jobs": True, "job_ttl": True,
-                "batch_enqueue": True, "multi_tenancy": True, "priority": True,
-            },  # fmt: skip
+                "dead_letter": True,
+                "delayed_jobs": True,
+                "cron_jobs": True,
+                "job_ttl": True,
+                "batch_enqueue": True,
+                "multi_tenancy": True,
+                "priority": True,
+            },
             "extensions": {
                 "official": [
                     {"name": "dead-letter", "uri": "urn:ojs:ext:dead-letter", "version": "1.0.0"},
                     {"name": "admin-api", "uri": "urn:ojs:ext:admin-api", "version": "1.0.0"},
-                    {"name": "multi-tenancy", "uri": "urn:ojs:ext:multi-tenancy", "version": "1.0.0"},
-                    {"name": "observability", "uri": "urn:ojs:ext:observability", "version": "1.0.0"},
+                    {
+                        "name": "multi-tenancy",
+                        "uri": "urn:ojs:ext:multi-tenancy",
+                        "version": "1.0.0",
+                    },
+                    {
+                        "name": "observability",
+                        "uri": "urn:ojs:ext:observability",
+                        "version": "1.0.0",
+                    },
                 ]
             },
             "endpoints": {"manifest": "/ojs/manifest", "health": "/ojs/v1/health"},

@@ -19,9 +19,7 @@ _UNIT_MS = {
     "minutes": 60_000,
     "seconds": 1_000,
 }
-_TIMESTAMP = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
-)
+_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
 def parse_duration_ms(text: str, field: str) -> int:
@@ -32,9 +30,7 @@ def parse_duration_ms(text: str, field: str) -> int:
             f"{field} must be an ISO 8601 duration such as PT1S or P180D, got {text!r}",
             {"field": field},
         )
-    total = sum(
-        float(value) * _UNIT_MS[unit] for unit, value in match.groupdict().items() if value
-    )
+    total = sum(float(value) * _UNIT_MS[unit] for unit, value in match.groupdict().items() if value)
     return round(total)
 
 
@@ -71,5 +67,7 @@ def parse_timestamp(text: object, field: str, now_ms: int) -> tuple[int, str | N
     try:
         moment = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
     except ValueError as error:
-        raise InvalidRequest(f"{field} is not a valid timestamp: {error}", {"field": field}) from error
+        raise InvalidRequest(
+            f"{field} is not a valid timestamp: {error}", {"field": field}
+        ) from error
     return round(moment.timestamp() * 1000), text

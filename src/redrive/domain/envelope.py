@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from redrive.domain import job as states
@@ -40,7 +40,7 @@ class EnqueueContext:
     now_ms: int
     generated_id: str
     tenant_header: str | None = None
-    default_retry: RetryPolicy = RetryPolicy()
+    default_retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
 def _invalid(field: str, message: str) -> InvalidRequest:
@@ -125,9 +125,9 @@ def _tags(options: dict[str, Any]) -> None:
         raise _invalid("options.tags", "options.tags must be an array of strings")
 
 
-def _moment(body: dict[str, Any], options: dict[str, Any], names: tuple[str, ...], now: int) -> (
-    tuple[int | None, str | None]
-):
+def _moment(
+    body: dict[str, Any], options: dict[str, Any], names: tuple[str, ...], now: int
+) -> tuple[int | None, str | None]:
     for source, prefix in ((options, "options."), (body, "")):
         for name in names:
             if source.get(name) is not None:

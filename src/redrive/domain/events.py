@@ -34,9 +34,7 @@ def started_event(job: Job) -> Event:
 def completed_event(job: Job) -> Event:
     started = job.started_at or job.completed_at or 0
     duration = (job.completed_at or started) - started
-    return job_event(
-        "completed", job, duration_ms=duration, attempt=job.attempt, result=job.result
-    )
+    return job_event("completed", job, duration_ms=duration, attempt=job.attempt, result=job.result)
 
 
 def failure_events(job: Job, dead_letter_reason: str | None) -> list[Event]:
@@ -54,9 +52,7 @@ def failure_events(job: Job, dead_letter_reason: str | None) -> list[Event]:
             )
         )
     elif job.state == "discarded":
-        events.append(
-            job_event("discarded", job, total_attempts=job.attempt, last_error=job.error)
-        )
+        events.append(job_event("discarded", job, total_attempts=job.attempt, last_error=job.error))
     if dead_letter_reason is not None:
         error_type = (job.error or {}).get("type")
         events.append(

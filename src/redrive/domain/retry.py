@@ -1,4 +1,4 @@
-"""Retry policies: parsing and validating them, the delay after a failure, non-retryable matching."""
+"""Retry policies: validating them, the delay after a failure, non-retryable matching."""
 
 from __future__ import annotations
 

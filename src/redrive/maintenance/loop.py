@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from redrive.service.sweeper import Sweeper
@@ -39,8 +40,6 @@ class SweepLoop:
     async def stop(self) -> None:
         if self.task is not None:
             self.task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self.task
-            except asyncio.CancelledError:
-                pass
             self.task = None

@@ -34,7 +34,9 @@ def next_run_ms(expression: str, timezone: str, after_ms: int) -> int:
 def _template(request: dict[str, Any]) -> dict[str, Any]:
     template = request.get("job_template")
     if template is None:
-        template = {key: request[key] for key in ("type", "args", "meta", "options") if key in request}
+        template = {
+            key: request[key] for key in ("type", "args", "meta", "options") if key in request
+        }
     if not isinstance(template, dict):
         raise InvalidRequest("job_template must be an object", {"field": "job_template"})
     template = dict(template)
@@ -59,7 +61,9 @@ class CronService:
             raise InvalidRequest("name must be 1-128 letters, digits, . _ : -", {"field": "name"})
         expression = request.get("expression", request.get("cron"))
         if not isinstance(expression, str):
-            raise InvalidRequest("expression is required (a cron expression)", {"field": "expression"})
+            raise InvalidRequest(
+                "expression is required (a cron expression)", {"field": "expression"}
+            )
         timezone = request.get("timezone", "UTC")
         try:
             parse_cron(expression)
@@ -70,7 +74,10 @@ class CronService:
             raise InvalidRequest(str(error), {"field": "timezone"}) from error
         template = _template(request)
         validate_envelope(
-            template, EnqueueContext(now, self.runtime.new_id(now), tenant, self.runtime.options.default_retry)
+            template,
+            EnqueueContext(
+                now, self.runtime.new_id(now), tenant, self.runtime.options.default_retry
+            ),
         )
         enabled = request.get("enabled", True)
         if not isinstance(enabled, bool):
@@ -151,7 +158,9 @@ class CronService:
             definition = cron["definition"]
             cron["next_run_at"] = next_run_ms(definition["expression"], definition["timezone"], now)
             previous = (
-                await transaction.get_job(cron["last_job_id"], None) if cron["last_job_id"] else None
+                await transaction.get_job(cron["last_job_id"], None)
+                if cron["last_job_id"]
+                else None
             )
             overlapping = previous is not None and previous.state not in TERMINAL_STATES
             if overlapping and definition["overlap_policy"] == "skip":
@@ -166,7 +175,9 @@ class CronService:
             tenant = None if cron["tenant_id"] == DEFAULT_TENANT else cron["tenant_id"]
             job = validate_envelope(
                 definition["job_template"],
-                EnqueueContext(now, self.runtime.new_id(now), tenant, self.runtime.options.default_retry),
+                EnqueueContext(
+                    now, self.runtime.new_id(now), tenant, self.runtime.options.default_retry
+                ),
             )
             await transaction.ensure_queue(job.queue, job.tenant_id, now)
             await transaction.insert_job(job)

@@ -1,4 +1,4 @@
-"""Dead-letter use-cases: list, inspect, retry (one, with overrides, in bulk), delete, purge, stats."""
+"""Dead-letter use-cases: list, inspect, retry (one, modified, in bulk), delete, purge, stats."""
 
 from __future__ import annotations
 

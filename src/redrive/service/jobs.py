@@ -110,8 +110,6 @@ class JobService:
                 raise lifecycle.conflict(job, "activate")
         return activated
 
-    async def list(
-        self, filters: dict[str, Any], limit: int, offset: int
-    ) -> tuple[list[Job], int]:
+    async def list(self, filters: dict[str, Any], limit: int, offset: int) -> tuple[list[Job], int]:
         async with self.runtime.store.transaction() as transaction:
             return await transaction.list_jobs(filters, limit, offset)

@@ -60,9 +60,7 @@ class QueueService:
         validate_queue_name(name, "queue")
         now = self.runtime.now()
         async with self.runtime.store.transaction() as transaction:
-            queue = await transaction.set_queue_paused(
-                name, tenant or DEFAULT_TENANT, paused, now
-            )
+            queue = await transaction.set_queue_paused(name, tenant or DEFAULT_TENANT, paused, now)
             event_type = "queue.paused" if paused else "queue.resumed"
             await self.runtime.emit(
                 transaction,

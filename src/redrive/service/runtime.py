@@ -24,7 +24,7 @@ class ServiceOptions:
     """Behaviour switches the composition root sets from Settings."""
 
     test_hooks: bool = False
-    default_retry: RetryPolicy = RetryPolicy()
+    default_retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_fetch_count: int = 1000
     max_batch_size: int = 1000
     event_retention_ms: int = 3_600_000

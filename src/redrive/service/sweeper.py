@@ -40,7 +40,7 @@ class Sweeper:
         }
 
     async def sweep(self) -> dict[str, int]:
-        """Run every task once; returns how many rows each one moved (-1: another replica has it)."""
+        """Run every task once: rows moved per task (-1 where another replica holds it)."""
         return {name: await self.run(name) for name in self.tasks}
 
     async def run(self, name: str) -> int:

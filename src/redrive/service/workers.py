@@ -33,9 +33,13 @@ class Heartbeat:
 
 
 async def record_failure(
-    runtime: Runtime, transaction: Transaction, job: Job, outcome: lifecycle.FailureOutcome, now: int
+    runtime: Runtime,
+    transaction: Transaction,
+    job: Job,
+    outcome: lifecycle.FailureOutcome,
+    now: int,
 ) -> bool:
-    """Write a failed attempt: the job, its dead letter if it died, and the events. One transaction."""
+    """Write a failed attempt, its dead letter if it died, and the events, in one transaction."""
     if not await transaction.update_job(outcome.job, job.state, job.lease_token):
         return False
     if outcome.dead_letter_reason is not None:
@@ -75,9 +79,7 @@ class WorkerService:
             await self.runtime.emit(transaction, [started_event(job) for job in claimed], now)
         return claimed
 
-    async def _locked_job(
-        self, transaction: Transaction, job_id: str, tenant: str | None
-    ) -> Job:
+    async def _locked_job(self, transaction: Transaction, job_id: str, tenant: str | None) -> Job:
         job = await transaction.get_job(job_id, tenant, lock=True)
         if job is None:
             raise NotFound("job", job_id)

@@ -98,7 +98,10 @@ class SqlTransaction:
         return await self._run("promote_due_jobs", now=now)
 
     async def expired_jobs(self, now: int, limit: int) -> list[Job]:
-        return [job_from_row(row) for row in await self._rows("select_expired_jobs", now=now, limit=limit)]
+        return [
+            job_from_row(row)
+            for row in await self._rows("select_expired_jobs", now=now, limit=limit)
+        ]
 
     async def expired_leases(self, now: int, limit: int) -> list[Job]:
         rows = await self._rows("select_expired_leases", now=now, limit=limit)
@@ -165,9 +168,7 @@ class SqlTransaction:
         rows = await self._rows("select_latest_dead_letter", job_id=job_id, tenant_id=tenant_id)
         return dead_letter_from_row(rows[0]) if rows else None
 
-    async def move_dead_letter(
-        self, episode_id: str, status: str, now: int, moved_by: str
-    ) -> bool:
+    async def move_dead_letter(self, episode_id: str, status: str, now: int, moved_by: str) -> bool:
         changed = await self._run(
             "move_dead_letter", id=episode_id, status=status, now=now, moved_by=moved_by
         )
@@ -209,7 +210,9 @@ class SqlTransaction:
         await self._run("set_worker_directive", id=worker_id, directive=directive, state=state)
 
     async def list_workers(self, tenant_id: str | None) -> list[dict[str, Any]]:
-        return [self._worker(row) for row in await self._rows("select_workers", tenant_id=tenant_id)]
+        return [
+            self._worker(row) for row in await self._rows("select_workers", tenant_id=tenant_id)
+        ]
 
     # crons
 
@@ -231,7 +234,9 @@ class SqlTransaction:
         return await self._run("delete_cron", name=name, tenant_id=tenant_id) > 0
 
     async def due_crons(self, now: int, limit: int) -> list[dict[str, Any]]:
-        return [self._cron(row) for row in await self._rows("select_due_crons", now=now, limit=limit)]
+        return [
+            self._cron(row) for row in await self._rows("select_due_crons", now=now, limit=limit)
+        ]
 
     # events
 

@@ -92,7 +92,9 @@ class SqliteStore:
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
                 "(version TEXT PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
             )
-            applied = {row[0] for row in connection.execute("SELECT version FROM schema_migrations")}
+            applied = {
+                row[0] for row in connection.execute("SELECT version FROM schema_migrations")
+            }
             done = []
             for file in migration_files(HERE / "migrations"):
                 if file.stem in applied:

@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): `make bench` prints a table and saves JSON under bench/results/."""

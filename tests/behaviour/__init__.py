@@ -1,0 +1,1 @@
+"""Behavioural tests that run once per store."""

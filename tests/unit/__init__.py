@@ -1,0 +1,1 @@
+"""Unit tests of the pure domain: no database, no network."""
