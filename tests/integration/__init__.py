@@ -1,0 +1,1 @@
+"""Integration tests: several real `redrive serve` processes sharing one PostgreSQL database."""

@@ -1,0 +1,109 @@
+"""Unit tests for UUIDv7 generation (timestamp, version and variant bits) and id validation."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from redrive.domain.identifiers import UUID7_PATTERN, is_uuid7, uuid7
+
+NOW_MS = 1_772_359_200_000
+ALL_RANDOM = (1 << 74) - 1
+
+GENERATED = [
+    pytest.param(0, 0, id="all-zero"),
+    pytest.param(NOW_MS, 0, id="now-no-random"),
+    pytest.param(NOW_MS, ALL_RANDOM, id="now-all-random-bits"),
+    pytest.param(NOW_MS, 0x2_ABCD_EF01_2345_6789_ABCD, id="now-mixed-random"),
+    pytest.param((1 << 48) - 1, ALL_RANDOM, id="max-timestamp"),
+    pytest.param(1, 1, id="smallest-nonzero"),
+]
+
+
+@pytest.mark.parametrize(("timestamp_ms", "random_bits"), GENERATED)
+def test_uuid7_matches_pattern(timestamp_ms: int, random_bits: int) -> None:
+    text = uuid7(timestamp_ms, random_bits)
+    assert UUID7_PATTERN.match(text)
+    assert is_uuid7(text)
+    assert text == text.lower()
+    assert len(text) == 36
+
+
+@pytest.mark.parametrize(("timestamp_ms", "random_bits"), GENERATED)
+def test_uuid7_encodes_timestamp_in_first_48_bits(timestamp_ms: int, random_bits: int) -> None:
+    value = uuid.UUID(uuid7(timestamp_ms, random_bits)).int
+    assert value >> 80 == timestamp_ms
+    assert uuid7(timestamp_ms, random_bits).replace("-", "")[:12] == f"{timestamp_ms:012x}"
+
+
+@pytest.mark.parametrize(("timestamp_ms", "random_bits"), GENERATED)
+def test_uuid7_version_and_variant_bits(timestamp_ms: int, random_bits: int) -> None:
+    parsed = uuid.UUID(uuid7(timestamp_ms, random_bits))
+    assert (parsed.int >> 76) & 0xF == 0x7
+    assert (parsed.int >> 62) & 0b11 == 0b10
+    assert parsed.version == 7
+    assert parsed.variant == uuid.RFC_4122
+
+
+@pytest.mark.parametrize(("timestamp_ms", "random_bits"), GENERATED)
+def test_uuid7_keeps_all_74_random_bits(timestamp_ms: int, random_bits: int) -> None:
+    value = uuid.UUID(uuid7(timestamp_ms, random_bits)).int
+    random_a = (value >> 64) & 0xFFF
+    random_b = value & ((1 << 62) - 1)
+    assert (random_a << 62) | random_b == random_bits
+
+
+def test_uuid7_timestamp_wider_than_48_bits_is_masked() -> None:
+    text = uuid7((1 << 48) + NOW_MS, 0)
+    assert uuid.UUID(text).int >> 80 == NOW_MS
+    assert is_uuid7(text)
+
+
+def test_uuid7_sorts_by_timestamp() -> None:
+    ids = [uuid7(NOW_MS + offset, ALL_RANDOM - offset) for offset in (0, 1, 2, 1_000, 86_400_000)]
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids)
+
+
+def test_uuid7_differs_by_random_bits() -> None:
+    assert uuid7(NOW_MS, 1) != uuid7(NOW_MS, 2)
+    assert uuid7(NOW_MS, 1 << 62) != uuid7(NOW_MS, 0)
+
+
+ACCEPTED = [
+    pytest.param("019539a4-b68c-7def-8000-1a2b3c4d5e6f", id="lowercase-v7"),
+    pytest.param("00000000-0000-7000-8000-000000000000", id="min-v7"),
+    pytest.param("ffffffff-ffff-7fff-bfff-ffffffffffff", id="max-v7"),
+    pytest.param("019539a4-b68c-7def-9000-1a2b3c4d5e6f", id="variant-9"),
+    pytest.param("019539a4-b68c-7def-a000-1a2b3c4d5e6f", id="variant-a"),
+]
+
+
+@pytest.mark.parametrize("text", ACCEPTED)
+def test_is_uuid7_accepts(text: str) -> None:
+    assert is_uuid7(text) is True
+
+
+REJECTED = [
+    pytest.param(str(uuid.UUID("6ba7b810-9dad-41d1-80b4-00c04fd430c8")), id="v4"),
+    pytest.param("6ba7b810-9dad-11d1-80b4-00c04fd430c8", id="v1"),
+    pytest.param("019539A4-B68C-7DEF-8000-1A2B3C4D5E6F", id="uppercase"),
+    pytest.param("019539a4-b68c-7def-8000-1A2B3C4D5E6F", id="partly-uppercase"),
+    pytest.param("019539a4-b68c-7def-c000-1a2b3c4d5e6f", id="variant-c"),
+    pytest.param("019539a4-b68c-7def-7000-1a2b3c4d5e6f", id="variant-7"),
+    pytest.param("019539a4b68c7def80001a2b3c4d5e6f", id="no-hyphens"),
+    pytest.param("{019539a4-b68c-7def-8000-1a2b3c4d5e6f}", id="braces"),
+    pytest.param("019539a4-b68c-7def-8000-1a2b3c4d5e6f\n", id="trailing-newline"),
+    pytest.param("019539a4-b68c-7def-8000-1a2b3c4d5e6", id="too-short"),
+    pytest.param("not-a-uuid", id="junk"),
+    pytest.param("", id="empty"),
+    pytest.param(None, id="none"),
+    pytest.param(12345, id="int"),
+    pytest.param(uuid.UUID("019539a4-b68c-7def-8000-1a2b3c4d5e6f"), id="uuid-object"),
+]
+
+
+@pytest.mark.parametrize("value", REJECTED)
+def test_is_uuid7_rejects(value: object) -> None:
+    assert is_uuid7(value) is False
