@@ -15,7 +15,7 @@ GENERATED = [
     pytest.param(0, 0, id="all-zero"),
     pytest.param(NOW_MS, 0, id="now-no-random"),
     pytest.param(NOW_MS, ALL_RANDOM, id="now-all-random-bits"),
-    pytest.param(NOW_MS, 0x2_ABCD_EF01_2345_6789_ABCD, id="now-mixed-random"),
+    pytest.param(NOW_MS, 0x3AB_CDEF_0123_4567_89AB, id="now-mixed-random"),
     pytest.param((1 << 48) - 1, ALL_RANDOM, id="max-timestamp"),
     pytest.param(1, 1, id="smallest-nonzero"),
 ]

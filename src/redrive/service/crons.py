@@ -181,6 +181,7 @@ class CronService:
             )
             await transaction.ensure_queue(job.queue, job.tenant_id, now)
             await transaction.insert_job(job)
+            await transaction.notify({job.queue})
             cron.update(last_run_at=now, last_job_id=job.id, run_count=cron["run_count"] + 1)
             await transaction.save_cron(cron)
             events = [

@@ -76,6 +76,7 @@ class DeadLetterService:
             return None
         await transaction.ensure_queue(job.queue, job.tenant_id, now)
         await transaction.upsert_job(job)
+        await transaction.notify({job.queue})
         event = job_event("dead_letter.retried", job, retried_by=moved_by, episode_id=dead.id)
         await self.runtime.emit(transaction, [event], now)
         self.runtime.metrics.dead_letter_retried[job.queue] += 1

@@ -33,6 +33,7 @@ class JobService:
         for job in jobs:
             if not await transaction.insert_job(job):
                 raise Duplicate(f"job {job.id} already exists", {"job_id": job.id})
+        await transaction.notify({job.queue for job in jobs if job.state == states.AVAILABLE})
         events = [
             job_event(
                 "scheduled" if job.state == states.SCHEDULED else "enqueued",
@@ -108,6 +109,7 @@ class JobService:
             activated = lifecycle.activate(job, now)
             if not await transaction.update_job(activated, job.state, job.lease_token):
                 raise lifecycle.conflict(job, "activate")
+            await transaction.notify({activated.queue})
         return activated
 
     async def list(self, filters: dict[str, Any], limit: int, offset: int) -> tuple[list[Job], int]:

@@ -51,7 +51,9 @@ class Sweeper:
             return await self.tasks[name](transaction, now)
 
     async def _promote(self, transaction: Transaction, now: int) -> int:
-        return await transaction.promote_due_jobs(now)
+        queues = await transaction.promote_due_jobs(now)
+        await transaction.notify(queues)
+        return len(queues)
 
     async def _expire(self, transaction: Transaction, now: int) -> int:
         expired = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,7 +10,7 @@ from redrive.domain import lifecycle
 from redrive.domain.dead_letter import new_dead_letter
 from redrive.domain.errors import Conflict, InvalidRequest, NotFound
 from redrive.domain.events import completed_event, failure_events, started_event
-from redrive.domain.job import DEFAULT_TENANT, Job
+from redrive.domain.job import AVAILABLE, DEFAULT_TENANT, Job
 from redrive.ports import Claim, Transaction
 from redrive.service.requests import (
     optional_positive_int,
@@ -22,6 +23,9 @@ from redrive.service.requests import (
 from redrive.service.runtime import Runtime
 
 DIRECTIVES = ("quiet", "terminate")
+MAX_WAIT_MS = 30_000
+# Re-check now and then even without a wake-up (a retry may come due between sweeps).
+WAIT_SLICE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ async def record_failure(
     """Write a failed attempt, its dead letter if it died, and the events, in one transaction."""
     if not await transaction.update_job(outcome.job, job.state, job.lease_token):
         return False
+    if outcome.job.state == AVAILABLE:
+        await transaction.notify({outcome.job.queue})
     if outcome.dead_letter_reason is not None:
         episode = new_dead_letter(runtime.new_id(now), outcome.job, outcome.dead_letter_reason, now)
         await transaction.insert_dead_letter(episode)
@@ -56,8 +62,22 @@ class WorkerService:
         self.runtime = runtime
 
     async def fetch(self, body: object, tenant: str | None) -> list[Job]:
+        """Claim up to `count` jobs, queues in the order given. With `wait_ms`, an empty fetch
+        waits (up to 30 s) for a wake-up from any replica instead of returning at once."""
         request = require_object(body)
         queues = queue_list(request)
+        wait_ms = optional_positive_int(request, "wait_ms", MAX_WAIT_MS) or 0
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            claimed = await self._claim(request, queues, tenant)
+            remaining = deadline - time.monotonic()
+            if claimed or remaining <= 0:
+                return claimed
+            await self.runtime.store.wait_for_work(queues, min(remaining, WAIT_SLICE_SECONDS))
+
+    async def _claim(
+        self, request: dict[str, Any], queues: list[str], tenant: str | None
+    ) -> list[Job]:
         count = optional_positive_int(request, "count", self.runtime.options.max_fetch_count) or 1
         worker_id = optional_string(request, "worker_id")
         visibility = optional_positive_int(request, "visibility_timeout_ms")
@@ -65,7 +85,7 @@ class WorkerService:
         token = self.runtime.new_token()
         claimed: list[Job] = []
         async with self.runtime.store.transaction() as transaction:
-            await transaction.promote_due_jobs(now)
+            await transaction.notify(await transaction.promote_due_jobs(now))
             paused = await transaction.paused_queue_names()
             for queue in queues:
                 if queue in paused or len(claimed) >= count:

@@ -26,6 +26,7 @@ class Executor(Protocol):
     async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]: ...
     async def run(self, name: str, parameters: dict[str, Any]) -> int: ...
     def list_parameter(self, values: list[str] | None) -> Any: ...
+    async def notify(self, queues: set[str]) -> None: ...
 
 
 def _filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
@@ -44,6 +45,14 @@ def _filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
 class SqlTransaction:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
+        self.notified: set[str] = set()
+
+    async def notify(self, queues: set[str]) -> None:
+        """Tell waiting fetches (in every replica) that these queues have work, on commit."""
+        fresh = queues - self.notified
+        if fresh:
+            self.notified |= fresh
+            await self.executor.notify(fresh)
 
     async def _rows(self, statement: str, /, **parameters: Any) -> list[dict[str, Any]]:
         return await self.executor.rows(statement, parameters)
@@ -94,8 +103,9 @@ class SqlTransaction:
         jobs = [job_from_row(row) for row in rows]
         return sorted(jobs, key=lambda job: (-job.priority, job.sequence or 0))
 
-    async def promote_due_jobs(self, now: int) -> int:
-        return await self._run("promote_due_jobs", now=now)
+    async def promote_due_jobs(self, now: int) -> set[str]:
+        rows = await self._rows("promote_due_jobs", now=now)
+        return {row["queue"] for row in rows}
 
     async def expired_jobs(self, now: int, limit: int) -> list[Job]:
         return [

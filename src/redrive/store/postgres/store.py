@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,9 +22,12 @@ from redrive.store.statements import (
     to_pyformat,
 )
 from redrive.store.transaction import SqlTransaction
+from redrive.store.wakeups import Wakeups
 
 HERE = Path(__file__).parent
 MIGRATION_LOCK_KEY = 0x7265647269766500  # "redrive\0"
+CHANNEL = "redrive_jobs"
+log = logging.getLogger("redrive.store.postgres")
 # Filter queries keep custom plans: a generic prepared plan is slow on skewed data.
 UNPREPARED = frozenset(
     {"select_dead_letters", "count_dead_letters", "select_jobs", "count_jobs", "select_events"}
@@ -51,6 +57,10 @@ class PostgresExecutor:
     def list_parameter(self, values: list[str] | None) -> Any:
         return values
 
+    async def notify(self, queues: set[str]) -> None:
+        for queue in sorted(queues):
+            await self.connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, queue))
+
 
 async def _configure(connection: psycopg.AsyncConnection[Any]) -> None:
     # JSON columns come back as text; the codec decodes them the same way for both dialects.
@@ -63,6 +73,8 @@ class PostgresStore:
 
     def __init__(self, url: str, min_size: int = 1, max_size: int = 10) -> None:
         self.url = url
+        self.wakeups = Wakeups()
+        self._listener: asyncio.Task[None] | None = None
         raw = load_statements(HERE / "statements.sql")
         self.statements = {name: to_pyformat(sql) for name, sql in raw.items()}
         self.scripts = {name: split_script(sql) for name, sql in self.statements.items()}
@@ -79,6 +91,25 @@ class PostgresStore:
 
     async def open(self) -> None:
         await self.pool.open(wait=True, timeout=30)
+        self._listener = asyncio.create_task(self._listen())
+
+    async def _listen(self) -> None:
+        """LISTEN on a connection of its own; a NOTIFY from any replica wakes local waiters."""
+        while True:
+            try:
+                connection = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                async with connection:
+                    await connection.execute(f"LISTEN {CHANNEL}")
+                    async for notice in connection.notifies():
+                        self.wakeups.signal([notice.payload])
+            except asyncio.CancelledError:
+                raise
+            except (psycopg.Error, OSError) as error:
+                log.warning("LISTEN connection lost (%s); reconnecting", error)
+                await asyncio.sleep(1)
+
+    async def wait_for_work(self, queues: list[str], timeout: float) -> bool:
+        return await self.wakeups.wait(queues, timeout)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqlTransaction]:
@@ -118,4 +149,9 @@ class PostgresStore:
         return True
 
     async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None
         await self.pool.close()

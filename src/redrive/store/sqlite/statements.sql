@@ -101,7 +101,8 @@ RETURNING *;
 -- name: promote_due_jobs
 UPDATE jobs SET state = 'available', enqueued_at = :now, run_at = NULL
 WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
-  AND (expires_at IS NULL OR expires_at > :now);
+  AND (expires_at IS NULL OR expires_at > :now)
+RETURNING queue;
 
 -- name: select_expired_jobs
 SELECT * FROM jobs

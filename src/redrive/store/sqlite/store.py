@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from redrive.store.statements import load_statements, migration_files, split_script
 from redrive.store.transaction import SqlTransaction
+from redrive.store.wakeups import Wakeups
 
 HERE = Path(__file__).parent
 Result = TypeVar("Result")
@@ -48,6 +49,9 @@ class SqliteExecutor:
     def list_parameter(self, values: list[str] | None) -> Any:
         return None if values is None else json.dumps(values)
 
+    async def notify(self, queues: set[str]) -> None:
+        """Nothing to send: the store wakes in-process waiters once the transaction commits."""
+
 
 class SqliteStore:
     backend = "sqlite"
@@ -59,6 +63,7 @@ class SqliteStore:
         self.statements = load_statements(HERE / "statements.sql")
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="redrive-sqlite")
         self._lock = asyncio.Lock()
+        self.wakeups = Wakeups()
         self.connection = self._thread.submit(self._connect).result()
 
     def _connect(self) -> sqlite3.Connection:
@@ -78,12 +83,17 @@ class SqliteStore:
     async def transaction(self) -> AsyncIterator[SqlTransaction]:
         async with self._lock:
             await self.call(lambda: self.connection.execute("BEGIN IMMEDIATE"))
+            transaction = SqlTransaction(SqliteExecutor(self))
             try:
-                yield SqlTransaction(SqliteExecutor(self))
+                yield transaction
             except BaseException:
                 await self.call(lambda: self.connection.execute("ROLLBACK"))
                 raise
             await self.call(lambda: self.connection.execute("COMMIT"))
+        self.wakeups.signal(transaction.notified)
+
+    async def wait_for_work(self, queues: list[str], timeout: float) -> bool:
+        return await self.wakeups.wait(queues, timeout)
 
     async def migrate(self) -> list[str]:
         def apply() -> list[str]:

@@ -1,0 +1,168 @@
+"""Small HTTP helpers the behavioural tests share: enqueue, fetch, ack, nack and error checks."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import httpx
+
+from redrive.domain.identifiers import uuid7
+from redrive.service.facade import Service
+from redrive.store.postgres.store import PostgresStore
+from redrive.store.sqlite.store import SqliteStore
+
+OJS_MEDIA_TYPE = "application/openjobspec+json"
+_ids = random.Random(20260301)
+
+
+def client_job_id(now_ms: int) -> str:
+    """A fresh lowercase UUIDv7, as a client that picks its own job ids would send."""
+    return uuid7(now_ms, _ids.getrandbits(74))
+
+
+def forbid_server_errors(client: httpx.AsyncClient) -> None:
+    """Make every request of this client fail the test if the server answers 5xx."""
+
+    async def check(response: httpx.Response) -> None:
+        if response.status_code >= 500:
+            await response.aread()
+            raise AssertionError(
+                f"{response.request.method} {response.request.url} answered "
+                f"{response.status_code}: {response.text}"
+            )
+
+    client.event_hooks["response"].append(check)
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """The response is an OJS error with this status and code; returns the `error` object."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == OJS_MEDIA_TYPE
+    error = response.json()["error"]
+    assert error["code"] == code, error
+    assert isinstance(error["message"], str)
+    assert error["message"]
+    assert isinstance(error["retryable"], bool)
+    assert isinstance(error["hint"], str)
+    assert error["hint"]
+    assert isinstance(error["docs_url"], str)
+    assert error["docs_url"]
+    return dict(error)
+
+
+def retry_policy(max_attempts: int = 3, on_exhaustion: str = "discard", **more: Any) -> dict[str, Any]:
+    return {"max_attempts": max_attempts, "on_exhaustion": on_exhaustion, **more}
+
+
+async def enqueue(
+    client: httpx.AsyncClient,
+    job_type: str = "test.job",
+    args: list[Any] | None = None,
+    headers: dict[str, str] | None = None,
+    meta: dict[str, Any] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """POST one job and return its document (asserts 201)."""
+    body: dict[str, Any] = {"type": job_type, "args": [] if args is None else args}
+    if meta is not None:
+        body["meta"] = meta
+    if options:
+        body["options"] = options
+    response = await client.post("/ojs/v1/jobs", json=body, headers=headers)
+    assert response.status_code == 201, response.text
+    job: dict[str, Any] = response.json()["job"]
+    return job
+
+
+async def fetch(
+    client: httpx.AsyncClient,
+    queues: list[str],
+    count: int | None = None,
+    worker_id: str | None = None,
+    headers: dict[str, str] | None = None,
+    visibility_timeout_ms: int | None = None,
+) -> list[dict[str, Any]]:
+    """Claim jobs and return them (asserts 200)."""
+    body: dict[str, Any] = {"queues": queues}
+    if count is not None:
+        body["count"] = count
+    if worker_id is not None:
+        body["worker_id"] = worker_id
+    if visibility_timeout_ms is not None:
+        body["visibility_timeout_ms"] = visibility_timeout_ms
+    response = await client.post("/ojs/v1/workers/fetch", json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    jobs: list[dict[str, Any]] = response.json()["jobs"]
+    return jobs
+
+
+async def fetch_one(client: httpx.AsyncClient, queue: str, **more: Any) -> dict[str, Any]:
+    jobs = await fetch(client, [queue], **more)
+    assert len(jobs) == 1, jobs
+    return jobs[0]
+
+
+async def ack(client: httpx.AsyncClient, job_id: str, **more: Any) -> httpx.Response:
+    return await client.post("/ojs/v1/workers/ack", json={"job_id": job_id, **more})
+
+
+async def nack(
+    client: httpx.AsyncClient,
+    job_id: str,
+    code: str = "handler_error",
+    message: str = "it failed",
+    **more: Any,
+) -> httpx.Response:
+    error: dict[str, Any] = {"code": code, "message": message}
+    for key in ("type", "retryable", "details"):
+        if key in more:
+            error[key] = more.pop(key)
+    return await client.post(
+        "/ojs/v1/workers/nack", json={"job_id": job_id, "error": error, **more}
+    )
+
+
+async def get_job(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
+    response = await client.get(f"/ojs/v1/jobs/{job_id}")
+    assert response.status_code == 200, response.text
+    job: dict[str, Any] = response.json()["job"]
+    return job
+
+
+async def state_of(client: httpx.AsyncClient, job_id: str) -> str:
+    return str((await get_job(client, job_id))["state"])
+
+
+async def kill_job(
+    client: httpx.AsyncClient,
+    queue: str = "dlq",
+    job_type: str = "test.dead",
+    error_type: str = "Boom",
+    args: list[Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> str:
+    """Enqueue a one-attempt dead_letter job, fail it once, and return its id (now dead)."""
+    job = await enqueue(
+        client, job_type, args, headers=headers, queue=queue,
+        retry=retry_policy(1, "dead_letter"),
+    )  # fmt: skip
+    fetched = await fetch(client, [queue], headers=headers)
+    assert [item["id"] for item in fetched] == [job["id"]]
+    failed = await nack(client, job["id"], type=error_type, message=f"{error_type} happened")
+    assert failed.status_code == 200, failed.text
+    assert failed.json()["state"] == "discarded"
+    return str(job["id"])
+
+
+async def count_rows(service: Service, sql: str) -> int:
+    """Run a COUNT(*) query straight on the store's database, bypassing the service."""
+    store = service.runtime.store
+    if isinstance(store, SqliteStore):
+        return int(await store.call(lambda: store.connection.execute(sql).fetchone()[0]))
+    assert isinstance(store, PostgresStore)
+    async with store.pool.connection() as connection:
+        cursor = await connection.execute(sql)
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(next(iter(row.values())))

@@ -1,0 +1,67 @@
+"""Long-poll fetch (`wait_ms`) wakes when work arrives, in the same process or another replica."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from redrive.service.facade import Service
+from redrive.service.runtime import Runtime
+from tests.conftest import open_test_store
+from tests.support.postgres import database_from_template
+
+pytestmark = pytest.mark.anyio
+
+# Far longer than the wake-up needs; the test fails if the fetch only returns at its deadline.
+WAIT_MS = 20_000
+PATIENCE_SECONDS = 10
+
+
+async def test_waiting_fetch_wakes_on_enqueue(service: Service) -> None:
+    waiting = asyncio.create_task(
+        service.workers.fetch({"queues": ["mail"], "wait_ms": WAIT_MS}, None)
+    )
+    await asyncio.sleep(0.2)
+    assert not waiting.done(), "an empty fetch with wait_ms must wait"
+    job = await service.jobs.enqueue(
+        {"type": "mail.send", "args": [], "options": {"queue": "mail"}}, None
+    )
+    claimed = await asyncio.wait_for(waiting, PATIENCE_SECONDS)
+    assert [found.id for found in claimed] == [job.id]
+
+
+async def test_waiting_fetch_ignores_other_queues(service: Service) -> None:
+    waiting = asyncio.create_task(service.workers.fetch({"queues": ["mail"], "wait_ms": 600}, None))
+    await service.jobs.enqueue({"type": "sms.send", "args": [], "options": {"queue": "sms"}}, None)
+    assert await asyncio.wait_for(waiting, PATIENCE_SECONDS) == []
+
+
+async def test_fetch_without_wait_returns_at_once(service: Service) -> None:
+    assert await asyncio.wait_for(service.workers.fetch({"queues": ["mail"]}, None), 2) == []
+
+
+@pytest.mark.postgres
+async def test_enqueue_on_one_replica_wakes_a_fetch_on_another(postgres_template: str) -> None:
+    """Two stores on one PostgreSQL database stand for two replicas: NOTIFY crosses between them."""
+    with database_from_template(postgres_template) as database_url:
+        await _wake_across_replicas(database_url)
+
+
+async def _wake_across_replicas(database_url: str) -> None:
+    first = await open_test_store(database_url)
+    second = await open_test_store(database_url)
+    try:
+        waiting_side, enqueuing_side = Service(Runtime(first)), Service(Runtime(second))
+        waiting = asyncio.create_task(
+            waiting_side.workers.fetch({"queues": ["mail"], "wait_ms": WAIT_MS}, None)
+        )
+        await asyncio.sleep(0.3)
+        job = await enqueuing_side.jobs.enqueue(
+            {"type": "mail.send", "args": [], "options": {"queue": "mail"}}, None
+        )
+        claimed = await asyncio.wait_for(waiting, PATIENCE_SECONDS)
+        assert [found.id for found in claimed] == [job.id]
+    finally:
+        await first.close()
+        await second.close()
