@@ -44,6 +44,7 @@ def service_options(settings: Settings) -> ServiceOptions:
         max_fetch_count=settings.max_fetch_count,
         max_batch_size=settings.max_batch_size,
         event_retention_ms=settings.event_retention_seconds * 1000,
+        finished_job_retention_ms=settings.job_retention_seconds * 1000,
     )
 
 

@@ -38,6 +38,10 @@ class Settings(BaseSettings):
     max_fetch_count: int = Field(1000, description="most jobs one fetch may claim")
     pool_size: int = Field(10, description="PostgreSQL connections per server process")
     event_retention_seconds: int = Field(3600, description="how long lifecycle events are kept")
+    job_retention_seconds: int = Field(
+        7 * 86_400,
+        description="how long completed, cancelled and discarded jobs stay in the jobs table",
+    )
     config_file: str = Field(
         DEFAULT_CONFIG_FILE, description="optional TOML file with these settings"
     )

@@ -24,7 +24,7 @@ _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|
 
 def parse_duration_ms(text: str, field: str) -> int:
     """`PT1S` -> 1000. Weeks, days, hours, minutes and (fractional) seconds are accepted."""
-    match = _DURATION.match(text) if isinstance(text, str) else None
+    match = _DURATION.fullmatch(text) if isinstance(text, str) else None
     if match is None or text in ("P", "PT") or text.endswith("T"):
         raise InvalidRequest(
             f"{field} must be an ISO 8601 duration such as PT1S or P180D, got {text!r}",
@@ -59,7 +59,7 @@ def parse_timestamp(text: object, field: str, now_ms: int) -> tuple[int, str | N
         raise InvalidRequest(f"{field} must be an RFC 3339 timestamp string", {"field": field})
     if text.startswith("+"):
         return now_ms + parse_duration_ms(text[1:], field), None
-    if not _TIMESTAMP.match(text):
+    if not _TIMESTAMP.fullmatch(text):
         raise InvalidRequest(
             f"{field} must be an RFC 3339 timestamp with an offset, got {text!r}",
             {"field": field},

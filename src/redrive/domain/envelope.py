@@ -48,7 +48,7 @@ def _invalid(field: str, message: str) -> InvalidRequest:
 
 
 def validate_tenant(value: str) -> str:
-    if not TENANT_PATTERN.match(value) or len(value) > 128:
+    if not TENANT_PATTERN.fullmatch(value) or len(value) > 128:
         raise _invalid("X-OJS-Tenant", f"tenant id {value!r} is not valid")
     return value
 
@@ -56,7 +56,7 @@ def validate_tenant(value: str) -> str:
 def validate_queue_name(value: object, field: str = "options.queue") -> str:
     if (
         not isinstance(value, str)
-        or not QUEUE_PATTERN.match(value)
+        or not QUEUE_PATTERN.fullmatch(value)
         or len(value) > MAX_QUEUE_LENGTH
     ):
         raise _invalid(
@@ -70,7 +70,7 @@ def _type(body: dict[str, Any]) -> str:
     if "type" not in body:
         raise _invalid("type", "type is required")
     value = body["type"]
-    if not isinstance(value, str) or not TYPE_PATTERN.match(value) or len(value) > MAX_TYPE_LENGTH:
+    if not isinstance(value, str) or not TYPE_PATTERN.fullmatch(value) or len(value) > MAX_TYPE_LENGTH:
         raise _invalid("type", f"type must be dot-separated lowercase names, got {value!r}")
     return value
 

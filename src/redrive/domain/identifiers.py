@@ -21,4 +21,4 @@ def uuid7(timestamp_ms: int, random_bits: int) -> str:
 
 
 def is_uuid7(text: object) -> bool:
-    return isinstance(text, str) and UUID7_PATTERN.match(text) is not None
+    return isinstance(text, str) and UUID7_PATTERN.fullmatch(text) is not None

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redrive.domain.durations import format_duration, parse_duration_ms
-from redrive.domain.errors import InvalidRetryPolicy
+from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
 
 BACKOFF_STRATEGIES = ("constant", "linear", "exponential", "polynomial")
 EXHAUSTION_ACTIONS = ("discard", "dead_letter")
@@ -53,8 +53,8 @@ def _interval(raw: dict[str, Any], name: str, default: int) -> int:
             raise _invalid(name, "must be an ISO 8601 duration string", value)
         try:
             milliseconds = parse_duration_ms(value, f"retry.{name}")
-        except ValueError as error:
-            raise _invalid(name, "must be an ISO 8601 duration", value) from error
+        except InvalidRequest as error:
+            raise _invalid(name, "must be an ISO 8601 duration such as PT1S", value) from error
     elif f"{name}_ms" in raw:
         milliseconds = raw[f"{name}_ms"]
         if isinstance(milliseconds, bool) or not isinstance(milliseconds, int):

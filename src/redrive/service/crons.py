@@ -57,7 +57,7 @@ class CronService:
 
     def _definition(self, request: dict[str, Any], tenant: str | None, now: int) -> dict[str, Any]:
         name = request.get("name")
-        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
             raise InvalidRequest("name must be 1-128 letters, digits, . _ : -", {"field": "name"})
         expression = request.get("expression", request.get("cron"))
         if not isinstance(expression, str):

@@ -81,7 +81,7 @@ class JobService:
         async with self.runtime.store.transaction() as transaction:
             job = await transaction.get_job(job_id, tenant)
             if job is None:
-                dead = await transaction.latest_dead_letter(job_id, tenant)
+                dead = await transaction.get_dead_letter(job_id, tenant)
                 if dead is not None:
                     return dead.job
         if job is None:

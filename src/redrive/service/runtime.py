@@ -28,6 +28,7 @@ class ServiceOptions:
     max_fetch_count: int = 1000
     max_batch_size: int = 1000
     event_retention_ms: int = 3_600_000
+    finished_job_retention_ms: int = 7 * 86_400_000
     dead_letter_max_age_ms: int = 180 * 86_400_000
     dead_letter_max_count: int = 10_000
     prune_interval_ms: int = 300_000

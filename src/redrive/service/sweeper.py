@@ -22,6 +22,7 @@ LOCK_KEYS = {
     "reap": 0x72640003,
     "crons": 0x72640004,
     "events": 0x72640005,
+    "finished": 0x72640006,
 }
 
 Task = Callable[[Transaction, int], Awaitable[int]]
@@ -37,6 +38,7 @@ class Sweeper:
             "reap": self._reap,
             "crons": self._fire_crons,
             "events": self._trim_events,
+            "finished": self._prune_finished_jobs,
         }
 
     async def sweep(self) -> dict[str, int]:
@@ -74,6 +76,12 @@ class Sweeper:
 
     async def _fire_crons(self, transaction: Transaction, now: int) -> int:
         return await self.crons.fire_due(transaction, now)
+
+    async def _prune_finished_jobs(self, transaction: Transaction, now: int) -> int:
+        """Completed, cancelled and discarded jobs leave the hot table after their retention.
+        A dead job's history stays in the dead-letter table, which answers GET for it."""
+        cutoff = now - self.runtime.options.finished_job_retention_ms
+        return await transaction.prune_finished_jobs(cutoff, BATCH)
 
     async def _trim_events(self, transaction: Transaction, now: int) -> int:
         return await transaction.delete_events_before(now - self.runtime.options.event_retention_ms)

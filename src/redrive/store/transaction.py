@@ -127,6 +127,9 @@ class SqlTransaction:
         rows = await self._rows("count_finished_since", tenant_id=tenant_id, since=since)
         return {row["state"]: int(row["count"]) for row in rows}
 
+    async def prune_finished_jobs(self, before: int, limit: int) -> int:
+        return await self._run("prune_finished_jobs", before=before, limit=limit)
+
     # queues
 
     async def ensure_queue(self, name: str, tenant_id: str, now: int) -> None:
@@ -172,10 +175,6 @@ class SqlTransaction:
 
     async def get_dead_letter(self, job_id: str, tenant_id: str | None) -> DeadLetter | None:
         rows = await self._rows("select_dead_letter", job_id=job_id, tenant_id=tenant_id)
-        return dead_letter_from_row(rows[0]) if rows else None
-
-    async def latest_dead_letter(self, job_id: str, tenant_id: str | None) -> DeadLetter | None:
-        rows = await self._rows("select_latest_dead_letter", job_id=job_id, tenant_id=tenant_id)
         return dead_letter_from_row(rows[0]) if rows else None
 
     async def move_dead_letter(self, episode_id: str, status: str, now: int, moved_by: str) -> bool:

@@ -126,6 +126,15 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
        OR (state = 'discarded' AND discarded_at >= :since))
 GROUP BY state;
 
+-- name: prune_finished_jobs
+DELETE FROM jobs WHERE sequence IN (
+    SELECT sequence FROM jobs
+    WHERE (state = 'completed' AND completed_at < :before)
+       OR (state = 'cancelled' AND cancelled_at < :before)
+       OR (state = 'discarded' AND discarded_at < :before)
+    LIMIT :limit
+);
+
 -- name: ensure_queue
 INSERT INTO queues (name, tenant_id, created_at) VALUES (:name, :tenant_id, :now)
 ON CONFLICT (name) DO NOTHING;
@@ -182,11 +191,6 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = :status
 -- name: select_dead_letter
 SELECT * FROM dead_letters
 WHERE job_id = :job_id AND status = 'dead' AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
-
--- name: select_latest_dead_letter
-SELECT * FROM dead_letters
-WHERE job_id = :job_id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
-ORDER BY discarded_at DESC, id DESC LIMIT 1;
 
 -- name: move_dead_letter
 UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by

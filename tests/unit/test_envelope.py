@@ -1,0 +1,440 @@
+"""Unit tests for validating an OJS enqueue envelope into a new job record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from redrive.domain import job as states
+from redrive.domain.envelope import EnqueueContext, validate_envelope
+from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
+from redrive.domain.identifiers import uuid7
+from redrive.domain.job import DEFAULT_TENANT, DEFAULT_VISIBILITY_TIMEOUT_MS, Job
+from redrive.domain.retry import RetryPolicy
+
+NOW_MS = 1_772_359_200_000  # 2026-03-01T10:00:00.000Z
+GENERATED_ID = uuid7(NOW_MS, 42)
+CLIENT_ID = uuid7(NOW_MS - 1_000, 7)
+CONTEXT = EnqueueContext(now_ms=NOW_MS, generated_id=GENERATED_ID)
+
+
+def body(**fields: Any) -> dict[str, Any]:
+    """A valid minimal envelope with `fields` added or replaced."""
+    return {"type": "email.send", "args": ["a@example.com"], **fields}
+
+
+def enqueue(raw: object, context: EnqueueContext = CONTEXT) -> Job:
+    return validate_envelope(raw, context)
+
+
+# --- valid shapes ------------------------------------------------------------------------------
+
+
+def test_minimal_envelope_gets_defaults() -> None:
+    job = enqueue(body())
+    assert job.id == GENERATED_ID
+    assert job.type == "email.send"
+    assert job.args == ["a@example.com"]
+    assert job.queue == "default"
+    assert job.priority == 0
+    assert job.meta == {}
+    assert job.state == states.AVAILABLE
+    assert job.attempt == 0
+    assert job.max_attempts == 3
+    assert job.retry == RetryPolicy()
+    assert job.tenant_id == DEFAULT_TENANT
+    assert job.created_at == NOW_MS
+    assert job.enqueued_at == NOW_MS
+    assert job.visibility_timeout_ms == DEFAULT_VISIBILITY_TIMEOUT_MS
+    assert job.timeout_ms is None
+    assert job.started_at is None
+    assert job.completed_at is None
+    assert job.error is None
+    assert job.errors == []
+    assert job.result is None
+
+
+VALID_TYPES = [
+    pytest.param("email", id="single-segment"),
+    pytest.param("email.send", id="dotted"),
+    pytest.param("retry.test.invalid-coefficient", id="hyphen"),
+    pytest.param("dlq.test.list-first", id="hyphen-in-last"),
+    pytest.param("report_v2.build", id="underscore-and-digit"),
+    pytest.param("a.b.c.d.e", id="many-segments"),
+]
+
+
+@pytest.mark.parametrize("job_type", VALID_TYPES)
+def test_valid_types_are_accepted(job_type: str) -> None:
+    assert enqueue(body(type=job_type)).type == job_type
+
+
+VALID_ARGS = [
+    pytest.param([], id="empty"),
+    pytest.param([1, "two", 3.5, True, None], id="scalars"),
+    pytest.param([{"to": ["a", "b"], "opts": {"x": [1, {"y": None}]}}], id="nested"),
+    pytest.param([[[[]]]], id="deep-lists"),
+]
+
+
+@pytest.mark.parametrize("args", VALID_ARGS)
+def test_args_are_preserved_exactly(args: list[Any]) -> None:
+    assert enqueue(body(args=args)).args == args
+
+
+@pytest.mark.parametrize("priority", [-100, -1, 0, 1, 100])
+def test_priority_in_range_is_accepted(priority: int) -> None:
+    assert enqueue(body(options={"priority": priority})).priority == priority
+
+
+def test_top_level_priority_is_accepted() -> None:
+    assert enqueue(body(priority=7)).priority == 7
+
+
+def test_options_priority_wins_over_top_level() -> None:
+    assert enqueue(body(priority=7, options={"priority": -3})).priority == -3
+
+
+VALID_QUEUES = [
+    pytest.param("default", id="default"),
+    pytest.param("emails", id="plain"),
+    pytest.param("high-priority", id="hyphen"),
+    pytest.param("tenant.a.jobs", id="dots"),
+    pytest.param("0queue", id="leading-digit"),
+    pytest.param("q" * 128, id="128-chars"),
+]
+
+
+@pytest.mark.parametrize("queue", VALID_QUEUES)
+def test_valid_queues_are_accepted(queue: str) -> None:
+    assert enqueue(body(options={"queue": queue})).queue == queue
+
+
+def test_client_uuid7_id_is_kept() -> None:
+    assert enqueue(body(id=CLIENT_ID)).id == CLIENT_ID
+
+
+def test_null_id_uses_the_generated_id() -> None:
+    assert enqueue(body(id=None)).id == GENERATED_ID
+
+
+def test_unknown_top_level_fields_are_kept_in_extra() -> None:
+    job = enqueue(
+        body(x_custom_field="hello", nested={"a": {"b": [1, 2]}}, count=42, flag=False)
+    )
+    assert job.extra == {
+        "x_custom_field": "hello",
+        "nested": {"a": {"b": [1, 2]}},
+        "count": 42,
+        "flag": False,
+    }
+
+
+def test_system_fields_sent_by_the_client_are_ignored() -> None:
+    job = enqueue(
+        body(state="completed", attempt=5, created_at="2020-01-01T00:00:00Z", result={"x": 1})
+    )
+    assert job.state == states.AVAILABLE
+    assert job.attempt == 0
+    assert job.created_at == NOW_MS
+    assert job.result is None
+    assert job.extra == {}
+
+
+def test_schema_is_stored() -> None:
+    job = enqueue(body(schema="https://example.com/schemas/email.send/v1.json"))
+    assert job.extra["schema"] == "https://example.com/schemas/email.send/v1.json"
+
+
+def test_meta_is_echoed_untouched() -> None:
+    meta = {
+        "trace_id": "abc",
+        "user_id": 7,
+        "tags": ["x"],
+        "traceparent": "00-abc-def-01",
+        "nested": {"k": [1, {"v": None}]},
+    }
+    job = enqueue(body(meta=meta))
+    assert job.meta == meta
+    assert job.tenant_id == DEFAULT_TENANT
+
+
+def test_tags_are_kept_in_options() -> None:
+    job = enqueue(body(options={"tags": ["billing", "urgent"]}))
+    assert job.options["tags"] == ["billing", "urgent"]
+
+
+def test_options_are_kept() -> None:
+    options = {"queue": "emails", "metadata": {"test_directive": "quiet"}, "unique": {"keys": []}}
+    job = enqueue(body(options=options))
+    assert job.options == options
+    assert job.test_directive == "quiet"
+
+
+def test_timeouts_are_read_from_options() -> None:
+    job = enqueue(body(options={"timeout_ms": 2_000, "visibility_timeout_ms": 3_000}))
+    assert job.timeout_ms == 2_000
+    assert job.visibility_timeout_ms == 3_000
+
+
+def test_retry_policy_is_merged_over_the_context_default() -> None:
+    default = RetryPolicy(max_attempts=9, on_exhaustion="dead_letter")
+    context = EnqueueContext(now_ms=NOW_MS, generated_id=GENERATED_ID, default_retry=default)
+    job = enqueue(body(options={"retry": {"initial_interval": "PT2S"}}), context)
+    assert job.max_attempts == 9
+    assert job.retry.on_exhaustion == "dead_letter"
+    assert job.retry.initial_interval_ms == 2_000
+
+
+def test_retry_policy_from_options() -> None:
+    job = enqueue(body(options={"retry": {"max_attempts": 1, "on_exhaustion": "dead_letter"}}))
+    assert job.max_attempts == 1
+    assert job.retry.on_exhaustion == "dead_letter"
+
+
+# --- invalid shapes ----------------------------------------------------------------------------
+
+# (envelope, field the error must name)
+INVALID_ENVELOPES = [
+    pytest.param({"args": []}, "type", id="type-missing"),
+    pytest.param(body(type="Email.Send"), "type", id="type-uppercase"),
+    pytest.param(body(type="email send"), "type", id="type-space"),
+    pytest.param(body(type="1email.send"), "type", id="type-leading-digit"),
+    pytest.param(body(type=""), "type", id="type-empty"),
+    pytest.param(body(type="email@send!"), "type", id="type-symbols"),
+    pytest.param(body(type="INVALID_TYPE_FORMAT!!"), "type", id="type-shouting"),
+    pytest.param(body(type="email..send"), "type", id="type-empty-segment"),
+    pytest.param(body(type="email.send."), "type", id="type-trailing-dot"),
+    pytest.param(body(type="email.send\n"), "type", id="type-trailing-newline"),
+    pytest.param(body(type=5), "type", id="type-number"),
+    pytest.param(body(type=None), "type", id="type-null"),
+    pytest.param({"type": "email.send"}, "args", id="args-missing"),
+    pytest.param(body(args={"to": "a"}), "args", id="args-object"),
+    pytest.param(body(args="a@example.com"), "args", id="args-string"),
+    pytest.param(body(args=1), "args", id="args-number"),
+    pytest.param(body(args=True), "args", id="args-bool"),
+    pytest.param(body(args=None), "args", id="args-null"),
+    pytest.param(body(options={"queue": "Default"}), "queue", id="queue-uppercase"),
+    pytest.param(body(options={"queue": "my_queue!"}), "queue", id="queue-symbols"),
+    pytest.param(body(options={"queue": "-invalid"}), "queue", id="queue-leading-hyphen"),
+    pytest.param(body(options={"queue": "my queue"}), "queue", id="queue-space"),
+    pytest.param(body(options={"queue": "q" * 129}), "queue", id="queue-129-chars"),
+    pytest.param(body(options={"queue": ""}), "queue", id="queue-empty"),
+    pytest.param(body(options={"queue": "emails\n"}), "queue", id="queue-trailing-newline"),
+    pytest.param(body(options={"queue": 3}), "queue", id="queue-number"),
+    pytest.param(body(options={"priority": 101}), "priority", id="priority-101"),
+    pytest.param(body(options={"priority": -101}), "priority", id="priority-minus-101"),
+    pytest.param(body(options={"priority": 999_999}), "priority", id="priority-huge"),
+    pytest.param(body(options={"priority": True}), "priority", id="priority-bool"),
+    pytest.param(body(options={"priority": 1.5}), "priority", id="priority-float"),
+    pytest.param(body(options={"priority": "1"}), "priority", id="priority-string"),
+    pytest.param(body(priority=101), "priority", id="top-level-priority-101"),
+    pytest.param(body(id="6ba7b810-9dad-41d1-80b4-00c04fd430c8"), "id", id="id-v4"),
+    pytest.param(body(id=CLIENT_ID.upper()), "id", id="id-uppercase"),
+    pytest.param(body(id="not-a-uuid"), "id", id="id-junk"),
+    pytest.param(body(id=""), "id", id="id-empty"),
+    pytest.param(body(id=12345), "id", id="id-number"),
+    pytest.param(body(meta=["x"]), "meta", id="meta-list"),
+    pytest.param(body(meta="x"), "meta", id="meta-string"),
+    pytest.param(body(options=["queue"]), "options", id="options-list"),
+    pytest.param(body(schema=5), "schema", id="schema-number"),
+    pytest.param(body(options={"tags": "urgent"}), "tags", id="tags-string"),
+    pytest.param(body(options={"tags": ["ok", 1]}), "tags", id="tags-non-string-item"),
+    pytest.param(
+        body(options={"scheduled_at": "2099-12-31T23:59:59"}),
+        "scheduled_at",
+        id="scheduled-at-no-offset",
+    ),
+    pytest.param(
+        body(options={"delay_until": "2099-12-31T23:59:59"}),
+        "delay_until",
+        id="delay-until-no-offset",
+    ),
+    pytest.param(
+        body(options={"expires_at": "2099-12-31T23:59:59"}),
+        "expires_at",
+        id="expires-at-no-offset",
+    ),
+    pytest.param(body(expires_at="2099-12-31T23:59:59"), "expires_at", id="top-level-expires"),
+    pytest.param(body(scheduled_at="soon"), "scheduled_at", id="top-level-scheduled-junk"),
+    pytest.param(body(options={"scheduled_at": 123}), "scheduled_at", id="scheduled-at-number"),
+    pytest.param(body(options={"timeout_ms": 0}), "timeout_ms", id="timeout-zero"),
+    pytest.param(body(options={"timeout_ms": True}), "timeout_ms", id="timeout-bool"),
+    pytest.param(
+        body(options={"visibility_timeout_ms": -1}),
+        "visibility_timeout_ms",
+        id="visibility-negative",
+    ),
+]
+
+
+@pytest.mark.parametrize(("raw", "field"), INVALID_ENVELOPES)
+def test_invalid_envelope_is_rejected_naming_the_field(raw: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        enqueue(raw)
+    assert not isinstance(caught.value, InvalidRetryPolicy)
+    assert field in caught.value.details["field"]
+    assert field in caught.value.message
+    assert caught.value.code == "invalid_request"
+    assert caught.value.error_type == "validation_error"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [pytest.param([], id="list"), pytest.param("job", id="string"), pytest.param(None, id="null")],
+)
+def test_non_object_body_is_rejected(raw: object) -> None:
+    with pytest.raises(InvalidRequest):
+        enqueue(raw)
+
+
+# --- initial state and timestamps --------------------------------------------------------------
+
+FUTURE = "2099-12-31T23:59:59Z"
+FUTURE_MS = 4_102_444_799_000
+PAST = "2020-01-01T00:00:00Z"
+PAST_MS = 1_577_836_800_000
+
+# (options, top-level fields, expected state, expected scheduled_at, expected enqueued_at)
+INITIAL_STATES = [
+    pytest.param({}, {}, states.AVAILABLE, None, NOW_MS, id="no-schedule"),
+    pytest.param(
+        {"scheduled_at": FUTURE}, {}, states.SCHEDULED, FUTURE_MS, None, id="future-scheduled-at"
+    ),
+    pytest.param(
+        {"delay_until": FUTURE}, {}, states.SCHEDULED, FUTURE_MS, None, id="future-delay-until"
+    ),
+    pytest.param(
+        {}, {"scheduled_at": FUTURE}, states.SCHEDULED, FUTURE_MS, None, id="top-level-future"
+    ),
+    pytest.param(
+        {"scheduled_at": "+PT5S"}, {}, states.SCHEDULED, NOW_MS + 5_000, None, id="relative-future"
+    ),
+    pytest.param(
+        {"scheduled_at": PAST}, {}, states.AVAILABLE, PAST_MS, NOW_MS, id="past-scheduled-at"
+    ),
+    pytest.param(
+        {"delay_until": PAST}, {}, states.AVAILABLE, PAST_MS, NOW_MS, id="past-delay-until"
+    ),
+    pytest.param(
+        {"scheduled_at": "2026-03-01T10:00:00Z"},
+        {},
+        states.AVAILABLE,
+        NOW_MS,
+        NOW_MS,
+        id="scheduled-exactly-now",
+    ),
+    pytest.param({"pending": True}, {}, states.PENDING, None, None, id="pending"),
+    pytest.param(
+        {"pending": True, "scheduled_at": FUTURE},
+        {},
+        states.PENDING,
+        FUTURE_MS,
+        None,
+        id="pending-beats-schedule",
+    ),
+    pytest.param({"pending": False}, {}, states.AVAILABLE, None, NOW_MS, id="pending-false"),
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "top_level", "state", "scheduled_at", "enqueued_at"), INITIAL_STATES
+)
+def test_initial_state(
+    options: dict[str, Any],
+    top_level: dict[str, Any],
+    state: str,
+    scheduled_at: int | None,
+    enqueued_at: int | None,
+) -> None:
+    job = enqueue(body(options=options, **top_level))
+    assert job.state == state
+    assert job.scheduled_at == scheduled_at
+    assert job.enqueued_at == enqueued_at
+    assert job.run_at == (scheduled_at if state == states.SCHEDULED else None)
+
+
+def test_absolute_scheduled_at_keeps_the_original_text() -> None:
+    job = enqueue(body(options={"scheduled_at": FUTURE}))
+    assert job.scheduled_at_text == FUTURE
+
+
+def test_relative_scheduled_at_has_no_original_text() -> None:
+    assert enqueue(body(options={"scheduled_at": "+PT5S"})).scheduled_at_text is None
+
+
+# (expires_at input, expected moment, expected original text)
+EXPIRIES = [
+    pytest.param("+PT2S", NOW_MS + 2_000, None, id="relative"),
+    pytest.param(FUTURE, FUTURE_MS, FUTURE, id="absolute-byte-identical"),
+    pytest.param("2099-12-31T23:59:59.000+00:00", FUTURE_MS, "2099-12-31T23:59:59.000+00:00",
+                 id="absolute-with-offset"),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize(("text", "moment", "original"), EXPIRIES)
+def test_expires_at(text: str, moment: int, original: str | None) -> None:
+    for job in (enqueue(body(options={"expires_at": text})), enqueue(body(expires_at=text))):
+        assert job.expires_at == moment
+        assert job.expires_at_text == original
+        assert job.state == states.AVAILABLE
+
+
+# --- tenants -----------------------------------------------------------------------------------
+
+
+def tenant_context(header: str | None) -> EnqueueContext:
+    return EnqueueContext(now_ms=NOW_MS, generated_id=GENERATED_ID, tenant_header=header)
+
+
+def test_tenant_header_is_written_into_meta() -> None:
+    raw = body(meta={"trace_id": "t"})
+    job = enqueue(raw, tenant_context("acme"))
+    assert job.tenant_id == "acme"
+    assert job.meta == {"trace_id": "t", "tenant_id": "acme"}
+    assert raw["meta"] == {"trace_id": "t"}, "the request body must not be mutated"
+
+
+def test_tenant_header_matching_meta_is_accepted() -> None:
+    job = enqueue(body(meta={"tenant_id": "acme"}), tenant_context("acme"))
+    assert job.tenant_id == "acme"
+    assert job.meta["tenant_id"] == "acme"
+
+
+def test_tenant_header_conflicting_with_meta_is_rejected() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        enqueue(body(meta={"tenant_id": "other"}), tenant_context("acme"))
+    assert "tenant_id" in caught.value.message
+    assert caught.value.details["field"] == "meta.tenant_id"
+
+
+def test_meta_tenant_without_header_is_used() -> None:
+    assert enqueue(body(meta={"tenant_id": "acme"})).tenant_id == "acme"
+
+
+@pytest.mark.parametrize("header", ["-acme", "ac me", "acme!", "", "a" * 129])
+def test_invalid_tenant_header_is_rejected(header: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        enqueue(body(), tenant_context(header))
+    assert "X-OJS-Tenant" in caught.value.details["field"]
+
+
+# --- retry policy errors -----------------------------------------------------------------------
+
+# (retry policy, field the message must name)
+RETRY_ERRORS = [
+    pytest.param({"max_attempts": -1}, "max_attempts", id="max-attempts"),
+    pytest.param({"backoff_coefficient": 0.5}, "backoff_coefficient", id="coefficient"),
+    pytest.param({"jitter": "yes"}, "jitter", id="jitter"),
+    pytest.param({"on_exhaustion": "explode"}, "on_exhaustion", id="on-exhaustion"),
+    pytest.param({"initial_interval": "PT0S"}, "initial_interval", id="zero-interval"),
+    pytest.param("PT1S", "retry", id="not-an-object"),
+]
+
+
+@pytest.mark.parametrize(("retry", "field"), RETRY_ERRORS)
+def test_retry_policy_errors_raise_invalid_retry_policy(retry: object, field: str) -> None:
+    with pytest.raises(InvalidRetryPolicy) as caught:
+        enqueue(body(type="retry.test.invalid-coefficient", options={"retry": retry}))
+    assert field in caught.value.message
