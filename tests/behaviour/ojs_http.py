@@ -51,7 +51,9 @@ def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, 
     return dict(error)
 
 
-def retry_policy(max_attempts: int = 3, on_exhaustion: str = "discard", **more: Any) -> dict[str, Any]:
+def retry_policy(
+    max_attempts: int = 3, on_exhaustion: str = "discard", **more: Any
+) -> dict[str, Any]:
     return {"max_attempts": max_attempts, "on_exhaustion": on_exhaustion, **more}
 
 

@@ -184,7 +184,9 @@ async def test_invalid_retry_policy_is_422_naming_the_field(
 async def test_invalid_fetch_request_names_the_field(
     client: httpx.AsyncClient, body: dict[str, Any], field: str
 ) -> None:
-    error = assert_error(await client.post("/ojs/v1/workers/fetch", json=body), 400, "invalid_request")
+    error = assert_error(
+        await client.post("/ojs/v1/workers/fetch", json=body), 400, "invalid_request"
+    )
     assert field in error["message"]
 
 
@@ -205,6 +207,125 @@ async def test_invalid_nack_error_object_is_400(client: httpx.AsyncClient) -> No
 async def test_ack_without_job_id_is_400(client: httpx.AsyncClient) -> None:
     error = assert_error(await client.post("/ojs/v1/workers/ack", json={}), 400, "invalid_request")
     assert "job_id" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"type": "a.b", "args": [NaN]}',
+        b'{"type": "a.b", "args": [Infinity]}',
+        b'{"type": "a.b", "args": [-Infinity]}',
+        b'{"type": "a.b", "args": [1e400]}',
+    ],
+    ids=["nan", "infinity", "minus-infinity", "overflowing-float"],
+)
+async def test_non_json_numbers_are_invalid_payload(
+    client: httpx.AsyncClient, service: Service, raw: bytes
+) -> None:
+    """NaN and Infinity are not JSON (RFC 8259); accepting them stores what cannot be served."""
+    assert_error(await post_raw(client, "/ojs/v1/jobs", raw), 400, "invalid_payload")
+    assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == 0
+
+
+async def test_deeply_nested_json_is_a_400_not_a_500(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    depth = 20_000
+    raw = b'{"type": "a.b", "args": ' + b"[" * depth + b"]" * depth + b"}"
+    assert len(raw) < BODY_CAP
+    response = await post_raw(client, "/ojs/v1/jobs", raw)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] in ("invalid_payload", "invalid_request")
+    assert_error(response, 400, response.json()["error"]["code"])
+    assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == 0
+
+
+async def test_lone_surrogate_is_a_400_not_a_500(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    raw = b'{"type": "a.b", "args": ["\\ud800"]}'
+    response = await post_raw(client, "/ojs/v1/jobs", raw)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] in ("invalid_payload", "invalid_request")
+    assert_error(response, 400, response.json()["error"]["code"])
+    assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"type": "a.b", "args": ["a\u0000b"]},
+        {"type": "a.b", "args": [], "meta": {"note\u0000": 1}},
+        {"type": "a.b", "args": [{"deep": ["x\u0000"]}]},
+    ],
+    ids=["in-args", "in-meta-key", "nested"],
+)
+async def test_nul_characters_are_kept_exactly_or_refused(
+    client: httpx.AsyncClient, service: Service, body: dict[str, Any]
+) -> None:
+    """U+0000 is a legal JSON string character: keep it byte for byte, or refuse with a 400."""
+    response = await client.post("/ojs/v1/jobs", json=body)
+    if response.status_code != 201:
+        assert_error(response, 400, response.json()["error"]["code"])
+        assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == 0
+        return
+    stored = await get_job(client, response.json()["job"]["id"])
+    assert stored["args"] == body["args"]
+    assert stored["meta"] == body.get("meta", {})
+
+
+HUGE = 10**20
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"visibility_timeout_ms": HUGE},
+        {"timeout_ms": HUGE},
+        {"retry": {"max_attempts": HUGE}},
+        {"scheduled_at": "+P999999999999D"},
+        {"expires_at": "+P99999999D"},
+        {"delay_until": "+PT99999999999999999S"},
+    ],
+    ids=["visibility", "timeout", "max-attempts", "schedule", "expiry", "delay"],
+)
+async def test_out_of_range_numbers_are_a_4xx_not_a_500(
+    client: httpx.AsyncClient, service: Service, options: dict[str, Any]
+) -> None:
+    response = await client.post(
+        "/ojs/v1/jobs", json={"type": "a.b", "args": [], "options": options}
+    )
+    assert response.status_code in (400, 422), response.text
+    error = assert_error(response, response.status_code, "invalid_request")
+    assert error["retryable"] is False
+    assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == 0
+
+
+async def test_out_of_range_fetch_visibility_is_a_400(client: httpx.AsyncClient) -> None:
+    job = await enqueue(client, queue="huge")
+    body = {"queues": ["huge"], "visibility_timeout_ms": HUGE}
+    response = await client.post("/ojs/v1/workers/fetch", json=body)
+    error = assert_error(response, 400, "invalid_request")
+    assert "visibility_timeout_ms" in error["message"]
+    assert (await get_job(client, job["id"]))["state"] == "available"
+
+
+async def test_out_of_range_dead_letter_time_filter_is_a_400(client: httpx.AsyncClient) -> None:
+    response = await client.get("/ojs/v1/dead-letter?since=%2BP999999999999D")
+    assert_error(response, 400, "invalid_request")
+
+
+async def test_purge_with_a_filter_that_is_not_an_object_is_a_400(
+    client: httpx.AsyncClient,
+) -> None:
+    job_id = await kill_job(client)
+    body = {"filter": "everything", "confirm": True}
+    response = await client.request("DELETE", "/ojs/v1/dead-letter", json=body)
+    assert_error(response, 400, "invalid_request")
+    bulk = await client.post("/ojs/v1/dead-letter/retry", json=body)
+    assert_error(bulk, 400, "invalid_request")
+    listed = (await client.get("/ojs/v1/dead-letter")).json()["jobs"]
+    assert [item["id"] for item in listed] == [job_id]
 
 
 # --- size limit ---------------------------------------------------------------------------------
@@ -522,9 +643,19 @@ async def test_bad_cron_is_400(client: httpx.AsyncClient) -> None:
     for body in (
         {"name": "c1", "expression": "every minute please", "job_template": template},
         {"name": "c2", "expression": "99 25 32 13 8", "job_template": template},
-        {"name": "c3", "expression": "* * * * *", "timezone": "Mars/Olympus", "job_template": template},
+        {
+            "name": "c3",
+            "expression": "* * * * *",
+            "timezone": "Mars/Olympus",
+            "job_template": template,
+        },
         {"name": "c4", "expression": "* * * * *", "job_template": {"type": "Bad Type", "args": []}},
-        {"name": "c5", "expression": "* * * * *", "overlap_policy": "maybe", "job_template": template},
+        {
+            "name": "c5",
+            "expression": "* * * * *",
+            "overlap_policy": "maybe",
+            "job_template": template,
+        },
     ):
         assert_error(await client.post("/ojs/v1/cron", json=body), 400, "invalid_request")
     assert (await client.get("/ojs/v1/cron")).json()["crons"] == []

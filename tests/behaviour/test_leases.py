@@ -33,7 +33,9 @@ def no_server_errors(client: httpx.AsyncClient) -> None:
     forbid_server_errors(client)
 
 
-async def leased_job(client: httpx.AsyncClient, worker_id: str = "w1", **options: Any) -> dict[str, Any]:
+async def leased_job(
+    client: httpx.AsyncClient, worker_id: str = "w1", **options: Any
+) -> dict[str, Any]:
     """Enqueue one job with a 3 s visibility timeout and fetch it as `worker_id`."""
     job = await enqueue(client, queue=QUEUE, visibility_timeout_ms=LEASE_MS, **options)
     fetched = await fetch_one(client, QUEUE, worker_id=worker_id)
@@ -44,7 +46,9 @@ async def leased_job(client: httpx.AsyncClient, worker_id: str = "w1", **options
     return fetched
 
 
-async def lose_lease(clock: ManualClock, service: Service, milliseconds: int = LEASE_MS + 1) -> None:
+async def lose_lease(
+    clock: ManualClock, service: Service, milliseconds: int = LEASE_MS + 1
+) -> None:
     clock.advance(milliseconds)
     await service.sweeper.sweep()
 
@@ -145,7 +149,9 @@ async def test_late_worker_cannot_touch_the_new_lease(
     assert_error(await nack(client, first["id"], lease_token=first["lease_token"]), 409, "conflict")
     assert await get_job(client, first["id"]) == held
 
-    done = await ack(client, first["id"], worker_id="w2", lease_token=second["lease_token"], result="ok")
+    done = await ack(
+        client, first["id"], worker_id="w2", lease_token=second["lease_token"], result="ok"
+    )
     assert done.status_code == 200, done.text
     after = await get_job(client, first["id"])
     assert after["state"] == "completed"
@@ -334,6 +340,22 @@ async def test_execution_timeout_takes_the_retry_path(
     again = await fetch_one(client, QUEUE, worker_id="w2")
     assert again["id"] == job["id"]
     assert again["attempt"] == 2
+
+
+async def test_heartbeat_does_not_extend_the_execution_timeout(
+    client: httpx.AsyncClient, clock: ManualClock, service: Service
+) -> None:
+    job = await leased_job(client, "w1", timeout_ms=2_000, retry=retry_policy(3, jitter=False))
+    clock.advance(1_500)
+    beat = await client.post(
+        "/ojs/v1/workers/heartbeat",
+        json={"worker_id": "w1", "active_jobs": [job["id"]], "visibility_timeout_ms": 60_000},
+    )
+    assert beat.json()["jobs_extended"] == [job["id"]]
+    await lose_lease(clock, service, 500)
+    after = await get_job(client, job["id"])
+    assert after["state"] == "retryable"
+    assert after["error"]["code"] == "timeout"
 
 
 async def test_execution_timeout_on_the_last_attempt_dead_letters(

@@ -56,6 +56,7 @@ INVALID_DURATIONS = [
     pytest.param("pt1s", id="lowercase"),
     pytest.param("PT-1S", id="negative"),
     pytest.param(" PT1S", id="leading-space"),
+    pytest.param("PT1S\n", id="trailing-newline"),
 ]
 
 
@@ -93,8 +94,20 @@ def test_format_duration(milliseconds: int, expected: str) -> None:
 
 @pytest.mark.parametrize(
     "milliseconds",
-    [0, 1, 499, 500, 1_000, 1_234, 59_999, 300_000, 5_400_000, 86_400_000, 90_000_000,
-     15_552_000_000],  # fmt: skip
+    [
+        0,
+        1,
+        499,
+        500,
+        1_000,
+        1_234,
+        59_999,
+        300_000,
+        5_400_000,
+        86_400_000,
+        90_000_000,
+        15_552_000_000,
+    ],
 )
 def test_format_duration_round_trips_through_parse(milliseconds: int) -> None:
     assert parse_duration_ms(format_duration(milliseconds), "field") == milliseconds
@@ -167,6 +180,7 @@ INVALID_TIMESTAMPS = [
     pytest.param("+5S", id="relative-without-P"),
     pytest.param("+", id="bare-plus"),
     pytest.param("+P1Y", id="relative-years"),
+    pytest.param("2099-12-31T23:59:59Z\n", id="trailing-newline"),
 ]
 
 

@@ -54,7 +54,9 @@ def make_job(**changes: Any) -> Job:
 
 
 def handler_error(**changes: Any) -> Failure:
-    return replace(Failure(code="handler_error", message="smtp refused", type="SmtpError"), **changes)
+    return replace(
+        Failure(code="handler_error", message="smtp refused", type="SmtpError"), **changes
+    )
 
 
 # --- acknowledge -------------------------------------------------------------------------------
@@ -148,7 +150,10 @@ PARSED_FAILURES = [
     pytest.param(
         {"code": "handler_error", "message": "m", "details": {"error_class": "SmtpError"}},
         Failure(
-            code="handler_error", message="m", type="SmtpError", details={"error_class": "SmtpError"}
+            code="handler_error",
+            message="m",
+            type="SmtpError",
+            details={"error_class": "SmtpError"},
         ),
         id="type-from-error-class",
     ),
@@ -274,9 +279,7 @@ def test_stored_error_has_the_reference_fields() -> None:
 
 # (job changes, failure, expected dead-letter reason)
 TERMINAL_FAILURES = [
-    pytest.param(
-        {"attempt": 3}, handler_error(), None, id="exhausted-discard-policy"
-    ),
+    pytest.param({"attempt": 3}, handler_error(), None, id="exhausted-discard-policy"),
     pytest.param(
         {"attempt": 3, "retry": DLQ_POLICY},
         handler_error(),
@@ -469,7 +472,9 @@ def test_lost_lease_on_last_attempt_ends_the_job(retry: RetryPolicy, reason: str
 
 
 def test_job_whose_worker_keeps_dying_ends_in_the_dead_letter_queue() -> None:
-    job = make_job(state=states.AVAILABLE, attempt=0, worker_id=None, lease_token=None, retry=DLQ_POLICY)
+    job = make_job(
+        state=states.AVAILABLE, attempt=0, worker_id=None, lease_token=None, retry=DLQ_POLICY
+    )
     moment = NOW
     reasons: list[str | None] = []
     for _ in range(DLQ_POLICY.max_attempts):

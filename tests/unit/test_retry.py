@@ -107,9 +107,7 @@ def test_unknown_retry_fields_are_kept_in_extra() -> None:
 MS_ALIASES = [
     pytest.param({"initial_interval_ms": 500}, (500, 300_000), id="initial-ms"),
     pytest.param({"max_interval_ms": 2_000}, (1_000, 2_000), id="max-ms"),
-    pytest.param(
-        {"initial_interval_ms": 250, "max_interval_ms": 750}, (250, 750), id="both-ms"
-    ),
+    pytest.param({"initial_interval_ms": 250, "max_interval_ms": 750}, (250, 750), id="both-ms"),
     pytest.param(
         {"initial_interval": "PT2S", "initial_interval_ms": 5}, (2_000, 300_000), id="iso-wins"
     ),
@@ -147,7 +145,9 @@ INVALID_POLICIES = [
     pytest.param({"initial_interval_ms": 1.5}, "initial_interval_ms", id="initial-ms-float"),
     pytest.param({"max_interval_ms": True}, "max_interval_ms", id="max-ms-bool"),
     pytest.param(
-        {"initial_interval": "PT10S", "max_interval": "PT5S"}, "max_interval", id="max-below-initial"
+        {"initial_interval": "PT10S", "max_interval": "PT5S"},
+        "max_interval",
+        id="max-below-initial",
     ),
     pytest.param(
         {"initial_interval_ms": 2_000, "max_interval_ms": 1_000},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from typing import Any
 
@@ -42,9 +43,45 @@ async def read_json(request: Request, required: bool = True) -> Any:
             {"content_type": media_type},
         )
     try:
-        return json.loads(raw)
+        value = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError) as error:
         raise InvalidPayload(f"the request body is not valid JSON: {error}") from error
+    except RecursionError as error:
+        raise InvalidPayload("the request body nests too deeply") from error
+    if b"\\u" in raw:
+        _check_strings(value)
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise InvalidPayload(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidPayload(f"the number {text} is out of range")
+    return value
+
+
+def _check_strings(value: Any) -> None:
+    """Escapes can spell what storage cannot hold: lone surrogates and NUL characters."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidPayload("strings must not contain NUL (\\u0000) characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise InvalidPayload(
+                "a string holds a lone surrogate (invalid UTF-16 escape)"
+            ) from error
+    elif isinstance(value, list):
+        for item in value:
+            _check_strings(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_strings(key)
+            _check_strings(item)
 
 
 def tenant_of(request: Request) -> str | None:

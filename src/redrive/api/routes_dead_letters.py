@@ -111,7 +111,7 @@ def build_router(prefix: str) -> APIRouter:
     @router.delete("", summary="Purge every dead letter matching a filter")
     async def purge(request: Request) -> Response:
         body = require_object(await read_json(request, required=False) or {})
-        raw = {**query_dict(request), **(body.get("filter") or {})}
+        raw = {**query_dict(request), **require_object(body.get("filter") or {})}
         for key in ("confirm", "dry_run"):
             if key not in body and key in raw:
                 body[key] = raw[key]

@@ -12,6 +12,8 @@ _DURATION = re.compile(
     r"(?:T(?:(?P<hours>\d+(?:\.\d+)?)H)?(?:(?P<minutes>\d+(?:\.\d+)?)M)?"
     r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
 )
+# Durations past a century are mistakes, and beyond them timestamps stop fitting the tables.
+MAX_DURATION_MS = 100 * 365 * 86_400_000
 _UNIT_MS = {
     "weeks": 604_800_000,
     "days": 86_400_000,
@@ -31,6 +33,8 @@ def parse_duration_ms(text: str, field: str) -> int:
             {"field": field},
         )
     total = sum(float(value) * _UNIT_MS[unit] for unit, value in match.groupdict().items() if value)
+    if total > MAX_DURATION_MS:
+        raise InvalidRequest(f"{field} must be at most 100 years, got {text!r}", {"field": field})
     return round(total)
 
 

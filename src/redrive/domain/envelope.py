@@ -19,6 +19,7 @@ TENANT_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._:-]*$")
 MAX_QUEUE_LENGTH = 128
 MAX_TYPE_LENGTH = 255
 PRIORITY_RANGE = (-100, 100)
+MAX_TIMEOUT_MS = 30 * 86_400_000
 
 # Keys the server owns: a client may send them but they are ignored, never echoed back.
 SYSTEM_FIELDS = frozenset(
@@ -70,7 +71,9 @@ def _type(body: dict[str, Any]) -> str:
     if "type" not in body:
         raise _invalid("type", "type is required")
     value = body["type"]
-    if not isinstance(value, str) or not TYPE_PATTERN.fullmatch(value) or len(value) > MAX_TYPE_LENGTH:
+    if not isinstance(value, str) or len(value) > MAX_TYPE_LENGTH:
+        raise _invalid("type", f"type must be a string of at most {MAX_TYPE_LENGTH} characters")
+    if not TYPE_PATTERN.fullmatch(value):
         raise _invalid("type", f"type must be dot-separated lowercase names, got {value!r}")
     return value
 
@@ -101,8 +104,10 @@ def _priority(value: object) -> int:
 def _positive_ms(value: object, field: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise _invalid(field, f"{field} must be a positive integer of milliseconds")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_TIMEOUT_MS:
+        raise _invalid(
+            field, f"{field} must be a positive integer of milliseconds, at most {MAX_TIMEOUT_MS}"
+        )
     return value
 
 

@@ -148,7 +148,15 @@ def fail(
     failed = replace(job, error=record, errors=history, **_released(job))
     if requeue:
         return FailureOutcome(
-            replace(failed, state=states.AVAILABLE, enqueued_at=now, worker_id=None), None
+            replace(
+                failed,
+                state=states.AVAILABLE,
+                enqueued_at=now,
+                worker_id=None,
+                next_attempt_at=None,
+                retry_delay_ms=None,
+            ),
+            None,
         )
     terminal, reason = _terminal(job, failure)
     if terminal:

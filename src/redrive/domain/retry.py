@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from redrive.domain.durations import format_duration, parse_duration_ms
+from redrive.domain.durations import MAX_DURATION_MS, format_duration, parse_duration_ms
 from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
 
 BACKOFF_STRATEGIES = ("constant", "linear", "exponential", "polynomial")
 EXHAUSTION_ACTIONS = ("discard", "dead_letter")
+MAX_ATTEMPTS = 100_000
 _STRATEGY_ALIASES = {"none": "constant", "fixed": "constant"}
 
 
@@ -59,6 +60,8 @@ def _interval(raw: dict[str, Any], name: str, default: int) -> int:
         milliseconds = raw[f"{name}_ms"]
         if isinstance(milliseconds, bool) or not isinstance(milliseconds, int):
             raise _invalid(f"{name}_ms", "must be an integer number of milliseconds", milliseconds)
+        if milliseconds > MAX_DURATION_MS:
+            raise _invalid(f"{name}_ms", "must be at most 100 years", milliseconds)
     else:
         return default
     if milliseconds <= 0:
@@ -68,8 +71,8 @@ def _interval(raw: dict[str, Any], name: str, default: int) -> int:
 
 def _max_attempts(raw: dict[str, Any], default: int) -> int:
     value = raw.get("max_attempts", default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _invalid("max_attempts", "must be a non-negative integer", value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ATTEMPTS:
+        raise _invalid("max_attempts", f"must be an integer from 0 to {MAX_ATTEMPTS}", value)
     return value
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from redrive.domain import lifecycle
 from redrive.domain.dead_letter import new_dead_letter
+from redrive.domain.envelope import MAX_TIMEOUT_MS
 from redrive.domain.errors import Conflict, InvalidRequest, NotFound
 from redrive.domain.events import completed_event, failure_events, started_event
 from redrive.domain.job import AVAILABLE, DEFAULT_TENANT, Job
@@ -80,7 +81,7 @@ class WorkerService:
     ) -> list[Job]:
         count = optional_positive_int(request, "count", self.runtime.options.max_fetch_count) or 1
         worker_id = optional_string(request, "worker_id")
-        visibility = optional_positive_int(request, "visibility_timeout_ms")
+        visibility = optional_positive_int(request, "visibility_timeout_ms", MAX_TIMEOUT_MS)
         now = self.runtime.now()
         token = self.runtime.new_token()
         claimed: list[Job] = []
@@ -157,7 +158,7 @@ class WorkerService:
         request = require_object(body)
         worker_id = optional_string(request, "worker_id")
         job_ids = self._heartbeat_job_ids(request)
-        visibility = optional_positive_int(request, "visibility_timeout_ms")
+        visibility = optional_positive_int(request, "visibility_timeout_ms", MAX_TIMEOUT_MS)
         now = self.runtime.now()
         extended: list[str] = []
         lost: list[str] = []

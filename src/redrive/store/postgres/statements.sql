@@ -102,9 +102,14 @@ FROM candidates WHERE jobs.id = candidates.id
 RETURNING jobs.*;
 
 -- name: promote_due_jobs
+-- SKIP LOCKED: concurrent fetches in several replicas never wait on (or deadlock over) each other.
 UPDATE jobs SET state = 'available', enqueued_at = :now, run_at = NULL
-WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
-  AND (expires_at IS NULL OR expires_at > :now)
+WHERE id IN (
+    SELECT id FROM jobs
+    WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
+      AND (expires_at IS NULL OR expires_at > :now)
+    FOR UPDATE SKIP LOCKED
+)
 RETURNING queue;
 
 -- name: select_expired_jobs

@@ -1,0 +1,176 @@
+"""The two dialects' named SQL statements stay in step with each other and with the store code."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from pathlib import Path
+
+import pytest
+
+import redrive.store
+from redrive.store.statements import load_statements, parameter_names
+
+STORE = Path(redrive.store.__file__).parent
+SQLITE = STORE / "sqlite" / "statements.sql"
+POSTGRES = STORE / "postgres" / "statements.sql"
+TRANSACTION = STORE / "transaction.py"
+# Methods of the transaction and its executor whose first argument is a statement name.
+STATEMENT_CALLS = frozenset({"_rows", "_run", "rows", "run"})
+
+
+def sqlite_statements() -> dict[str, str]:
+    return load_statements(SQLITE)
+
+
+def postgres_statements() -> dict[str, str]:
+    return load_statements(POSTGRES)
+
+
+def test_both_files_define_statements() -> None:
+    assert len(sqlite_statements()) >= 20
+    assert len(postgres_statements()) >= 20
+    for sql in [*sqlite_statements().values(), *postgres_statements().values()]:
+        assert sql.strip()
+
+
+def test_both_dialects_define_the_same_statement_names() -> None:
+    sqlite, postgres = set(sqlite_statements()), set(postgres_statements())
+    assert sqlite - postgres == set(), "only in sqlite/statements.sql"
+    assert postgres - sqlite == set(), "only in postgres/statements.sql"
+
+
+def test_no_statement_name_is_defined_twice() -> None:
+    for path in (SQLITE, POSTGRES):
+        names = [
+            line.removeprefix("-- name:").strip()
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.startswith("-- name:")
+        ]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        assert duplicates == [], f"{path.parent.name}: {duplicates}"
+
+
+@pytest.mark.parametrize("name", sorted(set(sqlite_statements()) & set(postgres_statements())))
+def test_each_statement_takes_the_same_parameters_in_both_dialects(name: str) -> None:
+    sqlite = parameter_names(sqlite_statements()[name])
+    postgres = parameter_names(postgres_statements()[name])
+    assert sqlite == postgres, (
+        f"{name}: sqlite-only {sqlite - postgres}, postgres-only {postgres - sqlite}"
+    )
+
+
+def test_parameter_names_ignore_postgres_casts() -> None:
+    assert parameter_names("SELECT :a::bigint, CAST(:b AS text), ':c' FROM t WHERE x = :a") >= {
+        "a",
+        "b",
+    }
+    assert "bigint" not in parameter_names("SELECT :a::bigint")
+
+
+class StatementNames(ast.NodeVisitor):
+    """Every statement name transaction.py can pass to the executor, resolved statically."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.unresolved: list[str] = []
+        self.scopes: list[ast.AST] = []
+        self.loops: list[ast.For] = []
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._scoped(node)
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self._scoped(node)
+
+    def _scoped(self, node: ast.AST) -> None:
+        self.scopes.append(node)
+        self.generic_visit(node)
+        self.scopes.pop()
+
+    def visit_For(self, node: ast.For) -> None:
+        self.loops.append(node)
+        self.generic_visit(node)
+        self.loops.pop()
+
+    def visit_Call(self, node: ast.Call) -> None:
+        function = node.func
+        if isinstance(function, ast.Attribute) and function.attr in STATEMENT_CALLS and node.args:
+            values = self.resolve(node.args[0])
+            if values is None:
+                self.unresolved.append(ast.unparse(node))
+            else:
+                self.names |= values
+        self.generic_visit(node)
+
+    def resolve(self, node: ast.expr) -> set[str] | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, ast.IfExp):
+            body, orelse = self.resolve(node.body), self.resolve(node.orelse)
+            return None if body is None or orelse is None else body | orelse
+        if isinstance(node, ast.Name):
+            return self._name(node.id)
+        if isinstance(node, ast.JoinedStr):
+            return self._joined(node)
+        return None
+
+    def _joined(self, node: ast.JoinedStr) -> set[str] | None:
+        parts: list[set[str]] = []
+        for value in node.values:
+            if isinstance(value, ast.FormattedValue):
+                resolved = self.resolve(value.value)
+            else:
+                resolved = self.resolve(value)
+            if resolved is None:
+                return None
+            parts.append(resolved)
+        return {"".join(combination) for combination in itertools.product(*parts)}
+
+    def _name(self, name: str) -> set[str] | None:
+        for loop in reversed(self.loops):
+            if isinstance(loop.target, ast.Name) and loop.target.id == name:
+                if isinstance(loop.iter, ast.Tuple | ast.List):
+                    found = [self.resolve(element) for element in loop.iter.elts]
+                    if all(values is not None for values in found):
+                        return set().union(*(values for values in found if values is not None))
+                return None
+        if not self.scopes:
+            return None
+        scope = self.scopes[-1]
+        if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef) and scope.name in (
+            STATEMENT_CALLS
+        ):
+            forwarded = [argument.arg for argument in scope.args.posonlyargs + scope.args.args]
+            if name in forwarded:
+                return set()  # a wrapper forwarding its caller's name: the callers are checked
+        assigned: set[str] = set()
+        for child in ast.walk(scope):
+            if isinstance(child, ast.Assign) and any(
+                isinstance(target, ast.Name) and target.id == name for target in child.targets
+            ):
+                values = self.resolve(child.value)
+                if values is None:
+                    return None
+                assigned |= values
+        return assigned or None
+
+
+def statement_names_used() -> StatementNames:
+    visitor = StatementNames()
+    visitor.visit(ast.parse(TRANSACTION.read_text(encoding="utf-8")))
+    return visitor
+
+
+def test_every_statement_name_in_the_transaction_code_is_resolvable() -> None:
+    visitor = statement_names_used()
+    assert visitor.unresolved == []
+    assert len(visitor.names) >= 20
+    assert {"claim_jobs", "update_job", "move_dead_letter"} <= visitor.names
+
+
+@pytest.mark.parametrize("path", [SQLITE, POSTGRES], ids=["sqlite", "postgres"])
+def test_every_statement_the_transaction_uses_exists(path: Path) -> None:
+    defined = set(load_statements(path))
+    missing = sorted(statement_names_used().names - defined)
+    assert missing == [], f"used in transaction.py but missing from {path.parent.name}: {missing}"
