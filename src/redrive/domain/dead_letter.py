@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from redrive.domain import job as states
-from redrive.domain.durations import parse_timestamp
+from redrive.domain.durations import format_timestamp, parse_timestamp
 from redrive.domain.envelope import validate_queue_name
 from redrive.domain.errors import InvalidRequest
 from redrive.domain.job import Job
@@ -33,10 +35,21 @@ class DeadLetter:
     error_type: str | None = None
     moved_at: int | None = None
     moved_by: str | None = None
+    replay_count: int = 0
 
     @property
     def job_id(self) -> str:
         return self.job.id
+
+
+REPLAY_COUNT = "ojs.replay_count"
+LAST_REPLAYED_AT = "ojs.last_replayed_at"
+REPLAY_RULE = "ojs.replay_rule"
+
+
+def replay_count(job: Job) -> int:
+    value = job.meta.get(REPLAY_COUNT, 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def new_dead_letter(episode_id: str, job: Job, reason: str, now: int) -> DeadLetter:
@@ -47,6 +60,7 @@ def new_dead_letter(episode_id: str, job: Job, reason: str, now: int) -> DeadLet
         reason=reason,
         discarded_at=job.discarded_at or now,
         error_type=str(error_type) if error_type is not None else None,
+        replay_count=replay_count(job),
     )
 
 
@@ -62,12 +76,43 @@ class DeadLetterFilter:
     until: int | None = None
     status: str = DEAD
     tenant_id: str | None = None
+    args_contains: str | None = None
+    args_path: str | None = None
+    args_value: str | None = None
+    replay_count_below: int | None = None
 
     @property
     def is_empty(self) -> bool:
         return not any(
-            (self.queue, self.type, self.type_prefix, self.error_type, self.since, self.until)
-        )
+            (
+                self.queue, self.type, self.type_prefix, self.error_type, self.since,
+                self.until, self.args_contains, self.args_path,
+            )
+        )  # fmt: skip
+
+
+# `$.customer_id == "cust_123"`: a path of names and indexes, then a JSON scalar.
+ARGS_MATCH = re.compile(
+    r"\s*(?P<path>\$(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d{1,6}\])+)\s*==\s*(?P<value>.+?)\s*"
+)
+
+
+def parse_args_match(text: str) -> tuple[str, str]:
+    """(path, JSON text of the value). The path is checked here; both are bound as parameters."""
+    match = ARGS_MATCH.fullmatch(text)
+    invalid = InvalidRequest(
+        'args_match must look like $.customer_id == "cust_123" (a path, ==, a JSON value)',
+        {"field": "args_match"},
+    )
+    if match is None:
+        raise invalid
+    try:
+        value = json.loads(match.group("value"))
+    except ValueError as error:
+        raise invalid from error
+    if isinstance(value, dict | list):
+        raise invalid
+    return match.group("path"), json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _text(raw: dict[str, Any], *names: str) -> str | None:
@@ -91,6 +136,8 @@ def parse_filter(raw: dict[str, Any], now: int, tenant_id: str | None) -> DeadLe
     if status not in STATUSES:
         raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}", {"field": "status"})
     queue = _text(raw, "queue")
+    args_match = _text(raw, "args_match", "args_path")
+    args_path, args_value = parse_args_match(args_match) if args_match else (None, None)
     return DeadLetterFilter(
         queue=validate_queue_name(queue, "queue") if queue is not None else None,
         type=job_type,
@@ -100,6 +147,9 @@ def parse_filter(raw: dict[str, Any], now: int, tenant_id: str | None) -> DeadLe
         until=parse_timestamp(until_text, "until", now)[0] if until_text else None,
         status=status,
         tenant_id=tenant_id,
+        args_contains=_text(raw, "args_contains", "args"),
+        args_path=args_path,
+        args_value=args_value,
     )
 
 
@@ -137,6 +187,17 @@ def apply_override(job: Job, raw: dict[str, Any]) -> Job:
     if "retry" in override:
         changes["retry"] = parse_retry_policy(override["retry"], job.retry)
     return replace(job, **changes)
+
+
+def mark_replayed(job: Job, rule_name: str, now: int) -> Job:
+    """Replay tracking in meta, so a rule can stop at its max_replays."""
+    meta = {
+        **job.meta,
+        REPLAY_COUNT: replay_count(job) + 1,
+        LAST_REPLAYED_AT: format_timestamp(now),
+        REPLAY_RULE: rule_name,
+    }
+    return replace(job, meta=meta)
 
 
 def redrive(job: Job, now: int) -> Job:

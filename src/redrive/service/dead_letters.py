@@ -72,7 +72,7 @@ class DeadLetterService:
     ) -> Job | None:
         """Flip the episode out of `dead` (the exactly-once guard), then requeue the job."""
         job = episodes.redrive(apply_override(dead.job, override), now)
-        if not await transaction.move_dead_letter(dead.id, episodes.RETRIED, now, moved_by):
+        if not await transaction.move_dead_letter(dead, episodes.RETRIED, now, moved_by):
             return None
         await transaction.ensure_queue(job.queue, job.tenant_id, now)
         await transaction.upsert_job(job)
@@ -100,7 +100,7 @@ class DeadLetterService:
         async with self.runtime.store.transaction() as transaction:
             dead = await transaction.get_dead_letter(job_id, tenant)
             if dead is None or not await transaction.move_dead_letter(
-                dead.id, episodes.DELETED, now, moved_by
+                dead, episodes.DELETED, now, moved_by
             ):
                 raise NotFound("dead letter", job_id)
             current = await transaction.get_job(job_id, tenant, lock=True)
@@ -149,7 +149,7 @@ class DeadLetterService:
     ) -> bool:
         if action == "retry":
             return await self._redrive(transaction, dead, {}, moved_by, now) is not None
-        if not await transaction.move_dead_letter(dead.id, episodes.DELETED, now, moved_by):
+        if not await transaction.move_dead_letter(dead, episodes.DELETED, now, moved_by):
             return False
         current = await transaction.get_job(dead.job_id, None, lock=True)
         if current is not None and current.dead_lettered:

@@ -14,6 +14,7 @@ from redrive.domain.records import (
     retry_from_record,
     retry_to_record,
 )
+from redrive.domain.replay import ReplayRule
 from redrive.ports import StoredEvent
 
 JOB_COLUMNS = (
@@ -95,6 +96,8 @@ def dead_letter_parameters(dead_letter: DeadLetter) -> dict[str, Any]:
         "job": dump(job_to_record(job)),
         "moved_at": dead_letter.moved_at,
         "moved_by": dead_letter.moved_by,
+        "args": dump(job.args),
+        "replay_count": dead_letter.replay_count,
     }
 
 
@@ -108,6 +111,7 @@ def dead_letter_from_row(row: dict[str, Any]) -> DeadLetter:
         error_type=row["error_type"],
         moved_at=row["moved_at"],
         moved_by=row["moved_by"],
+        replay_count=row["replay_count"],
     )
 
 
@@ -135,3 +139,33 @@ def event_from_row(row: dict[str, Any]) -> StoredEvent:
         data=load(row["data"]),
     )
     return StoredEvent(id=row["id"], sequence=row["sequence"], time=row["time"], event=event)
+
+
+def replay_rule_parameters(rule: ReplayRule) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "tenant_id": rule.tenant_id,
+        "name": rule.name,
+        "filter": dump(rule.filter),
+        "delay_ms": rule.delay_ms,
+        "max_replays": rule.max_replays,
+        "enabled": rule.enabled,
+        "replayed_total": rule.replayed_total,
+        "created_at": rule.created_at,
+        "updated_at": rule.updated_at,
+    }
+
+
+def replay_rule_from_row(row: dict[str, Any]) -> ReplayRule:
+    return ReplayRule(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        name=row["name"],
+        filter=load(row["filter"]),
+        delay_ms=row["delay_ms"],
+        max_replays=row["max_replays"],
+        enabled=bool(row["enabled"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        replayed_total=row["replayed_total"],
+    )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from typing import Any, Protocol
 
-from redrive.domain.dead_letter import DeadLetter, DeadLetterFilter
+from redrive.domain.dead_letter import DEAD, DeadLetter, DeadLetterFilter
 from redrive.domain.job import Job
-from redrive.ports import Claim, EventQuery, Page, StoredEvent
+from redrive.domain.replay import ReplayRule
+from redrive.ports import Claim, EventQuery, Page, PruneScope, StoredEvent
 from redrive.store.codec import (
     dead_letter_from_row,
     dead_letter_parameters,
@@ -17,6 +19,8 @@ from redrive.store.codec import (
     job_from_row,
     job_parameters,
     load,
+    replay_rule_from_row,
+    replay_rule_parameters,
 )
 
 
@@ -39,7 +43,14 @@ def _filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
         "error_type": filters.error_type,
         "since": filters.since,
         "until": filters.until,
+        "args_contains": filters.args_contains,
+        "args_path": filters.args_path,
+        "args_value": filters.args_value,
+        "replay_count_below": filters.replay_count_below,
     }
+
+
+TALLY_DIMENSIONS = ("queue", "type", "error_type")
 
 
 class SqlTransaction:
@@ -155,8 +166,38 @@ class SqlTransaction:
 
     # dead letters
 
+    async def _tally(self, row: dict[str, Any], delta: int) -> None:
+        await self._run(
+            "adjust_dead_letter_tally",
+            tenant_id=row["tenant_id"],
+            queue=row["queue"],
+            type=row["type"],
+            error_type=row["error_type"] or "",
+            delta=delta,
+        )
+
+    async def _untally(self, rows: list[dict[str, Any]]) -> None:
+        """Take removed dead episodes off the tallies, one statement per distinct group."""
+        groups: Counter[tuple[str, str, str, str]] = Counter(
+            (row["tenant_id"], row["queue"], row["type"], row["error_type"] or "")
+            for row in rows
+            if row["status"] == DEAD
+        )
+        for (tenant_id, queue, job_type, error_type), count in groups.items():
+            await self._tally(
+                {
+                    "tenant_id": tenant_id,
+                    "queue": queue,
+                    "type": job_type,
+                    "error_type": error_type,
+                },
+                -count,
+            )
+
     async def insert_dead_letter(self, dead_letter: DeadLetter) -> None:
-        await self.executor.run("insert_dead_letter", dead_letter_parameters(dead_letter))
+        parameters = dead_letter_parameters(dead_letter)
+        await self.executor.run("insert_dead_letter", parameters)
+        await self._tally(parameters, 1)
 
     async def list_dead_letters(self, filters: DeadLetterFilter, page: Page) -> list[DeadLetter]:
         rows = await self._rows(
@@ -170,6 +211,24 @@ class SqlTransaction:
         return [dead_letter_from_row(row) for row in rows]
 
     async def count_dead_letters(self, filters: DeadLetterFilter) -> int:
+        """From the tallies when the filter only names tallied dimensions, else by counting."""
+        tallied = filters.status == DEAD and filters.type_prefix is None and all(
+            value is None
+            for value in (filters.since, filters.until, filters.args_contains, filters.args_path,
+                          filters.replay_count_below)
+        )  # fmt: skip
+        if tallied:
+            rows = await self._rows("select_dead_letter_tallies", tenant_id=filters.tenant_id)
+            wanted = {
+                "queue": filters.queue,
+                "type": filters.type,
+                "error_type": filters.error_type,
+            }
+            return sum(
+                int(row["count"])
+                for row in rows
+                if all(value is None or (row[key] or "") == value for key, value in wanted.items())
+            )
         rows = await self._rows("count_dead_letters", **_filter_parameters(filters))
         return int(rows[0]["count"])
 
@@ -177,23 +236,86 @@ class SqlTransaction:
         rows = await self._rows("select_dead_letter", job_id=job_id, tenant_id=tenant_id)
         return dead_letter_from_row(rows[0]) if rows else None
 
-    async def move_dead_letter(self, episode_id: str, status: str, now: int, moved_by: str) -> bool:
+    async def dead_letter_episodes(self, job_id: str, tenant_id: str | None) -> list[DeadLetter]:
+        rows = await self._rows("select_dead_letter_episodes", job_id=job_id, tenant_id=tenant_id)
+        return [dead_letter_from_row(row) for row in rows]
+
+    async def move_dead_letter(
+        self, dead_letter: DeadLetter, status: str, now: int, moved_by: str
+    ) -> bool:
+        """Flip an episode out of `dead`; False when someone else already moved it."""
         changed = await self._run(
-            "move_dead_letter", id=episode_id, status=status, now=now, moved_by=moved_by
+            "move_dead_letter", id=dead_letter.id, status=status, now=now, moved_by=moved_by
         )
+        if changed == 1:
+            await self._tally(dead_letter_parameters(dead_letter), -1)
         return changed == 1
 
     async def dead_letter_stats(self, tenant_id: str | None) -> dict[str, Any]:
-        totals = (await self._rows("dead_letter_totals", tenant_id=tenant_id))[0]
-        stats: dict[str, Any] = {
-            "total": int(totals["total"]),
-            "oldest_at": totals["oldest_at"],
-            "newest_at": totals["newest_at"],
-        }
-        for key in ("queue", "error_type", "type"):
-            rows = await self._rows(f"count_dead_letters_by_{key}", tenant_id=tenant_id)
-            stats[f"by_{key}"] = {row["key"]: int(row["count"]) for row in rows}
+        rows = await self._rows("select_dead_letter_tallies", tenant_id=tenant_id)
+        stats: dict[str, Any] = {"total": sum(int(row["count"]) for row in rows)}
+        for key in TALLY_DIMENSIONS:
+            totals: Counter[str] = Counter()
+            for row in rows:
+                totals[row[key] or "unknown"] += int(row["count"])
+            stats[f"by_{key}"] = {name: count for name, count in sorted(totals.items()) if count}
+        times = (await self._rows("dead_letter_time_range", tenant_id=tenant_id))[0]
+        stats.update(oldest_at=times["oldest_at"], newest_at=times["newest_at"])
         return stats
+
+    async def prune_dead_letters(self, scope: PruneScope, limit: int) -> list[dict[str, Any]]:
+        """Delete one batch (by age when `scope.before` is set, else the oldest dead ones) and
+        return the removed rows: whole rows when archiving, the tally columns otherwise."""
+        by_age = scope.before is not None
+        prefix = "archive" if scope.archive else "prune"
+        name = f"{prefix}_dead_letters_by_age" if by_age else f"{prefix}_oldest_dead_letters"
+        parameters: dict[str, Any] = {
+            "queue": scope.queue,
+            "excluded_queues": self.executor.list_parameter(scope.excluded_queues),
+            "limit": limit,
+        }
+        if by_age:
+            parameters["before"] = scope.before
+        rows = await self.executor.rows(name, parameters)
+        await self._untally(rows)
+        return rows
+
+    async def restore_dead_letter(self, row: dict[str, Any]) -> bool:
+        restored = await self.executor.rows("restore_dead_letter", row)
+        if restored:
+            await self._tally({**row, "status": DEAD}, 1)
+        return bool(restored)
+
+    async def dead_letter_policies(self, tenant_id: str) -> list[dict[str, Any]]:
+        return await self._rows("select_dead_letter_policies", tenant_id=tenant_id)
+
+    async def save_dead_letter_policy(self, policy: dict[str, Any]) -> None:
+        await self.executor.run("upsert_dead_letter_policy", policy)
+
+    async def delete_dead_letter_policy(self, tenant_id: str, queue: str) -> bool:
+        return await self._run("delete_dead_letter_policy", tenant_id=tenant_id, queue=queue) > 0
+
+    async def replay_rules(self, tenant_id: str | None) -> list[ReplayRule]:
+        rows = await self._rows("select_replay_rules", tenant_id=tenant_id)
+        return [replay_rule_from_row(row) for row in rows]
+
+    async def save_replay_rule(self, rule: ReplayRule) -> None:
+        await self.executor.run("upsert_replay_rule", replay_rule_parameters(rule))
+
+    async def delete_replay_rule(self, rule_id: str) -> bool:
+        return await self._run("delete_replay_rule", id=rule_id) > 0
+
+    async def count_replays(self, rule_id: str, count: int) -> None:
+        await self._run("count_replays", id=rule_id, count=count)
+
+    async def add_dead_letter_archive(self, archive: dict[str, Any]) -> None:
+        await self.executor.run("insert_dead_letter_archive", archive)
+
+    async def dead_letter_archives(self) -> list[dict[str, Any]]:
+        return await self._rows("select_dead_letter_archives")
+
+    async def mark_archive_restored(self, name: str, now: int) -> None:
+        await self._run("mark_archive_restored", name=name, now=now)
 
     # workers
 

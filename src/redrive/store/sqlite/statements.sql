@@ -158,10 +158,10 @@ SELECT name FROM queues WHERE paused;
 -- name: insert_dead_letter
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
-    moved_at, moved_by
+    moved_at, moved_by, args, replay_count
 ) VALUES (
     :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status, :job,
-    :moved_at, :moved_by
+    :moved_at, :moved_by, :args, :replay_count
 );
 
 -- name: select_dead_letters
@@ -173,6 +173,9 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = :status
   AND (:error_type IS NULL OR error_type = :error_type)
   AND (:since IS NULL OR discarded_at >= :since)
   AND (:until IS NULL OR discarded_at <= :until)
+  AND (:args_contains IS NULL OR instr(args, :args_contains) > 0)
+  AND (:args_path IS NULL OR EXISTS (SELECT 1 FROM json_each(dead_letters.args) AS element WHERE CASE WHEN element.type IN ('object', 'array') THEN element.value -> :args_path = json(:args_value) ELSE 0 END))
+  AND (:replay_count_below IS NULL OR replay_count < :replay_count_below)
   AND (:cursor_at IS NULL OR discarded_at < :cursor_at
        OR (discarded_at = :cursor_at AND id < :cursor_id))
 ORDER BY discarded_at DESC, id DESC
@@ -186,7 +189,10 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = :status
   AND (:type_prefix IS NULL OR substr(type, 1, length(:type_prefix)) = :type_prefix)
   AND (:error_type IS NULL OR error_type = :error_type)
   AND (:since IS NULL OR discarded_at >= :since)
-  AND (:until IS NULL OR discarded_at <= :until);
+  AND (:until IS NULL OR discarded_at <= :until)
+  AND (:args_contains IS NULL OR instr(args, :args_contains) > 0)
+  AND (:args_path IS NULL OR EXISTS (SELECT 1 FROM json_each(dead_letters.args) AS element WHERE CASE WHEN element.type IN ('object', 'array') THEN element.value -> :args_path = json(:args_value) ELSE 0 END))
+  AND (:replay_count_below IS NULL OR replay_count < :replay_count_below);
 
 -- name: select_dead_letter
 SELECT * FROM dead_letters
@@ -196,22 +202,114 @@ WHERE job_id = :job_id AND status = 'dead' AND (:tenant_id IS NULL OR tenant_id 
 UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by
 WHERE id = :id AND status = 'dead';
 
--- name: dead_letter_totals
-SELECT COUNT(*) AS total, MIN(discarded_at) AS oldest_at, MAX(discarded_at) AS newest_at
-FROM dead_letters WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = 'dead';
+-- name: adjust_dead_letter_tally
+INSERT INTO dead_letter_tallies (tenant_id, queue, type, error_type, count)
+VALUES (:tenant_id, :queue, :type, :error_type, :delta)
+ON CONFLICT (tenant_id, queue, type, error_type)
+DO UPDATE SET count = dead_letter_tallies.count + excluded.count;
 
--- name: count_dead_letters_by_queue
-SELECT queue AS key, COUNT(*) AS count FROM dead_letters
-WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = 'dead' GROUP BY queue;
+-- name: select_dead_letter_tallies
+SELECT queue, type, error_type, SUM(count) AS count FROM dead_letter_tallies
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND count <> 0
+GROUP BY queue, type, error_type;
 
--- name: count_dead_letters_by_error_type
-SELECT COALESCE(error_type, 'unknown') AS key, COUNT(*) AS count FROM dead_letters
-WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = 'dead'
-GROUP BY COALESCE(error_type, 'unknown');
+-- name: dead_letter_time_range
+SELECT MIN(discarded_at) AS oldest_at, MAX(discarded_at) AS newest_at
+FROM dead_letters WHERE status = 'dead' AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
--- name: count_dead_letters_by_type
-SELECT type AS key, COUNT(*) AS count FROM dead_letters
-WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = 'dead' GROUP BY type;
+-- name: select_dead_letter_episodes
+SELECT * FROM dead_letters WHERE job_id = :job_id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+ORDER BY discarded_at, id;
+
+-- name: prune_dead_letters_by_age
+DELETE FROM dead_letters WHERE id IN (
+    SELECT id FROM dead_letters
+    WHERE discarded_at < :before AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+    LIMIT :limit
+)
+RETURNING id, tenant_id, queue, type, error_type, status;
+
+-- name: archive_dead_letters_by_age
+DELETE FROM dead_letters WHERE id IN (
+    SELECT id FROM dead_letters
+    WHERE discarded_at < :before AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+    LIMIT :limit
+)
+RETURNING *;
+
+-- name: prune_oldest_dead_letters
+DELETE FROM dead_letters WHERE id IN (
+    SELECT id FROM dead_letters
+    WHERE status = 'dead' AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+    ORDER BY discarded_at, id
+    LIMIT :limit
+)
+RETURNING id, tenant_id, queue, type, error_type, status;
+
+-- name: archive_oldest_dead_letters
+DELETE FROM dead_letters WHERE id IN (
+    SELECT id FROM dead_letters
+    WHERE status = 'dead' AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+    ORDER BY discarded_at, id
+    LIMIT :limit
+)
+RETURNING *;
+
+-- name: restore_dead_letter
+INSERT INTO dead_letters (
+    id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
+    moved_at, moved_by, args, replay_count
+) VALUES (
+    :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, 'dead',
+    :job, NULL, NULL, :args, :replay_count
+) ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: select_dead_letter_policies
+SELECT * FROM dead_letter_policies WHERE tenant_id = :tenant_id ORDER BY queue;
+
+-- name: upsert_dead_letter_policy
+INSERT INTO dead_letter_policies (
+    tenant_id, queue, max_age_ms, max_count, pruning_policy, updated_at, updated_by
+) VALUES (:tenant_id, :queue, :max_age_ms, :max_count, :pruning_policy, :updated_at, :updated_by)
+ON CONFLICT (tenant_id, queue) DO UPDATE SET
+    max_age_ms = excluded.max_age_ms, max_count = excluded.max_count,
+    pruning_policy = excluded.pruning_policy, updated_at = excluded.updated_at,
+    updated_by = excluded.updated_by;
+
+-- name: delete_dead_letter_policy
+DELETE FROM dead_letter_policies WHERE tenant_id = :tenant_id AND queue = :queue;
+
+-- name: upsert_replay_rule
+INSERT INTO replay_rules (
+    id, tenant_id, name, filter, delay_ms, max_replays, enabled, replayed_total, created_at,
+    updated_at
+) VALUES (
+    :id, :tenant_id, :name, :filter, :delay_ms, :max_replays, :enabled,
+    :replayed_total, :created_at, :updated_at
+) ON CONFLICT (id) DO UPDATE SET
+    name = excluded.name, filter = excluded.filter, delay_ms = excluded.delay_ms,
+    max_replays = excluded.max_replays, enabled = excluded.enabled,
+    updated_at = excluded.updated_at;
+
+-- name: select_replay_rules
+SELECT * FROM replay_rules WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) ORDER BY name;
+
+-- name: delete_replay_rule
+DELETE FROM replay_rules WHERE id = :id;
+
+-- name: count_replays
+UPDATE replay_rules SET replayed_total = replayed_total + :count WHERE id = :id;
+
+-- name: insert_dead_letter_archive
+INSERT INTO dead_letter_archives (name, tenant_id, path, entries, created_at)
+VALUES (:name, :tenant_id, :path, :entries, :created_at);
+
+-- name: select_dead_letter_archives
+SELECT * FROM dead_letter_archives ORDER BY created_at DESC, name DESC;
+
+-- name: mark_archive_restored
+UPDATE dead_letter_archives SET restored_at = :now WHERE name = :name;
 
 -- name: upsert_worker
 INSERT INTO workers (
@@ -283,3 +381,7 @@ DELETE FROM queues;
 DELETE FROM workers;
 DELETE FROM crons;
 DELETE FROM events;
+DELETE FROM dead_letter_tallies;
+DELETE FROM dead_letter_policies;
+DELETE FROM replay_rules;
+DELETE FROM dead_letter_archives;

@@ -1,0 +1,102 @@
+"""Dead-letter retention: policies (global and per queue) and what a prune must remove."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from redrive.domain.durations import format_duration, parse_duration_ms
+from redrive.domain.errors import InvalidRequest
+
+GLOBAL = "*"
+PRUNING_POLICIES = ("delete", "archive")
+MAX_COUNT_LIMIT = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """How long dead letters stay (max_age) and how many (max_count); what pruning does."""
+
+    max_age_ms: int = 180 * 86_400_000
+    max_count: int = 10_000
+    pruning_policy: str = "delete"
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "max_age": format_duration(self.max_age_ms),
+            "max_count": self.max_count,
+            "pruning_policy": self.pruning_policy,
+        }
+
+
+def parse_policy(raw: object, base: RetentionPolicy) -> RetentionPolicy:
+    """A (partial) policy over `base`; `max_age` is an ISO 8601 duration such as P180D."""
+    if not isinstance(raw, dict):
+        raise InvalidRequest("the retention policy must be a JSON object", {"field": "body"})
+    unknown = set(raw) - {"max_age", "max_count", "pruning_policy", "queue"}
+    if unknown:
+        raise InvalidRequest(f"unknown retention fields: {', '.join(sorted(unknown))}", {})
+    max_age_ms = base.max_age_ms
+    if "max_age" in raw:
+        if not isinstance(raw["max_age"], str):
+            raise InvalidRequest("max_age must be an ISO 8601 duration such as P180D", {})
+        max_age_ms = parse_duration_ms(raw["max_age"], "max_age")
+        if max_age_ms <= 0:
+            raise InvalidRequest("max_age must be longer than zero", {"field": "max_age"})
+    max_count = raw.get("max_count", base.max_count)
+    if isinstance(max_count, bool) or not isinstance(max_count, int):
+        raise InvalidRequest("max_count must be an integer", {"field": "max_count"})
+    if not 1 <= max_count <= MAX_COUNT_LIMIT:
+        raise InvalidRequest(
+            f"max_count must be from 1 to {MAX_COUNT_LIMIT}", {"field": "max_count"}
+        )
+    pruning = raw.get("pruning_policy", base.pruning_policy)
+    if pruning not in PRUNING_POLICIES:
+        raise InvalidRequest(
+            "pruning_policy must be delete or archive", {"field": "pruning_policy"}
+        )
+    return RetentionPolicy(max_age_ms, max_count, str(pruning))
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    """Per scope: the age cut-off, and how many of the oldest dead letters exceed the count."""
+
+    queue: str  # a queue name, or GLOBAL for every queue without its own policy
+    policy: RetentionPolicy
+    age_cutoff: int
+    excess: int
+
+
+def plan_prune(
+    global_policy: RetentionPolicy,
+    queue_policies: dict[str, RetentionPolicy],
+    dead_counts: dict[str, int],
+    now: int,
+) -> list[PrunePlan]:
+    """Age first, then count: a queue with its own policy is capped on its own; all other queues
+    together are capped by the global max_count (counts are taken after the age prune)."""
+    plans = [
+        PrunePlan(
+            queue,
+            policy,
+            now - policy.max_age_ms,
+            max(dead_counts.get(queue, 0) - policy.max_count, 0),
+        )
+        for queue, policy in sorted(queue_policies.items())
+    ]
+    shared = sum(count for queue, count in dead_counts.items() if queue not in queue_policies)
+    plans.append(
+        PrunePlan(
+            GLOBAL,
+            global_policy,
+            now - global_policy.max_age_ms,
+            max(shared - global_policy.max_count, 0),
+        )
+    )
+    return plans
+
+
+def next_prune_at(now: int, interval_ms: int) -> int:
+    """Prunes run on wall-clock boundaries of the interval, so every replica agrees when."""
+    return (now // interval_ms + 1) * interval_ms
