@@ -5,11 +5,14 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from redrive.api.app import create_app
+from redrive.domain.errors import InvalidRequest
+from redrive.domain.retention import RetentionPolicy, parse_policy
 from redrive.maintenance.loop import SweepLoop
 from redrive.ports import Store
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.settings import Settings
+from redrive.store.archive import FileArchive
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
 
@@ -39,7 +42,20 @@ async def open_store(settings: Settings) -> Store:
 
 
 def service_options(settings: Settings) -> ServiceOptions:
+    try:
+        retention = parse_policy(
+            {
+                "max_age": settings.dead_letter_max_age,
+                "max_count": settings.dead_letter_max_count,
+                "pruning_policy": settings.dead_letter_pruning_policy,
+            },
+            RetentionPolicy(),
+        )
+    except InvalidRequest as error:
+        raise ConfigurationError(f"REDRIVE_DEAD_LETTER_*: {error.message}") from error
     return ServiceOptions(
+        retention=retention,
+        prune_interval_ms=settings.prune_interval_seconds * 1000,
         test_hooks=settings.test_hooks,
         max_fetch_count=settings.max_fetch_count,
         max_batch_size=settings.max_batch_size,
@@ -49,7 +65,10 @@ def service_options(settings: Settings) -> ServiceOptions:
 
 
 def build_app(store: Store, settings: Settings) -> FastAPI:
-    service = Service(Runtime(store, options=service_options(settings)))
+    runtime = Runtime(
+        store, options=service_options(settings), archive=FileArchive(settings.archive_dir)
+    )
+    service = Service(runtime)
     loop = SweepLoop(service.sweeper, settings.sweep_interval_ms / 1000)
 
     async def shutdown() -> None:

@@ -138,6 +138,13 @@ class Transaction(Protocol):
     async def reset(self) -> None: ...
 
 
+class Archive(Protocol):
+    """Cold storage for pruned dead letters."""
+
+    async def write(self, name: str, rows: list[dict[str, Any]]) -> str: ...
+    async def read(self, name: str) -> list[dict[str, Any]]: ...
+
+
 class Store(Protocol):
     """A database holding redrive's tables."""
 

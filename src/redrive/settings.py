@@ -42,6 +42,19 @@ class Settings(BaseSettings):
         7 * 86_400,
         description="how long completed, cancelled and discarded jobs stay in the jobs table",
     )
+    dead_letter_max_age: str = Field(
+        "P180D", description="default dead-letter retention age (ISO 8601); queues may override"
+    )
+    dead_letter_max_count: int = Field(
+        10_000, description="default cap on dead letters; queues may override"
+    )
+    dead_letter_pruning_policy: str = Field(
+        "delete", description="delete, or archive (gzip JSON lines in archive_dir) before deleting"
+    )
+    prune_interval_seconds: int = Field(300, description="how often dead letters are pruned")
+    archive_dir: str = Field(
+        "./redrive-archive", description="where pruned dead letters are archived"
+    )
     config_file: str = Field(
         DEFAULT_CONFIG_FILE, description="optional TOML file with these settings"
     )

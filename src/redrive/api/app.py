@@ -11,6 +11,7 @@ from redrive import __version__
 from redrive.api import (
     routes_admin,
     routes_cron,
+    routes_dead_letter_admin,
     routes_dead_letters,
     routes_jobs,
     routes_queues,
@@ -56,6 +57,7 @@ def create_app(
         routes_queues.router,
         routes_cron.router,
         routes_admin.router,
+        *routes_dead_letter_admin.routers,
         *routes_dead_letters.routers,
     ):
         app.include_router(router)

@@ -16,7 +16,12 @@ from starlette.responses import Response
 from redrive.api.http import ojs, read_json, tenant_of
 from redrive.api.query import encode_cursor, limit_page, numbered_page, query_dict
 from redrive.api.routes_jobs import service_of
-from redrive.api.serialise import dead_letter_document, job_document, timestamp
+from redrive.api.serialise import (
+    dead_letter_document,
+    episode_document,
+    job_document,
+    timestamp,
+)
 from redrive.ports import Page
 from redrive.service.dead_letters import BulkResult
 from redrive.service.requests import require_object
@@ -53,7 +58,7 @@ async def list_page_numbered(request: Request) -> Response:
     filters = service.filter(query_dict(request), tenant_of(request))
     page_number, per_page = numbered_page(request)
     page = Page(limit=per_page, offset=(page_number - 1) * per_page)
-    items, total = await service.list(filters, page)
+    items, total = await service.search(filters, page)
     pagination = {"total": total, "page": page_number, "per_page": per_page}
     return ojs({"items": [dead_letter_document(dead) for dead in items], "pagination": pagination})
 
@@ -63,7 +68,7 @@ async def list_keyset(request: Request) -> Response:
     service = service_of(request).dead_letters
     filters = service.filter(query_dict(request), tenant_of(request))
     page = limit_page(request)
-    items, total = await service.list(filters, page)
+    items, total = await service.search(filters, page)
     has_more = len(items) == page.limit and (
         page.cursor_at is not None or page.offset + len(items) < total
     )
@@ -90,12 +95,13 @@ def build_router(prefix: str) -> APIRouter:
     async def stats(request: Request) -> Response:
         service = service_of(request)
         body = await service.dead_letters.stats(tenant_of(request))
-        options = service.runtime.options
+        policies = await service.retention.policies()
         body["oldest_at"] = timestamp(body["oldest_at"])
         body["newest_at"] = timestamp(body["newest_at"])
         body["retention"] = {
-            "max_age": f"P{options.dead_letter_max_age_ms // 86_400_000}D",
-            "max_count": options.dead_letter_max_count,
+            **policies.global_policy.to_document(),
+            "next_prune_at": timestamp(service.retention.next_prune_at()),
+            "queues": {queue: policy.to_document() for queue, policy in policies.queues.items()},
         }
         return ojs(body)
 
@@ -122,8 +128,10 @@ def build_router(prefix: str) -> APIRouter:
 
     @router.get("/{job_id}", summary="Get one dead letter")
     async def get_dead_letter(job_id: str, request: Request) -> Response:
-        dead = await service_of(request).dead_letters.get(job_id, tenant_of(request))
-        return ojs({"job": dead_letter_document(dead)})
+        dead, history = await service_of(request).dead_letters.get(job_id, tenant_of(request))
+        document = dead_letter_document(dead)
+        document["episodes"] = [episode_document(episode) for episode in history]
+        return ojs({"job": document})
 
     @router.post("/{job_id}/retry", summary="Retry one dead letter, optionally modified")
     async def retry(job_id: str, request: Request) -> Response:

@@ -76,6 +76,21 @@ def dead_letter_document(dead: DeadLetter) -> dict[str, Any]:
     return document
 
 
+def episode_document(dead: DeadLetter) -> dict[str, Any]:
+    """One dead episode of a job in its history: when it died, why, and how it left."""
+    return {
+        "episode_id": dead.id,
+        "status": dead.status,
+        "reason": dead.reason,
+        "error_type": dead.error_type,
+        "discarded_at": format_timestamp(dead.discarded_at),
+        "moved_at": timestamp(dead.moved_at),
+        "moved_by": dead.moved_by,
+        "replay_count": dead.replay_count,
+        "attempts": len(dead.job.errors),
+    }
+
+
 def cron_document(cron: dict[str, Any]) -> dict[str, Any]:
     definition = cron["definition"]
     return {

@@ -49,38 +49,48 @@ class DeadLetterService:
     def filter(self, raw: dict[str, Any], tenant: str | None) -> DeadLetterFilter:
         return parse_filter(raw, self.runtime.now(), tenant)
 
-    async def list(self, filters: DeadLetterFilter, page: Page) -> tuple[list[DeadLetter], int]:
+    async def search(self, filters: DeadLetterFilter, page: Page) -> tuple[list[DeadLetter], int]:
         async with self.runtime.store.transaction() as transaction:
             items = await transaction.list_dead_letters(filters, page)
             total = await transaction.count_dead_letters(filters)
         return items, total
 
-    async def get(self, job_id: str, tenant: str | None) -> DeadLetter:
+    async def get(self, job_id: str, tenant: str | None) -> tuple[DeadLetter, list[DeadLetter]]:
+        """The job's current dead episode, and every episode it has had, oldest first."""
         async with self.runtime.store.transaction() as transaction:
             dead = await transaction.get_dead_letter(job_id, tenant)
+            history = await transaction.dead_letter_episodes(job_id, tenant) if dead else []
         if dead is None:
             raise NotFound("dead letter", job_id)
-        return dead
+        return dead, history
 
-    async def _redrive(
+    async def redrive(
         self,
         transaction: Transaction,
         dead: DeadLetter,
-        override: dict[str, Any],
+        job: Job,
+        status: str,
         moved_by: str,
         now: int,
-    ) -> Job | None:
-        """Flip the episode out of `dead` (the exactly-once guard), then requeue the job."""
-        job = episodes.redrive(apply_override(dead.job, override), now)
-        if not await transaction.move_dead_letter(dead, episodes.RETRIED, now, moved_by):
-            return None
-        await transaction.ensure_queue(job.queue, job.tenant_id, now)
-        await transaction.upsert_job(job)
-        await transaction.notify({job.queue})
-        event = job_event("dead_letter.retried", job, retried_by=moved_by, episode_id=dead.id)
+    ) -> bool:
+        """Flip the episode out of `dead` (the exactly-once guard), then requeue `job` (the dead
+        job, possibly modified). Both happen in the caller's transaction or neither does."""
+        if not await transaction.move_dead_letter(dead, status, now, moved_by):
+            return False
+        revived = episodes.redrive(job, now)
+        await transaction.ensure_queue(revived.queue, revived.tenant_id, now)
+        await transaction.upsert_job(revived)
+        await transaction.notify({revived.queue})
+        kind = "dead_letter.replayed" if status == episodes.REPLAYED else "dead_letter.retried"
+        event = job_event(kind, revived, moved_by=moved_by, episode_id=dead.id)
         await self.runtime.emit(transaction, [event], now)
-        self.runtime.metrics.dead_letter_retried[job.queue] += 1
-        return job
+        counter = (
+            self.runtime.metrics.dead_letter_replayed
+            if status == episodes.REPLAYED
+            else self.runtime.metrics.dead_letter_retried
+        )
+        counter[revived.queue] += 1
+        return True
 
     async def retry(
         self, job_id: str, tenant: str | None, override: dict[str, Any], moved_by: str
@@ -90,10 +100,10 @@ class DeadLetterService:
             dead = await transaction.get_dead_letter(job_id, tenant)
             if dead is None:
                 raise NotFound("dead letter", job_id)
-            job = await self._redrive(transaction, dead, override, moved_by, now)
-        if job is None:
-            raise NotFound("dead letter", job_id)
-        return job
+            modified = apply_override(dead.job, override)
+            if not await self.redrive(transaction, dead, modified, episodes.RETRIED, moved_by, now):
+                raise NotFound("dead letter", job_id)
+        return episodes.redrive(modified, now)
 
     async def delete(self, job_id: str, tenant: str | None, moved_by: str) -> None:
         now = self.runtime.now()
@@ -148,7 +158,7 @@ class DeadLetterService:
         self, transaction: Transaction, dead: DeadLetter, action: str, moved_by: str, now: int
     ) -> bool:
         if action == "retry":
-            return await self._redrive(transaction, dead, {}, moved_by, now) is not None
+            return await self.redrive(transaction, dead, dead.job, episodes.RETRIED, moved_by, now)
         if not await transaction.move_dead_letter(dead, episodes.DELETED, now, moved_by):
             return False
         current = await transaction.get_job(dead.job_id, None, lock=True)

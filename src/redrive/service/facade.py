@@ -7,7 +7,9 @@ from redrive.service.dead_letters import DeadLetterService
 from redrive.service.events import EventService
 from redrive.service.jobs import JobService
 from redrive.service.queues import QueueService
-from redrive.service.runtime import Runtime
+from redrive.service.replay import ReplayService
+from redrive.service.retention import RetentionService
+from redrive.service.runtime import Metrics, Runtime
 from redrive.service.sweeper import Sweeper
 from redrive.service.workers import WorkerService
 
@@ -21,13 +23,15 @@ class Service:
         self.queues = QueueService(runtime)
         self.crons = CronService(runtime)
         self.events = EventService(runtime)
-        self.sweeper = Sweeper(runtime, self.crons)
+        self.retention = RetentionService(runtime)
+        self.replay = ReplayService(runtime, self.dead_letters)
+        self.sweeper = Sweeper(runtime, self.crons, self.retention, self.replay)
 
     async def reset(self) -> None:
         """Wipe every table. Only reachable when test hooks are on."""
         async with self.runtime.store.transaction() as transaction:
             await transaction.reset()
-        self.runtime.metrics.__init__()  # type: ignore[misc]
+        self.runtime.metrics = Metrics()
 
     async def healthy(self) -> bool:
         return await self.runtime.store.ping()

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 from redrive.domain.events import Event
 from redrive.domain.identifiers import uuid7
+from redrive.domain.retention import RetentionPolicy
 from redrive.domain.retry import RetryPolicy
-from redrive.ports import Clock, Store, StoredEvent, Transaction
+from redrive.ports import Archive, Clock, Store, StoredEvent, Transaction
 
 
 class SystemClock:
@@ -29,9 +30,9 @@ class ServiceOptions:
     max_batch_size: int = 1000
     event_retention_ms: int = 3_600_000
     finished_job_retention_ms: int = 7 * 86_400_000
-    dead_letter_max_age_ms: int = 180 * 86_400_000
-    dead_letter_max_count: int = 10_000
+    retention: RetentionPolicy = field(default_factory=RetentionPolicy)
     prune_interval_ms: int = 300_000
+    prune_batch_size: int = 5_000
 
 
 @dataclass
@@ -44,6 +45,8 @@ class Metrics:
     dead_letter_added: Counter[tuple[str, str]] = field(default_factory=Counter)
     dead_letter_retried: Counter[str] = field(default_factory=Counter)
     dead_letter_deleted: Counter[str] = field(default_factory=Counter)
+    dead_letter_replayed: Counter[str] = field(default_factory=Counter)
+    dead_letter_pruned: Counter[str] = field(default_factory=Counter)
     duration_sum_seconds: float = 0.0
     duration_count: int = 0
 
@@ -55,8 +58,10 @@ class Runtime:
         clock: Clock | None = None,
         options: ServiceOptions | None = None,
         rng: random.Random | None = None,
+        archive: Archive | None = None,
     ) -> None:
         self.store = store
+        self.archive = archive
         self.clock = clock or SystemClock()
         self.options = options or ServiceOptions()
         self.rng = rng or random.SystemRandom()

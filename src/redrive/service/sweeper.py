@@ -11,27 +11,39 @@ from collections.abc import Awaitable, Callable
 from redrive.domain import lifecycle
 from redrive.domain.events import job_event
 from redrive.ports import Transaction
+from redrive.service import locks
 from redrive.service.crons import CronService
+from redrive.service.replay import ReplayService
+from redrive.service.retention import RetentionService
 from redrive.service.runtime import Runtime
 from redrive.service.workers import record_failure
 
 BATCH = 200
 LOCK_KEYS = {
-    "promote": 0x72640001,
-    "expire": 0x72640002,
-    "reap": 0x72640003,
-    "crons": 0x72640004,
-    "events": 0x72640005,
-    "finished": 0x72640006,
+    "promote": locks.PROMOTE,
+    "expire": locks.EXPIRE,
+    "reap": locks.REAP,
+    "crons": locks.CRONS,
+    "events": locks.EVENTS,
+    "finished": locks.FINISHED_JOBS,
 }
 
 Task = Callable[[Transaction, int], Awaitable[int]]
 
 
 class Sweeper:
-    def __init__(self, runtime: Runtime, crons: CronService) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        crons: CronService,
+        retention: RetentionService,
+        replay: ReplayService,
+    ) -> None:
         self.runtime = runtime
         self.crons = crons
+        self.retention = retention
+        self.replay = replay
+        self.next_prune_at = retention.next_prune_at()
         self.tasks: dict[str, Task] = {
             "promote": self._promote,
             "expire": self._expire,
@@ -42,8 +54,17 @@ class Sweeper:
         }
 
     async def sweep(self) -> dict[str, int]:
-        """Run every task once: rows moved per task (-1 where another replica holds it)."""
-        return {name: await self.run(name) for name in self.tasks}
+        """Run every task once: rows moved per task (-1 where another replica holds it).
+        Dead-letter pruning runs only when its interval boundary has passed."""
+        moved = {name: await self.run(name) for name in self.tasks}
+        moved["replay"] = sum((await self.replay.replay_due()).values())
+        if self.runtime.now() >= self.next_prune_at:
+            moved["prune"] = await self.prune()
+        return moved
+
+    async def prune(self) -> int:
+        self.next_prune_at = self.retention.next_prune_at()
+        return (await self.retention.prune()).removed
 
     async def run(self, name: str) -> int:
         now = self.runtime.now()

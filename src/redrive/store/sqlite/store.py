@@ -64,6 +64,7 @@ class SqliteStore:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="redrive-sqlite")
         self._lock = asyncio.Lock()
         self.wakeups = Wakeups()
+        self._owner: asyncio.Task[Any] | None = None
         self.connection = self._thread.submit(self._connect).result()
 
     def _connect(self) -> sqlite3.Connection:
@@ -81,15 +82,21 @@ class SqliteStore:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqlTransaction]:
+        task = asyncio.current_task()
+        if self._lock.locked() and self._owner is task:
+            raise RuntimeError("nested transaction: this task already holds the SQLite store")
         async with self._lock:
+            self._owner = task
             await self.call(lambda: self.connection.execute("BEGIN IMMEDIATE"))
             transaction = SqlTransaction(SqliteExecutor(self))
             try:
                 yield transaction
             except BaseException:
+                self._owner = None
                 await self.call(lambda: self.connection.execute("ROLLBACK"))
                 raise
             await self.call(lambda: self.connection.execute("COMMIT"))
+            self._owner = None
         self.wakeups.signal(transaction.notified)
 
     async def wait_for_work(self, queues: list[str], timeout: float) -> bool:

@@ -1,0 +1,139 @@
+"""Dead-letter administration routes: retention policies, pruning, archives and replay rules.
+
+Served under both dead-letter path families, and registered before the `/{job_id}` routes so
+that `retention`, `rules`, `archives` and `prune` are never read as job ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from redrive.api.http import ojs, read_json, tenant_of
+from redrive.api.routes_dead_letters import ADMIN, DATA_PLANE, actor
+from redrive.api.routes_jobs import service_of
+from redrive.api.serialise import timestamp
+from redrive.domain.errors import InvalidRequest
+from redrive.domain.retention import RetentionPolicy
+from redrive.service.dead_letters import require_confirmation
+from redrive.service.requests import require_object
+
+
+def policy_document(queue: str | None, policy: RetentionPolicy, source: str) -> dict[str, Any]:
+    return {"queue": queue, "scope": source, **policy.to_document()}
+
+
+def build_router(prefix: str) -> APIRouter:
+    router = APIRouter(prefix=prefix, tags=["dead-letter administration"])
+
+    @router.get("/retention", summary="Retention policies: the global one and per-queue overrides")
+    async def retention(request: Request) -> Response:
+        service = service_of(request).retention
+        policies = await service.policies()
+        return ojs(
+            {
+                "global": policy_document(None, policies.global_policy, "global"),
+                "queues": [
+                    policy_document(queue, policy, "queue")
+                    for queue, policy in sorted(policies.queues.items())
+                ],
+                "next_prune_at": timestamp(service.next_prune_at()),
+            }
+        )
+
+    @router.put("/retention", summary="Change the global retention policy")
+    async def set_global(request: Request) -> Response:
+        service = service_of(request).retention
+        policy = await service.set_policy(None, await read_json(request), actor(request))
+        return ojs({"policy": policy_document(None, policy, "global")})
+
+    @router.get("/retention/{queue}", summary="The retention policy that applies to a queue")
+    async def queue_policy(queue: str, request: Request) -> Response:
+        policies = await service_of(request).retention.policies()
+        source = "queue" if queue in policies.queues else "global"
+        return ojs({"policy": policy_document(queue, policies.for_queue(queue), source)})
+
+    @router.put("/retention/{queue}", summary="Set a queue's retention override")
+    async def set_queue(queue: str, request: Request) -> Response:
+        service = service_of(request).retention
+        policy = await service.set_policy(queue, await read_json(request), actor(request))
+        return ojs({"policy": policy_document(queue, policy, "queue")})
+
+    @router.delete("/retention/{queue}", summary="Remove a queue's override (back to global)")
+    async def remove_queue(queue: str, request: Request) -> Response:
+        await service_of(request).retention.remove_policy(queue)
+        return ojs({"deleted": True, "queue": queue})
+
+    @router.post("/prune", summary="Prune now by the retention policies (needs confirm: true)")
+    async def prune(request: Request) -> Response:
+        body = require_object(await read_json(request, required=False) or {})
+        if body.get("dry_run") is True:
+            raise InvalidRequest("prune has no dry run; read /stats and /retention instead", {})
+        service = service_of(request)
+        require_confirmation(body, service.dead_letters.filter({}, None))
+        report = await service.retention.prune()
+        return ojs(
+            {
+                "deleted": report.deleted,
+                "archived": report.archived,
+                "by_queue": dict(report.by_queue),
+                "archives": report.archives,
+            }
+        )
+
+    @router.get("/archives", summary="Archive files written by pruning")
+    async def archives(request: Request) -> Response:
+        found = await service_of(request).retention.archives()
+        items = [
+            {"name": archive["name"], "entries": archive["entries"],
+             "created_at": timestamp(archive["created_at"]),
+             "restored_at": timestamp(archive["restored_at"])}
+            for archive in found
+        ]  # fmt: skip
+        return ojs({"archives": items})
+
+    @router.post("/archives/{name}/restore", summary="Put an archive back in the dead-letter queue")
+    async def restore(name: str, request: Request) -> Response:
+        return ojs(await service_of(request).retention.restore(name))
+
+    return router
+
+
+def build_rules_router(prefix: str) -> APIRouter:
+    router = APIRouter(prefix=prefix, tags=["dead-letter administration"])
+
+    @router.get("/rules", summary="Automatic replay rules")
+    async def rules(request: Request) -> Response:
+        found = await service_of(request).replay.list(tenant_of(request))
+        return ojs({"rules": [rule.to_document() for rule in found]})
+
+    @router.post("/rules", status_code=201, summary="Create a replay rule")
+    async def create_rule(request: Request) -> Response:
+        rule = await service_of(request).replay.create(await read_json(request), tenant_of(request))
+        return ojs({"rule": rule.to_document()}, 201)
+
+    @router.get("/rules/{rule_id}", summary="One replay rule (by id or name)")
+    async def get_rule(rule_id: str, request: Request) -> Response:
+        rule = await service_of(request).replay.get(rule_id, tenant_of(request))
+        return ojs({"rule": rule.to_document()})
+
+    @router.patch("/rules/{rule_id}", summary="Change a replay rule")
+    async def update_rule(rule_id: str, request: Request) -> Response:
+        service = service_of(request).replay
+        rule = await service.update(rule_id, await read_json(request), tenant_of(request))
+        return ojs({"rule": rule.to_document()})
+
+    @router.delete("/rules/{rule_id}", summary="Delete a replay rule")
+    async def delete_rule(rule_id: str, request: Request) -> Response:
+        rule = await service_of(request).replay.delete(rule_id, tenant_of(request))
+        return ojs({"deleted": True, "rule": rule.to_document()})
+
+    return router
+
+
+routers = [
+    build(prefix) for prefix in (DATA_PLANE, ADMIN) for build in (build_router, build_rules_router)
+]

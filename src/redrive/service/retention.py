@@ -1,0 +1,227 @@
+"""Dead-letter retention use-cases: read and change policies, prune (delete or archive), restore."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from redrive.domain.dead_letter import DEAD
+from redrive.domain.durations import format_timestamp
+from redrive.domain.envelope import validate_queue_name
+from redrive.domain.errors import InvalidRequest, NotFound
+from redrive.domain.events import Event
+from redrive.domain.job import DEFAULT_TENANT
+from redrive.domain.retention import (
+    GLOBAL,
+    RetentionPolicy,
+    next_prune_at,
+    parse_policy,
+    plan_prune,
+)
+from redrive.ports import Archive, PruneScope, Transaction
+from redrive.service import locks
+from redrive.service.runtime import Runtime
+
+# Retention policies apply across tenants; they are stored under the default tenant.
+POLICY_TENANT = DEFAULT_TENANT
+
+
+@dataclass
+class PruneReport:
+    deleted: int = 0
+    archived: int = 0
+    by_queue: Counter[str] = field(default_factory=Counter)
+    archives: list[str] = field(default_factory=list)
+
+    @property
+    def removed(self) -> int:
+        return self.deleted + self.archived
+
+
+@dataclass(frozen=True)
+class Policies:
+    global_policy: RetentionPolicy
+    queues: dict[str, RetentionPolicy]
+    updated: dict[str, dict[str, Any]]
+
+    def for_queue(self, queue: str) -> RetentionPolicy:
+        return self.queues.get(queue, self.global_policy)
+
+
+def _policy(row: dict[str, Any]) -> RetentionPolicy:
+    return RetentionPolicy(row["max_age_ms"], row["max_count"], row["pruning_policy"])
+
+
+class RetentionService:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    async def policies(self) -> Policies:
+        async with self.runtime.store.transaction() as transaction:
+            rows = await transaction.dead_letter_policies(POLICY_TENANT)
+        global_policy = self.runtime.options.retention
+        queues: dict[str, RetentionPolicy] = {}
+        for row in rows:
+            if row["queue"] == GLOBAL:
+                global_policy = _policy(row)
+            else:
+                queues[row["queue"]] = _policy(row)
+        updated = {
+            row["queue"]: {
+                "updated_at": format_timestamp(row["updated_at"]),
+                "updated_by": row["updated_by"],
+            }
+            for row in rows
+        }
+        return Policies(global_policy, queues, updated)
+
+    def next_prune_at(self) -> int:
+        return next_prune_at(self.runtime.now(), self.runtime.options.prune_interval_ms)
+
+    async def set_policy(self, queue: str | None, body: object, actor: str) -> RetentionPolicy:
+        """Change the global policy (queue None) or one queue's override; fields not sent keep
+        their current values."""
+        if queue is not None:
+            validate_queue_name(queue, "queue")
+        current = await self.policies()
+        base = current.global_policy if queue is None else current.for_queue(queue)
+        policy = parse_policy(body, base)
+        async with self.runtime.store.transaction() as transaction:
+            await transaction.save_dead_letter_policy(
+                {
+                    "tenant_id": POLICY_TENANT,
+                    "queue": queue or GLOBAL,
+                    "max_age_ms": policy.max_age_ms,
+                    "max_count": policy.max_count,
+                    "pruning_policy": policy.pruning_policy,
+                    "updated_at": self.runtime.now(),
+                    "updated_by": actor,
+                }
+            )
+        return policy
+
+    async def remove_policy(self, queue: str) -> None:
+        async with self.runtime.store.transaction() as transaction:
+            if not await transaction.delete_dead_letter_policy(POLICY_TENANT, queue):
+                raise NotFound("retention policy", queue)
+
+    async def prune(self) -> PruneReport:
+        """Age first, then count, in short batches. Every batch takes the prune lock: when
+        another replica holds it, this run stops and leaves the work to that one."""
+        policies = await self.policies()
+        report = PruneReport()
+        overridden = sorted(policies.queues) or None
+        scopes: list[tuple[str, list[str] | None, RetentionPolicy]] = [
+            (queue, None, policy) for queue, policy in sorted(policies.queues.items())
+        ]
+        scopes.append((GLOBAL, overridden, policies.global_policy))
+        now = self.runtime.now()
+        for queue, excluded, policy in scopes:
+            target = None if queue == GLOBAL else queue
+            archive = policy.pruning_policy == "archive"
+            by_age = PruneScope(target, excluded, now - policy.max_age_ms, archive)
+            by_count = PruneScope(target, excluded, None, archive)
+            if not await self._drain(by_age, policies, report, now) or not await self._drain(
+                by_count, policies, report, now
+            ):
+                break
+        if report.removed:
+            await self._announce(report)
+        return report
+
+    async def _drain(
+        self, scope: PruneScope, policies: Policies, report: PruneReport, now: int
+    ) -> bool:
+        """Batches until the scope is done; False when another replica holds the prune lock."""
+        batch_size = self.runtime.options.prune_batch_size
+        while True:
+            removed = await self._prune_batch(scope, batch_size, policies, report, now)
+            if removed is None:
+                return False
+            if removed < batch_size:
+                return True
+
+    async def _excess(
+        self, transaction: Transaction, scope: PruneScope, policies: Policies, now: int
+    ) -> int:
+        """How many of the oldest dead letters the scope holds beyond its max_count, counted
+        inside the batch's transaction so that concurrent prunes never remove too many."""
+        stats = await transaction.dead_letter_stats(None)
+        plans = plan_prune(policies.global_policy, policies.queues, stats["by_queue"], now)
+        wanted = scope.queue or GLOBAL
+        return next(plan.excess for plan in plans if plan.queue == wanted)
+
+    async def _prune_batch(
+        self, scope: PruneScope, batch: int, policies: Policies, report: PruneReport, now: int
+    ) -> int | None:
+        async with self.runtime.store.transaction() as transaction:
+            if not await transaction.try_lock(locks.PRUNE):
+                return None
+            if scope.before is None:
+                excess = await self._excess(transaction, scope, policies, now)
+                if excess == 0:
+                    return 0
+                batch = min(batch, excess)
+            rows = await transaction.prune_dead_letters(scope, batch)
+            if rows and scope.archive:
+                stamp = format_timestamp(now).replace(":", "")
+                name = f"dead-letters-{stamp}-{self.runtime.new_token()[:8]}.jsonl.gz"
+                path = await self._archive().write(name, rows)
+                await transaction.add_dead_letter_archive(
+                    {"name": name, "tenant_id": POLICY_TENANT, "path": path,
+                     "entries": len(rows), "created_at": now}
+                )  # fmt: skip
+                report.archives.append(name)
+        report.by_queue.update(row["queue"] for row in rows if row["status"] == DEAD)
+        if scope.archive:
+            report.archived += len(rows)
+        else:
+            report.deleted += len(rows)
+        return len(rows)
+
+    def _archive(self) -> Archive:
+        if self.runtime.archive is None:
+            raise InvalidRequest("archiving needs an archive directory (REDRIVE_ARCHIVE_DIR)", {})
+        return self.runtime.archive
+
+    async def _announce(self, report: PruneReport) -> None:
+        now = self.runtime.now()
+        events = [
+            Event("dead_letter.pruned", POLICY_TENANT, queue, None, None,
+                  {"queue": queue, "count": count})
+            for queue, count in sorted(report.by_queue.items())
+        ]  # fmt: skip
+        async with self.runtime.store.transaction() as transaction:
+            await self.runtime.emit(transaction, events, now)
+        self.runtime.metrics.dead_letter_pruned.update(report.by_queue)
+
+    async def archives(self) -> list[dict[str, Any]]:
+        async with self.runtime.store.transaction() as transaction:
+            return await transaction.dead_letter_archives()
+
+    async def restore(self, name: str) -> dict[str, int]:
+        """Put an archive's entries back in the dead-letter queue, skipping any whose job is
+        dead again already. Restoring twice adds nothing the second time."""
+        known = {archive["name"] for archive in await self.archives()}
+        if name not in known:
+            raise NotFound("archive", name)
+        try:
+            rows = await self._archive().read(name)
+        except LookupError as error:
+            raise NotFound("archive file", name) from error
+        restored = 0
+        now = self.runtime.now()
+        async with self.runtime.store.transaction() as transaction:
+            for row in rows:
+                values = {key: row[key] for key in RESTORED_COLUMNS}
+                if await transaction.restore_dead_letter(values):
+                    restored += 1
+            await transaction.mark_archive_restored(name, now)
+        return {"entries": len(rows), "restored": restored, "skipped": len(rows) - restored}
+
+
+RESTORED_COLUMNS = (
+    "id", "job_id", "tenant_id", "queue", "type", "error_type", "reason", "discarded_at", "job",
+    "args", "replay_count",
+)  # fmt: skip
