@@ -36,11 +36,12 @@ def find_free_port() -> int:
         return port
 
 
-def server_environment(database_url: str) -> dict[str, str]:
+def server_environment(database_url: str, work_directory: Path) -> dict[str, str]:
     environment = dict(os.environ)
     environment.update(
         {
             "REDRIVE_DATABASE_URL": database_url,
+            "REDRIVE_ARCHIVE_DIR": str(work_directory / "archive"),
             "REDRIVE_TEST_HOOKS": "1",
             "REDRIVE_LOG_LEVEL": "warning",
             "PYTHONUNBUFFERED": "1",
@@ -77,7 +78,7 @@ class RedriveServer:
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
-            env=server_environment(self.database_url),
+            env=server_environment(self.database_url, self.work_directory),
         )
         try:
             self._wait_until_healthy()

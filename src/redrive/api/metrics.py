@@ -41,6 +41,16 @@ def render_metrics(
     for name, help_text, by_queue in (
         ("ojs_dead_letter_retried_total", "Dead letters retried", metrics.dead_letter_retried),
         ("ojs_dead_letter_deleted_total", "Dead letters deleted", metrics.dead_letter_deleted),
+        (
+            "ojs_dead_letter_replayed_total",
+            "Dead letters replayed by rules",
+            metrics.dead_letter_replayed,
+        ),
+        (
+            "ojs_dead_letter_pruned_total",
+            "Dead letters pruned by retention",
+            metrics.dead_letter_pruned,
+        ),
     ):
         samples = [(_labels(queue=q), float(n)) for q, n in sorted(by_queue.items())]
         lines += _family(name, "counter", help_text, samples)

@@ -11,6 +11,7 @@ import uvicorn
 from rich.console import Console
 
 from redrive import __version__
+from redrive.cli.dead_letters import dlq
 from redrive.composition import ConfigurationError, build_app, open_store
 from redrive.logs import configure_logging
 from redrive.settings import Settings
@@ -104,6 +105,9 @@ def migrate(
         console.print(f"[red]{error}[/red]")
         raise typer.Exit(2) from error
     console.print(f"applied: {', '.join(applied)}" if applied else "database is up to date")
+
+
+app.add_typer(dlq, name="dlq")
 
 
 @app.command()

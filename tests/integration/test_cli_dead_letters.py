@@ -1,0 +1,87 @@
+"""`redrive dlq policy|prune|archive` end to end: a real server, the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conformance.server import RedriveServer, running_server
+from tests.support.postgres import fresh_database
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RedriveServer]:
+    if request.param == "sqlite":
+        with running_server(f"sqlite:///{tmp_path}/cli.db", tmp_path) as started:
+            yield started
+        return
+    with fresh_database("redrive_cli") as url, running_server(url, tmp_path) as started:
+        yield started
+
+
+def redrive(server: RedriveServer, *arguments: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "REDRIVE_URL": server.base_url, "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "redrive", *arguments],
+        capture_output=True, text=True, env=environment, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_policy_show_set_unset_round_trip(server: RedriveServer) -> None:
+    shown = redrive(server, "dlq", "policy", "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["global"]["max_age"] == "P180D"
+
+    changed = redrive(
+        server, "dlq", "policy", "set", "--queue", "billing", "--max-age", "P365D",
+        "--max-count", "50000", "--pruning-policy", "archive", "--json",
+    )  # fmt: skip
+    assert changed.returncode == 0, changed.stderr
+    with httpx.Client(base_url=server.base_url) as client:
+        policy = client.get("/ojs/v1/dead-letter/retention/billing").json()["policy"]
+    assert policy == {
+        "queue": "billing", "scope": "queue", "max_age": "P365D", "max_count": 50000,
+        "pruning_policy": "archive",
+    }  # fmt: skip
+
+    table = redrive(server, "dlq", "policy", "show")
+    assert table.returncode == 0 and "billing" in table.stdout and "P365D" in table.stdout
+
+    removed = redrive(server, "dlq", "policy", "unset", "--queue", "billing")
+    assert removed.returncode == 0, removed.stderr
+    after = json.loads(redrive(server, "dlq", "policy", "show", "--json").stdout)
+    assert after["queues"] == []
+
+
+def test_bad_policy_and_missing_override_exit_with_distinct_codes(server: RedriveServer) -> None:
+    invalid = redrive(server, "dlq", "policy", "set", "--max-age", "soon")
+    assert invalid.returncode == 2
+    assert "max_age" in invalid.stderr
+    missing = redrive(server, "dlq", "policy", "unset", "--queue", "nothing-here")
+    assert missing.returncode == 4
+    assert "not found" in missing.stderr
+
+
+def test_unreachable_server_says_what_to_do(tmp_path: Path) -> None:
+    environment = {**os.environ, "REDRIVE_URL": "http://127.0.0.1:9"}
+    result = subprocess.run(
+        [sys.executable, "-m", "redrive", "dlq", "policy", "show"],
+        capture_output=True, text=True, env=environment, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 3
+    assert "REDRIVE_URL" in result.stderr
+
+
+def test_prune_and_archive_listing(server: RedriveServer) -> None:
+    pruned = redrive(server, "dlq", "prune", "--yes", "--json")
+    assert pruned.returncode == 0, pruned.stderr
+    assert json.loads(pruned.stdout)["deleted"] == 0
+    listed = redrive(server, "dlq", "archive", "ls", "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout) == {"archives": []}
