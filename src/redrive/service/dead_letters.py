@@ -13,7 +13,7 @@ from redrive.domain.job import Job
 from redrive.ports import Page, Transaction
 from redrive.service.runtime import Runtime
 
-BULK_CHUNK = 500
+BULK_CHUNK = 1000
 SAMPLE_SIZE = 10
 
 
@@ -132,40 +132,64 @@ class DeadLetterService:
     async def _bulk(
         self, filters: DeadLetterFilter, action: str, body: dict[str, Any], moved_by: str
     ) -> BulkResult:
+        """Set-based, in chunks of one transaction each: a failure half-way leaves every job
+        either back in its queue or still dead, and the status flip makes each episode move once
+        even when several operators or replicas run the same bulk operation."""
         result = BulkResult(action=action, dry_run=require_confirmation(body, filters))
         if result.dry_run:
             return await self._preview(filters, result)
+        status = episodes.RETRIED if action == "retry" else episodes.DELETED
         queues: set[str] = set()
         while True:
             now = self.runtime.now()
             async with self.runtime.store.transaction() as transaction:
                 chunk = await transaction.list_dead_letters(filters, Page(limit=BULK_CHUNK))
-                for dead in chunk:
-                    result.matched += 1
-                    done = await self._apply(transaction, dead, action, moved_by, now)
-                    if done:
-                        result.succeeded += 1
-                        queues.add(dead.job.queue)
-                    else:
-                        result.failed += 1
-                        result.errors.append({"job_id": dead.job_id, "error": "already moved"})
+                moved = await transaction.move_dead_letters(chunk, status, now, moved_by)
+                if action == "retry":
+                    await self._revive(transaction, moved, moved_by, now)
+                else:
+                    await self._forget(transaction, moved, moved_by, now)
+            moved_ids = {dead.id for dead in moved}
+            result.matched += len(chunk)
+            result.succeeded += len(moved)
+            result.failed += len(chunk) - len(moved)
+            result.errors += [
+                {"job_id": dead.job_id, "error": "moved by someone else meanwhile"}
+                for dead in chunk
+                if dead.id not in moved_ids
+            ][: SAMPLE_SIZE - len(result.errors)]
+            queues |= {dead.job.queue for dead in moved}
             if len(chunk) < BULK_CHUNK:
                 break
         result.queues = sorted(queues)
         return result
 
-    async def _apply(
-        self, transaction: Transaction, dead: DeadLetter, action: str, moved_by: str, now: int
-    ) -> bool:
-        if action == "retry":
-            return await self.redrive(transaction, dead, dead.job, episodes.RETRIED, moved_by, now)
-        if not await transaction.move_dead_letter(dead, episodes.DELETED, now, moved_by):
-            return False
-        current = await transaction.get_job(dead.job_id, None, lock=True)
-        if current is not None and current.dead_lettered:
-            await transaction.delete_job(dead.job_id)
-        self.runtime.metrics.dead_letter_deleted[dead.job.queue] += 1
-        return True
+    async def _revive(
+        self, transaction: Transaction, moved: list[DeadLetter], moved_by: str, now: int
+    ) -> None:
+        """Requeue the jobs of moved episodes: in place where the dead job's row is still in the
+        jobs table, from the episode's snapshot where it was pruned from there."""
+        revived = await transaction.redrive_jobs([dead.job_id for dead in moved], now)
+        await transaction.insert_jobs(
+            [episodes.redrive(dead.job, now) for dead in moved if dead.job_id not in revived]
+        )
+        for queue, tenant in sorted({(dead.job.queue, dead.job.tenant_id) for dead in moved}):
+            await transaction.ensure_queue(queue, tenant, now)
+        await transaction.notify({dead.job.queue for dead in moved})
+        events = [
+            job_event("dead_letter.retried", dead.job, moved_by=moved_by, episode_id=dead.id)
+            for dead in moved
+        ]
+        await self.runtime.emit(transaction, events, now)
+        self.runtime.metrics.dead_letter_retried.update(dead.job.queue for dead in moved)
+
+    async def _forget(
+        self, transaction: Transaction, moved: list[DeadLetter], moved_by: str, now: int
+    ) -> None:
+        await transaction.delete_dead_jobs([dead.job_id for dead in moved])
+        events = [job_event("dead_letter.deleted", dead.job, deleted_by=moved_by) for dead in moved]
+        await self.runtime.emit(transaction, events, now)
+        self.runtime.metrics.dead_letter_deleted.update(dead.job.queue for dead in moved)
 
     async def bulk_retry(
         self, filters: DeadLetterFilter, body: dict[str, Any], moved_by: str

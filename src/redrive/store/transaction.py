@@ -29,6 +29,7 @@ class Executor(Protocol):
 
     async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]: ...
     async def run(self, name: str, parameters: dict[str, Any]) -> int: ...
+    async def run_many(self, name: str, parameters: list[dict[str, Any]]) -> None: ...
     def list_parameter(self, values: list[str] | None) -> Any: ...
     async def notify(self, queues: set[str]) -> None: ...
 
@@ -232,6 +233,40 @@ class SqlTransaction:
         rows = await self._rows("count_dead_letters", **_filter_parameters(filters))
         return int(rows[0]["count"])
 
+    async def move_dead_letters(
+        self, dead_letters: list[DeadLetter], status: str, now: int, moved_by: str
+    ) -> list[DeadLetter]:
+        """Flip many episodes out of `dead` at once; returns those this call moved."""
+        if not dead_letters:
+            return []
+        rows = await self._rows(
+            "move_dead_letters",
+            ids=self.executor.list_parameter([dead.id for dead in dead_letters]),
+            status=status,
+            now=now,
+            moved_by=moved_by,
+        )
+        moved_ids = {row["id"] for row in rows}
+        moved = [dead for dead in dead_letters if dead.id in moved_ids]
+        await self._untally([{**dead_letter_parameters(dead), "status": DEAD} for dead in moved])
+        return moved
+
+    async def redrive_jobs(self, job_ids: list[str], now: int) -> set[str]:
+        """Put dead jobs whose rows are still in the jobs table back in their queues."""
+        if not job_ids:
+            return set()
+        rows = await self._rows("redrive_jobs", ids=self.executor.list_parameter(job_ids), now=now)
+        return {row["id"] for row in rows}
+
+    async def insert_jobs(self, jobs: list[Job]) -> None:
+        """Insert many jobs; any whose id exists already is left as it is."""
+        if jobs:
+            await self.executor.run_many("insert_job", [job_parameters(job) for job in jobs])
+
+    async def delete_dead_jobs(self, job_ids: list[str]) -> None:
+        if job_ids:
+            await self._run("delete_dead_jobs", ids=self.executor.list_parameter(job_ids))
+
     async def get_dead_letter(self, job_id: str, tenant_id: str | None) -> DeadLetter | None:
         rows = await self._rows("select_dead_letter", job_id=job_id, tenant_id=tenant_id)
         return dead_letter_from_row(rows[0]) if rows else None
@@ -372,8 +407,8 @@ class SqlTransaction:
     # events
 
     async def add_events(self, events: list[StoredEvent]) -> None:
-        for stored in events:
-            await self.executor.run("insert_event", event_parameters(stored))
+        if events:
+            await self.executor.run_many("insert_event", [event_parameters(e) for e in events])
 
     async def list_events(self, query: EventQuery) -> list[StoredEvent]:
         after_sequence = None

@@ -324,6 +324,24 @@ SELECT * FROM dead_letter_archives ORDER BY created_at DESC, name DESC;
 -- name: mark_archive_restored
 UPDATE dead_letter_archives SET restored_at = :now WHERE name = :name;
 
+-- name: move_dead_letters
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by
+WHERE id = ANY(CAST(:ids AS text[])) AND status = 'dead'
+RETURNING id;
+
+-- name: redrive_jobs
+-- The set-based form of domain.dead_letter.redrive(); a test keeps the two in step.
+UPDATE jobs SET
+    state = 'available', attempt = 0, enqueued_at = :now, error = NULL, completed_at = NULL,
+    discarded_at = NULL, started_at = NULL, next_attempt_at = NULL, retry_delay_ms = NULL,
+    worker_id = NULL, lease_token = NULL, lease_expires_at = NULL, timeout_at = NULL,
+    result = NULL, dead_lettered = FALSE, run_at = NULL
+WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered
+RETURNING id;
+
+-- name: delete_dead_jobs
+DELETE FROM jobs WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered;
+
 -- name: upsert_worker
 INSERT INTO workers (
     id, tenant_id, state, queues, active_jobs, first_seen_at, last_heartbeat_at
