@@ -79,6 +79,7 @@ def build_router(prefix: str) -> APIRouter:
             {
                 "deleted": report.deleted,
                 "archived": report.archived,
+                "dead_letters": sum(report.by_queue.values()),
                 "by_queue": dict(report.by_queue),
                 "archives": report.archives,
             }

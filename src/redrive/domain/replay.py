@@ -71,7 +71,7 @@ def parse_rule(
     name = raw.get("name", existing.name if existing else None)
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise InvalidRequest("name must be 1-128 letters, digits, . _ : -", {"field": "name"})
-    filters = _filter(raw["filter"]) if "filter" in raw or not existing else existing.filter
+    filters = _filter(raw.get("filter")) if "filter" in raw or not existing else existing.filter
     max_replays = raw.get("max_replays", existing.max_replays if existing else 3)
     if isinstance(max_replays, bool) or not isinstance(max_replays, int):
         raise InvalidRequest("max_replays must be an integer", {"field": "max_replays"})

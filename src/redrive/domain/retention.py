@@ -35,11 +35,15 @@ def parse_policy(raw: object, base: RetentionPolicy) -> RetentionPolicy:
         raise InvalidRequest("the retention policy must be a JSON object", {"field": "body"})
     unknown = set(raw) - {"max_age", "max_count", "pruning_policy", "queue"}
     if unknown:
-        raise InvalidRequest(f"unknown retention fields: {', '.join(sorted(unknown))}", {})
+        raise InvalidRequest(
+            f"unknown retention fields: {', '.join(sorted(unknown))}", {"field": sorted(unknown)[0]}
+        )
     max_age_ms = base.max_age_ms
     if "max_age" in raw:
         if not isinstance(raw["max_age"], str):
-            raise InvalidRequest("max_age must be an ISO 8601 duration such as P180D", {})
+            raise InvalidRequest(
+                "max_age must be an ISO 8601 duration such as P180D", {"field": "max_age"}
+            )
         max_age_ms = parse_duration_ms(raw["max_age"], "max_age")
         if max_age_ms <= 0:
             raise InvalidRequest("max_age must be longer than zero", {"field": "max_age"})

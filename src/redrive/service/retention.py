@@ -223,5 +223,5 @@ class RetentionService:
 
 RESTORED_COLUMNS = (
     "id", "job_id", "tenant_id", "queue", "type", "error_type", "reason", "discarded_at", "job",
-    "args", "replay_count",
+    "args", "replay_count", "status", "moved_at", "moved_by",
 )  # fmt: skip

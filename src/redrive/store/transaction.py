@@ -317,8 +317,8 @@ class SqlTransaction:
 
     async def restore_dead_letter(self, row: dict[str, Any]) -> bool:
         restored = await self.executor.rows("restore_dead_letter", row)
-        if restored:
-            await self._tally({**row, "status": DEAD}, 1)
+        if restored and row["status"] == DEAD:
+            await self._tally(row, 1)
         return bool(restored)
 
     async def dead_letter_policies(self, tenant_id: str) -> list[dict[str, Any]]:

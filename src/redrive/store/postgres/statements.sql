@@ -183,7 +183,11 @@ WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = 
   AND (CAST(:since AS bigint) IS NULL OR discarded_at >= :since)
   AND (CAST(:until AS bigint) IS NULL OR discarded_at <= :until)
   AND (CAST(:args_contains AS text) IS NULL OR strpos(args, :args_contains) > 0)
-  AND (CAST(:args_path AS text) IS NULL OR jsonb_path_exists(CAST(args AS jsonb), CAST('strict $[*]' || substr(:args_path, 2) || ' ? (@ == $value)' AS jsonpath), jsonb_build_object('value', CAST(:args_value AS jsonb)), true))
+  AND (CAST(:args_path AS text) IS NULL OR EXISTS (
+      SELECT 1 FROM jsonb_array_elements(CAST(args AS jsonb)) AS element
+      WHERE jsonb_path_exists(
+          element, CAST('strict ' || :args_path || ' ? (@ == $value)' AS jsonpath),
+          jsonb_build_object('value', CAST(:args_value AS jsonb)), true)))
   AND (CAST(:replay_count_below AS integer) IS NULL OR replay_count < :replay_count_below)
   AND (CAST(:cursor_at AS bigint) IS NULL OR discarded_at < :cursor_at
        OR (discarded_at = :cursor_at AND id < :cursor_id))
@@ -200,7 +204,11 @@ WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = 
   AND (CAST(:since AS bigint) IS NULL OR discarded_at >= :since)
   AND (CAST(:until AS bigint) IS NULL OR discarded_at <= :until)
   AND (CAST(:args_contains AS text) IS NULL OR strpos(args, :args_contains) > 0)
-  AND (CAST(:args_path AS text) IS NULL OR jsonb_path_exists(CAST(args AS jsonb), CAST('strict $[*]' || substr(:args_path, 2) || ' ? (@ == $value)' AS jsonpath), jsonb_build_object('value', CAST(:args_value AS jsonb)), true))
+  AND (CAST(:args_path AS text) IS NULL OR EXISTS (
+      SELECT 1 FROM jsonb_array_elements(CAST(args AS jsonb)) AS element
+      WHERE jsonb_path_exists(
+          element, CAST('strict ' || :args_path || ' ? (@ == $value)' AS jsonpath),
+          jsonb_build_object('value', CAST(:args_value AS jsonb)), true)))
   AND (CAST(:replay_count_below AS integer) IS NULL OR replay_count < :replay_count_below);
 
 -- name: select_dead_letter
@@ -273,8 +281,8 @@ INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
     moved_at, moved_by, args, replay_count
 ) VALUES (
-    :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, 'dead',
-    CAST(:job AS jsonb), NULL, NULL, :args, :replay_count
+    :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status,
+    CAST(:job AS jsonb), :moved_at, :moved_by, :args, :replay_count
 ) ON CONFLICT DO NOTHING
 RETURNING id;
 

@@ -174,7 +174,16 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = :status
   AND (:since IS NULL OR discarded_at >= :since)
   AND (:until IS NULL OR discarded_at <= :until)
   AND (:args_contains IS NULL OR instr(args, :args_contains) > 0)
-  AND (:args_path IS NULL OR EXISTS (SELECT 1 FROM json_each(dead_letters.args) AS element WHERE CASE WHEN element.type IN ('object', 'array') THEN element.value -> :args_path = json(:args_value) ELSE 0 END))
+  AND (:args_path IS NULL OR EXISTS (
+      SELECT 1 FROM json_each(dead_letters.args) AS element
+      WHERE CASE WHEN element.type IN ('object', 'array') THEN
+          (CASE WHEN json_type(element.value, :args_path) IN ('integer', 'real') THEN 'number'
+                ELSE json_type(element.value, :args_path) END)
+          = (CASE WHEN json_type(:args_value) IN ('integer', 'real') THEN 'number'
+                  ELSE json_type(:args_value) END)
+          AND (json_type(:args_value) = 'null'
+               OR json_extract(element.value, :args_path) = json_extract(:args_value, '$'))
+      ELSE 0 END))
   AND (:replay_count_below IS NULL OR replay_count < :replay_count_below)
   AND (:cursor_at IS NULL OR discarded_at < :cursor_at
        OR (discarded_at = :cursor_at AND id < :cursor_id))
@@ -191,7 +200,16 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = :status
   AND (:since IS NULL OR discarded_at >= :since)
   AND (:until IS NULL OR discarded_at <= :until)
   AND (:args_contains IS NULL OR instr(args, :args_contains) > 0)
-  AND (:args_path IS NULL OR EXISTS (SELECT 1 FROM json_each(dead_letters.args) AS element WHERE CASE WHEN element.type IN ('object', 'array') THEN element.value -> :args_path = json(:args_value) ELSE 0 END))
+  AND (:args_path IS NULL OR EXISTS (
+      SELECT 1 FROM json_each(dead_letters.args) AS element
+      WHERE CASE WHEN element.type IN ('object', 'array') THEN
+          (CASE WHEN json_type(element.value, :args_path) IN ('integer', 'real') THEN 'number'
+                ELSE json_type(element.value, :args_path) END)
+          = (CASE WHEN json_type(:args_value) IN ('integer', 'real') THEN 'number'
+                  ELSE json_type(:args_value) END)
+          AND (json_type(:args_value) = 'null'
+               OR json_extract(element.value, :args_path) = json_extract(:args_value, '$'))
+      ELSE 0 END))
   AND (:replay_count_below IS NULL OR replay_count < :replay_count_below);
 
 -- name: select_dead_letter
@@ -260,8 +278,8 @@ INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
     moved_at, moved_by, args, replay_count
 ) VALUES (
-    :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, 'dead',
-    :job, NULL, NULL, :args, :replay_count
+    :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status,
+    :job, :moved_at, :moved_by, :args, :replay_count
 ) ON CONFLICT DO NOTHING
 RETURNING id;
 

@@ -1,0 +1,258 @@
+"""Dead-letter bulk operations under concurrency (two replicas on one database) and dry runs."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from redrive.api.app import create_app
+from redrive.service.facade import Service
+from redrive.service.runtime import Runtime, ServiceOptions
+from redrive.store.postgres.store import PostgresStore
+from redrive.store.sqlite.store import SqliteStore
+from tests.behaviour.ojs_http import count_rows, fetch, forbid_server_errors, kill_job
+from tests.behaviour.test_dead_letters import make_dead_letters
+from tests.conftest import open_test_store
+from tests.support.clock import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+THOUSAND = 1000
+
+
+@pytest.fixture(autouse=True)
+def no_server_errors(client: httpx.AsyncClient) -> None:
+    forbid_server_errors(client)
+
+
+@asynccontextmanager
+async def replica(
+    database_url: str, clock: ManualClock, seed: int
+) -> AsyncIterator[tuple[Service, httpx.AsyncClient]]:
+    """A second server on the same database: its own store (connections), service and app.
+
+    The seed differs from the `service` fixture's so the two never mint the same ids."""
+    store = await open_test_store(database_url)
+    options = ServiceOptions(test_hooks=True)
+    service = Service(Runtime(store, clock=clock, options=options, rng=random.Random(seed)))
+    app = create_app(service, max_body_bytes=64_000)
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://replica.test") as http:
+            forbid_server_errors(http)
+            yield service, http
+    finally:
+        await store.close()
+
+
+async def table(service: Service, sql: str) -> list[tuple[Any, ...]]:
+    """Every row of a query straight on the store's database, as tuples."""
+    store = service.runtime.store
+    if isinstance(store, SqliteStore):
+        sqlite = store.connection
+        return await store.call(lambda: [tuple(row) for row in sqlite.execute(sql).fetchall()])
+    assert isinstance(store, PostgresStore)
+    async with store.pool.connection() as postgres:
+        cursor = await postgres.execute(sql)
+        return [tuple(row.values()) for row in await cursor.fetchall()]
+
+
+SNAPSHOT_QUERIES = (
+    "SELECT id, job_id, status, moved_at, moved_by, queue FROM dead_letters ORDER BY id",
+    "SELECT id, state, attempt, queue, enqueued_at FROM jobs ORDER BY id",
+    "SELECT tenant_id, queue, type, error_type, count FROM dead_letter_tallies "
+    "ORDER BY tenant_id, queue, type, error_type",
+    "SELECT COUNT(*) FROM events",
+)
+
+
+async def snapshot(service: Service) -> list[list[tuple[Any, ...]]]:
+    return [await table(service, sql) for sql in SNAPSHOT_QUERIES]
+
+
+def metric(text: str, sample: str) -> float:
+    """The value of one exact sample line of /metrics, 0 when it is not there."""
+    for line in text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+# --- two replicas at once -----------------------------------------------------------------------
+
+
+async def test_two_replicas_bulk_retrying_the_same_thousand_redrive_each_once(
+    client: httpx.AsyncClient, service: Service, database_url: str, clock: ManualClock
+) -> None:
+    ids = await make_dead_letters(service, THOUSAND, "crowd")
+    body = {"filter": {"queue": "crowd"}, "confirm": True}
+    async with replica(database_url, clock, seed=11) as (_, other):
+        responses = await asyncio.gather(
+            client.post("/ojs/v1/dead-letter/retry", json=body),
+            other.post("/ojs/v1/dead-letter/retry", json=body),
+        )
+        results = [response.json() for response in responses]
+        assert [response.status_code for response in responses] == [200, 200], results
+        assert sum(result["succeeded"] for result in results) == THOUSAND
+        for result in results:
+            assert result["matched"] == result["succeeded"] + result["failed"]
+            assert len(result["errors"]) == min(result["failed"], 10)
+            assert {error["job_id"] for error in result["errors"]} <= set(ids)
+        metrics = [(await http.get("/metrics")).text for http in (client, other)]
+        retried = sum(
+            metric(text, 'ojs_dead_letter_retried_total{queue="crowd"}') for text in metrics
+        )
+        assert retried == THOUSAND
+
+    assert await count_rows(service, "SELECT COUNT(*) FROM dead_letters") == THOUSAND
+    by_status = "SELECT COUNT(*) FROM dead_letters WHERE status = 'retried'"
+    assert await count_rows(service, by_status) == THOUSAND
+    assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == THOUSAND
+    available = "SELECT COUNT(DISTINCT id) FROM jobs WHERE queue = 'crowd' AND state = 'available'"
+    assert await count_rows(service, available) == THOUSAND
+    events = "SELECT COUNT(*) FROM events WHERE type = 'dead_letter.retried'"
+    assert await count_rows(service, events) == THOUSAND
+    stats = (await client.get("/ojs/v1/dead-letter/stats")).json()
+    assert (stats["total"], stats["by_queue"]) == (0, {})
+    fetched = await fetch(client, ["crowd"], count=THOUSAND)
+    assert sorted(job["id"] for job in fetched) == sorted(ids)
+    assert await fetch(client, ["crowd"], count=THOUSAND) == []
+
+
+async def test_two_replicas_retrying_and_purging_the_same_set_split_it(
+    client: httpx.AsyncClient, service: Service, database_url: str, clock: ManualClock
+) -> None:
+    """Each dead letter is either retried or purged, never both and never neither."""
+    ids = await make_dead_letters(service, 600, "split")
+    async with replica(database_url, clock, seed=13) as (_, other):
+        retry, purge = await asyncio.gather(
+            client.post(
+                "/ojs/v1/dead-letter/retry", json={"filter": {"queue": "split"}, "confirm": True}
+            ),
+            other.request(
+                "DELETE",
+                "/ojs/v1/dead-letter",
+                json={"filter": {"queue": "split"}, "confirm": True},
+            ),
+        )
+    assert (retry.status_code, purge.status_code) == (200, 200), (retry.text, purge.text)
+    retried, purged = retry.json()["succeeded"], purge.json()["succeeded"]
+    assert retried + purged == 600
+
+    statuses = await table(
+        service, "SELECT status, COUNT(*) FROM dead_letters GROUP BY status ORDER BY status"
+    )
+    expected = [(status, n) for status, n in (("deleted", purged), ("retried", retried)) if n]
+    assert statuses == expected
+    assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == retried
+    assert await count_rows(service, "SELECT COUNT(*) FROM jobs WHERE state = 'available'") == (
+        retried
+    )
+    both = (
+        "SELECT COUNT(*) FROM dead_letters d JOIN jobs j ON j.id = d.job_id "
+        "WHERE d.status = 'deleted'"
+    )
+    assert await count_rows(service, both) == 0
+    assert (await client.get("/ojs/v1/dead-letter/stats")).json()["total"] == 0
+    fetched = await fetch(client, ["split"], count=THOUSAND)
+    assert len(fetched) == retried
+    assert {job["id"] for job in fetched} <= set(ids)
+
+
+async def test_two_replicas_pruning_at_once_remove_exactly_the_excess(
+    client: httpx.AsyncClient, service: Service, database_url: str, clock: ManualClock
+) -> None:
+    created: list[str] = []
+    for _ in range(5):
+        created += await make_dead_letters(service, 40, "capped")
+        clock.advance(1_000)
+    newest = created[-40:]
+    put = await client.put("/ojs/v1/dead-letter/retention", json={"max_count": 40})
+    assert put.status_code == 200, put.text
+    async with replica(database_url, clock, seed=17) as (other_service, _):
+        reports = await asyncio.gather(service.retention.prune(), other_service.retention.prune())
+    assert sum(report.deleted for report in reports) == 160
+    assert sum(report.by_queue["capped"] for report in reports) == 160
+
+    survivors = await table(service, "SELECT job_id FROM dead_letters WHERE status = 'dead'")
+    assert sorted(row[0] for row in survivors) == sorted(newest)
+    assert (await client.get("/ojs/v1/dead-letter/stats")).json()["total"] == 40
+    events = (await client.get("/ojs/v1/events?types=dead_letter.pruned")).json()["events"]
+    assert sum(event["data"]["count"] for event in events) == 160
+
+
+# --- dry runs -----------------------------------------------------------------------------------
+
+
+async def populate_mixed(client: httpx.AsyncClient, clock: ManualClock) -> dict[str, str]:
+    """Dead letters in two queues, one of them already retried (an episode that is not dead)."""
+    ids = {}
+    for name, queue, error_type in (
+        ("a", "billing", "Timeout"),
+        ("b", "billing", "SmtpError"),
+        ("c", "mail", "SmtpError"),
+        ("d", "mail", "Timeout"),
+        ("e", "mail", "Timeout"),
+    ):
+        ids[name] = await kill_job(client, queue, "dry.run", error_type, args=[{"n": name}])
+        clock.advance(1_000)
+    assert (await client.post(f"/ojs/v1/dead-letter/{ids['e']}/retry")).status_code == 200
+    return ids
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "matched"),
+    [
+        ("POST", "/ojs/v1/dead-letter/retry", {"dry_run": True}, 4),
+        ("POST", "/ojs/v1/dead-letter/retry", {"filter": {"queue": "mail"}, "dry_run": True}, 2),
+        ("POST", "/ojs/v1/dead-letter/retry", {"dry_run": True, "confirm": True}, 4),
+        ("POST", "/ojs/v1/admin/dead-letter/retry", {"dry_run": "true"}, 4),
+        (
+            "POST",
+            "/ojs/v1/dead-letter/retry",
+            {"filter": {"args_match": '$.n == "b"'}, "dry_run": True},
+            1,
+        ),
+        ("DELETE", "/ojs/v1/dead-letter?dry_run=true", None, 4),
+        ("DELETE", "/ojs/v1/dead-letter?error_type=Timeout&dry_run=true", None, 2),
+        ("DELETE", "/ojs/v1/dead-letter", {"dry_run": True, "confirm": True}, 4),
+        (
+            "DELETE",
+            "/ojs/v1/admin/dead-letter",
+            {"filter": {"queue": "billing"}, "dry_run": True},
+            2,
+        ),
+    ],
+)
+async def test_dry_runs_of_bulk_retry_and_purge_change_nothing(
+    client: httpx.AsyncClient,
+    clock: ManualClock,
+    service: Service,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    matched: int,
+) -> None:
+    ids = await populate_mixed(client, clock)
+    before = await snapshot(service)
+    stats_before = (await client.get("/ojs/v1/dead-letter/stats")).json()
+    metrics_before = (await client.get("/metrics")).text
+
+    response = await client.request(method, path, json=body)
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert result["dry_run"] is True
+    assert (result["matched"], result["succeeded"], result["failed"]) == (matched, 0, 0)
+    assert len(result["sample"]) == matched
+    assert set(result["sample"]) <= {ids[name] for name in "abcd"}
+
+    assert await snapshot(service) == before
+    assert (await client.get("/ojs/v1/dead-letter/stats")).json() == stats_before
+    assert (await client.get("/metrics")).text == metrics_before
+    assert await fetch(client, ["billing"], count=10) == []
