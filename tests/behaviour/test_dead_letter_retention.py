@@ -266,7 +266,8 @@ async def test_pruning_by_age_honours_per_queue_overrides(
 
     report = await prune_now(client)
     assert report == {
-        "deleted": 5, "archived": 0, "dead_letters": 5, "by_queue": {"mail": 1, "billing": 2, "audit": 2},
+        "deleted": 5, "archived": 0, "dead_letters": 5,
+        "by_queue": {"mail": 1, "billing": 2, "audit": 2},
         "archives": [],
     }  # fmt: skip
     assert await labels(client) == {
