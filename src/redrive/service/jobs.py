@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from redrive.domain import job as states
@@ -88,29 +89,30 @@ class JobService:
             raise NotFound("job", job_id)
         return job
 
-    async def cancel(self, job_id: str, tenant: str | None) -> tuple[Job, str]:
+    async def _transition(
+        self, job_id: str, tenant: str | None, action: str, decide: Callable[[Job, int], Job]
+    ) -> tuple[Job, Job]:
+        """Lock the job, let the domain decide, write the outcome guarded; (before, after)."""
         now = self.runtime.now()
         async with self.runtime.store.transaction() as transaction:
             job = await transaction.get_job(job_id, tenant, lock=True)
             if job is None:
                 raise NotFound("job", job_id)
-            cancelled = lifecycle.cancel(job, now)
-            if not await transaction.update_job(cancelled, job.state, job.lease_token):
-                raise lifecycle.conflict(job, "cancel")
-            await self.runtime.emit(transaction, [job_event("cancelled", cancelled)], now)
-        return cancelled, job.state
+            changed = decide(job, now)
+            if not await transaction.update_job(changed, job.state, job.lease_token):
+                raise lifecycle.conflict(job, action)
+            if changed.state == states.CANCELLED:
+                await self.runtime.emit(transaction, [job_event("cancelled", changed)], now)
+            if changed.state == states.AVAILABLE:
+                await transaction.notify({changed.queue})
+        return job, changed
+
+    async def cancel(self, job_id: str, tenant: str | None) -> tuple[Job, str]:
+        before, cancelled = await self._transition(job_id, tenant, "cancel", lifecycle.cancel)
+        return cancelled, before.state
 
     async def activate(self, job_id: str, tenant: str | None) -> Job:
-        now = self.runtime.now()
-        async with self.runtime.store.transaction() as transaction:
-            job = await transaction.get_job(job_id, tenant, lock=True)
-            if job is None:
-                raise NotFound("job", job_id)
-            activated = lifecycle.activate(job, now)
-            if not await transaction.update_job(activated, job.state, job.lease_token):
-                raise lifecycle.conflict(job, "activate")
-            await transaction.notify({activated.queue})
-        return activated
+        return (await self._transition(job_id, tenant, "activate", lifecycle.activate))[1]
 
     async def list(self, filters: dict[str, Any], limit: int, offset: int) -> tuple[list[Job], int]:
         async with self.runtime.store.transaction() as transaction:
