@@ -54,6 +54,17 @@ def _filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
 TALLY_DIMENSIONS = ("queue", "type", "error_type")
 
 
+def _tally_row(dead: DeadLetter) -> dict[str, Any]:
+    job = dead.job
+    return {
+        "tenant_id": job.tenant_id,
+        "queue": job.queue,
+        "type": job.type,
+        "error_type": dead.error_type,
+        "status": DEAD,
+    }
+
+
 class SqlTransaction:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
@@ -213,7 +224,7 @@ class SqlTransaction:
 
     async def count_dead_letters(self, filters: DeadLetterFilter) -> int:
         """From the tallies when the filter only names tallied dimensions, else by counting."""
-        tallied = filters.status == DEAD and filters.type_prefix is None and all(
+        tallied = filters.status == DEAD and all(
             value is None
             for value in (filters.since, filters.until, filters.args_contains, filters.args_path,
                           filters.replay_count_below)
@@ -225,10 +236,12 @@ class SqlTransaction:
                 "type": filters.type,
                 "error_type": filters.error_type,
             }
+            prefix = filters.type_prefix or ""
             return sum(
                 int(row["count"])
                 for row in rows
-                if all(value is None or (row[key] or "") == value for key, value in wanted.items())
+                if row["type"].startswith(prefix)
+                and all(value is None or (row[key] or "") == value for key, value in wanted.items())
             )
         rows = await self._rows("count_dead_letters", **_filter_parameters(filters))
         return int(rows[0]["count"])
@@ -248,7 +261,7 @@ class SqlTransaction:
         )
         moved_ids = {row["id"] for row in rows}
         moved = [dead for dead in dead_letters if dead.id in moved_ids]
-        await self._untally([{**dead_letter_parameters(dead), "status": DEAD} for dead in moved])
+        await self._untally([_tally_row(dead) for dead in moved])
         return moved
 
     async def redrive_jobs(self, job_ids: list[str], now: int) -> set[str]:
@@ -283,7 +296,7 @@ class SqlTransaction:
             "move_dead_letter", id=dead_letter.id, status=status, now=now, moved_by=moved_by
         )
         if changed == 1:
-            await self._tally(dead_letter_parameters(dead_letter), -1)
+            await self._tally(_tally_row(dead_letter), -1)
         return changed == 1
 
     async def dead_letter_stats(self, tenant_id: str | None) -> dict[str, Any]:

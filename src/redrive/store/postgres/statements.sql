@@ -189,8 +189,8 @@ WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = 
           element, CAST('strict ' || :args_path || ' ? (@ == $value)' AS jsonpath),
           jsonb_build_object('value', CAST(:args_value AS jsonb)), true)))
   AND (CAST(:replay_count_below AS integer) IS NULL OR replay_count < :replay_count_below)
-  AND (CAST(:cursor_at AS bigint) IS NULL OR discarded_at < :cursor_at
-       OR (discarded_at = :cursor_at AND id < :cursor_id))
+  AND (CAST(:cursor_at AS bigint) IS NULL
+       OR (discarded_at, id) < (CAST(:cursor_at AS bigint), CAST(:cursor_id AS text)))
 ORDER BY discarded_at DESC, id DESC
 LIMIT :limit OFFSET :offset;
 

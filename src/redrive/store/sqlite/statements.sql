@@ -185,8 +185,7 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = :status
                OR json_extract(element.value, :args_path) = json_extract(:args_value, '$'))
       ELSE 0 END))
   AND (:replay_count_below IS NULL OR replay_count < :replay_count_below)
-  AND (:cursor_at IS NULL OR discarded_at < :cursor_at
-       OR (discarded_at = :cursor_at AND id < :cursor_id))
+  AND (:cursor_at IS NULL OR (discarded_at, id) < (:cursor_at, :cursor_id))
 ORDER BY discarded_at DESC, id DESC
 LIMIT :limit OFFSET :offset;
 

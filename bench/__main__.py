@@ -1,0 +1,151 @@
+"""Run the benchmarks: `python -m bench [NAME] [options]` (`make bench` runs them all).
+
+Benchmarks are measurements, never pass/fail tests: each prints a table (figure | value |
+target | met?) and saves every figure with its settings, versions and machine facts to
+bench/results/<name>-<UTC timestamp>.json. A missed target is printed plainly and the run still
+exits 0; only a benchmark that could not run (no PostgreSQL, a failed check) exits non-zero.
+
+Usage:
+    python -m bench                              every registered benchmark, default sizes
+    python -m bench dead-letters                 the dead-letter benchmark, 1,000,000 rows
+    python -m bench dead-letters --quick         the same on 50,000 rows, about 30 s
+    python -m bench dead-letters --rows 200000   any size
+
+Benchmarks:
+    dead-letters  PostgreSQL with N dead letters (COPY-seeded: 20 queues, 50 job types, 10 error
+                  types, discarded over 200 days, one queue holding every tenth row). Reports the
+                  seeding time; filtered list page p50/p95/p99 (target p95 <= 20 ms), per filter
+                  kind; stats p50/p95 (<= 50 ms); bulk retry of the N/10 rows in one queue
+                  (<= 2 s for 100,000); prune of all N by age (<= 60 s for 1,000,000); enqueue
+                  p50/p95/p99 on a second service while a prune runs (p99 <= 50 ms). Bulk retry
+                  and prune each run on a fresh file copy of the seeded database. Targets of
+                  size-bound figures are scaled linearly when N is not 1,000,000.
+
+Options (dead-letters):
+    --rows N             dead letters to seed (default 1,000,000)
+    --quick              50,000 rows (overrides --rows): the whole run in about 30 s
+    --list-samples N     list-page samples after warm-up (default 200)
+    --stats-samples N    stats samples after warm-up (default 50)
+    --retry-repeats N    bulk-retry runs, each on a fresh copy (default 3)
+    --prune-repeats N    prune runs, each on a fresh copy (default 3)
+    --pool-size N        connections per service pool (default 10, as the server's default)
+    --seed N             random seed of the data and the filter mix
+    --no-save            print only, write no JSON
+
+Environment:
+    REDRIVE_BENCH_POSTGRES_URL (else REDRIVE_TEST_POSTGRES_URL, else
+    postgresql://postgres@127.0.0.1:5432/postgres): the server whose throw-away databases the
+    benchmark creates and drops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from datetime import UTC, datetime
+
+from rich.console import Console
+
+from bench import dead_letters
+from bench.postgres import admin_url, reachable, server_address, server_facts
+from bench.report import machine, print_table, save, versions
+
+BENCHMARKS = {"dead-letters": "dead letters on PostgreSQL: list, stats, bulk retry, prune"}
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="redrive benchmarks (see the module docstring for details)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(f"  {name:14} {text}" for name, text in BENCHMARKS.items()),
+    )
+    parser.add_argument(
+        "name", nargs="?", choices=[*BENCHMARKS, "all"], default="all", help="default: all"
+    )
+    parser.add_argument("--rows", type=int, default=dead_letters.FULL_ROWS, help="dead letters")
+    parser.add_argument("--quick", action="store_true", help="50,000 rows (overrides --rows)")
+    parser.add_argument("--list-samples", type=int, default=200, help="list-page samples")
+    parser.add_argument("--stats-samples", type=int, default=50, help="stats samples")
+    parser.add_argument("--retry-repeats", type=int, default=3, help="bulk-retry runs")
+    parser.add_argument("--prune-repeats", type=int, default=3, help="prune runs")
+    parser.add_argument("--pool-size", type=int, default=10, help="connections per service")
+    parser.add_argument("--seed", type=int, default=20_240_601, help="random seed")
+    parser.add_argument("--no-save", action="store_true", help="write no JSON")
+    arguments = parser.parse_args(argv)
+    if arguments.rows < 1_000:
+        parser.error("--rows must be at least 1,000")
+    if min(arguments.retry_repeats, arguments.prune_repeats, arguments.list_samples) < 1:
+        parser.error("repeats and samples must be at least 1")
+    return arguments
+
+
+def dead_letter_settings(arguments: argparse.Namespace) -> dead_letters.Settings:
+    quick = arguments.quick
+    return dead_letters.Settings(
+        rows=dead_letters.QUICK_ROWS if quick else arguments.rows,
+        list_samples=arguments.list_samples,
+        stats_samples=arguments.stats_samples,
+        retry_repeats=arguments.retry_repeats,
+        prune_repeats=arguments.prune_repeats,
+        pool_size=arguments.pool_size,
+        seed=arguments.seed,
+    )
+
+
+def run_dead_letters(arguments: argparse.Namespace, console: Console) -> None:
+    settings = dead_letter_settings(arguments)
+    started = datetime.now(UTC)
+    clock = time.perf_counter()
+    postgres = server_facts()
+    found = versions(postgres)  # before the run: the code that is measured
+
+    def log(message: str) -> None:
+        console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {message}", highlight=False)
+
+    outcome = asyncio.run(dead_letters.run(settings, log))
+    seconds = time.perf_counter() - clock
+    print_table(
+        f"dead letters on PostgreSQL {postgres['server_version']}, {settings.rows:,} rows "
+        f"({seconds:.0f} s)",
+        outcome.figures,
+        console,
+    )
+    if arguments.no_save:
+        return
+    document = {
+        "benchmark": "dead-letters",
+        "started_at": started.isoformat(),
+        "duration_s": seconds,
+        "settings": {**outcome.details.pop("settings"), "postgres_server": server_address()},
+        "targets_for_rows": dead_letters.FULL_ROWS,
+        "versions": found,
+        "machine": machine(),
+        "figures": outcome.figures,
+        "details": outcome.details,
+    }
+    path = save("dead-letters", document, started)
+    console.print(f"saved {path}")
+
+
+RUNNERS = {"dead-letters": run_dead_letters}
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = parse(sys.argv[1:] if argv is None else argv)
+    console = Console()
+    console.width = max(console.width, 132)
+    problem = reachable()
+    if problem is not None:
+        console.print(f"[bold red]PostgreSQL at {admin_url()} is unreachable:[/] {problem}")
+        return 2
+    names = list(BENCHMARKS) if arguments.name == "all" else [arguments.name]
+    for name in names:
+        RUNNERS[name](arguments, console)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,411 @@
+"""The dead-letter benchmark on PostgreSQL: list, stats, bulk retry, prune, enqueue under prune."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import psycopg
+
+from bench.postgres import database_copy, fresh_database
+from bench.report import Figure, percentile, repeats, summary
+from bench.seed import CATALOGUE, DAY_MS, ERRORS, RETRY_QUEUE, SeedPlan, SeedResult, seed
+from redrive.domain.durations import format_timestamp
+from redrive.ports import Page
+from redrive.service.facade import Service
+from redrive.service.runtime import Runtime
+from redrive.store.postgres.store import PostgresStore
+
+FULL_ROWS = 1_000_000
+QUICK_ROWS = 50_000
+PAGE_LIMIT = 50
+# Targets from the issue, for 1,000,000 dead letters.
+LIST_P95_MS = 20.0
+STATS_P95_MS = 50.0
+BULK_RETRY_ROWS = 100_000
+BULK_RETRY_S = 2.0
+PRUNE_S = 60.0
+ENQUEUE_P99_MS = 50.0
+TYPE_PREFIXES = ("payment.", "email.", "inventory.", "image.", "report.", "search.", "billing.")
+Log = Callable[[str], None]
+
+
+@dataclass
+class Settings:
+    rows: int = FULL_ROWS
+    list_samples: int = 200
+    stats_samples: int = 50
+    warmup: int = 20
+    retry_repeats: int = 3
+    prune_repeats: int = 3
+    idle_enqueues: int = 500
+    pool_size: int = 10
+    seed: int = 20_240_601
+
+
+@dataclass
+class Outcome:
+    figures: list[Figure] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@asynccontextmanager
+async def opened(url: str, pool_size: int) -> AsyncIterator[Service]:
+    store = PostgresStore(url, max_size=pool_size)
+    await store.open()
+    try:
+        yield Service(Runtime(store))
+    finally:
+        await store.close()
+
+
+async def _scalar(url: str, sql: str, parameters: tuple[Any, ...] = ()) -> Any:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        cursor = await connection.execute(sql, parameters)
+        row = await cursor.fetchone()
+        return row[0] if row else None
+
+
+async def _timed(call: Callable[[], Awaitable[Any]]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = await call()
+    return (time.perf_counter() - started) * 1000, result
+
+
+# list page
+
+
+@dataclass(frozen=True)
+class ListCase:
+    kind: str
+    raw: dict[str, str]
+    cursor_at: int | None = None
+    cursor_id: str | None = None
+
+    def page(self) -> Page:
+        return Page(limit=PAGE_LIMIT, cursor_at=self.cursor_at, cursor_id=self.cursor_id)
+
+
+async def _deep_cursor(url: str, queue: str | None, depth: float) -> tuple[int, str]:
+    """The keyset cursor a client holds after paging `depth` of the way into the set."""
+    where = "status = 'dead'" + (" AND queue = %s" if queue else "")
+    parameters: tuple[Any, ...] = (queue,) if queue else ()
+    total = await _scalar(url, f"SELECT COUNT(*) FROM dead_letters WHERE {where}", parameters)
+    offset = max(int(total * depth) - 1, 0)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        cursor = await connection.execute(
+            f"SELECT discarded_at, id FROM dead_letters WHERE {where} "
+            "ORDER BY discarded_at DESC, id DESC OFFSET %s LIMIT 1",
+            (*parameters, offset),
+        )
+        row = await cursor.fetchone()
+    if row is None:
+        raise RuntimeError("no row for a deep cursor")
+    return int(row[0]), str(row[1])
+
+
+async def list_cases(url: str, plan: SeedPlan, count: int, rng: random.Random) -> list[ListCase]:
+    """The filter mix, in round-robin order of kind so that no kind gets a warmer cache."""
+    queues = list(CATALOGUE)
+    error_types = list(ERRORS)
+    per_kind = -(-count // 6)
+    cursors = 8
+    deep_queue = [
+        (queue, await _deep_cursor(url, queue, rng.uniform(0.5, 0.95)))
+        for queue in rng.sample(queues, cursors)
+    ]
+    deep_all = [await _deep_cursor(url, None, rng.uniform(0.5, 0.95)) for _ in range(cursors)]
+    kinds: list[list[ListCase]] = [[] for _ in range(6)]
+    for _ in range(per_kind):
+        kinds[0].append(ListCase("queue", {"queue": rng.choice(queues)}))
+        kinds[1].append(
+            ListCase(
+                "queue+error_type",
+                {"queue": rng.choice(queues), "error_type": rng.choice(error_types)},
+            )
+        )
+        kinds[2].append(ListCase("type prefix", {"type": rng.choice(TYPE_PREFIXES) + "*"}))
+        since = rng.randint(plan.oldest, plan.newest - 7 * DAY_MS)
+        window = {"since": format_timestamp(since), "until": format_timestamp(since + 7 * DAY_MS)}
+        kinds[3].append(ListCase("since/until 7-day window", window))
+        queue, (moment, episode) = rng.choice(deep_queue)
+        kinds[4].append(ListCase("queue, deep cursor", {"queue": queue}, moment, episode))
+        moment, episode = rng.choice(deep_all)
+        kinds[5].append(ListCase("no filter, deep cursor", {}, moment, episode))
+    ordered = [case for group in zip(*kinds, strict=True) for case in group]
+    return ordered[:count]
+
+
+async def measure_list(
+    service: Service, cases: list[ListCase], warmup: int
+) -> tuple[list[float], dict[str, list[float]]]:
+    samples: list[float] = []
+    by_kind: dict[str, list[float]] = {}
+    for index, case in enumerate([*cases[:warmup], *cases]):
+        filters = service.dead_letters.filter(case.raw, None)
+        page = case.page()
+        started = time.perf_counter()
+        items, total = await service.dead_letters.search(filters, page)
+        elapsed = (time.perf_counter() - started) * 1000
+        if len(items) > min(total, PAGE_LIMIT) and case.cursor_at is None:
+            raise RuntimeError(f"list case {case}: {len(items)} items but a total of {total}")
+        if index >= warmup:
+            samples.append(elapsed)
+            by_kind.setdefault(case.kind, []).append(elapsed)
+    return samples, by_kind
+
+
+async def measure_stats(service: Service, count: int, warmup: int) -> list[float]:
+    samples = []
+    for index in range(warmup + count):
+        elapsed, stats = await _timed(lambda: service.dead_letters.stats(None))
+        if not stats["total"]:
+            raise RuntimeError("stats saw no dead letters")
+        if index >= warmup:
+            samples.append(elapsed)
+    return samples
+
+
+# bulk retry
+
+
+async def bulk_retry_once(url: str, settings: Settings, expected: int) -> dict[str, Any]:
+    async with opened(url, settings.pool_size) as service:
+        filters = service.dead_letters.filter({"queue": RETRY_QUEUE}, None)
+        started = time.perf_counter()
+        result = await service.dead_letters.bulk_retry(filters, {"confirm": True}, "bench")
+        seconds = time.perf_counter() - started
+    available = await _scalar(
+        url, "SELECT COUNT(*) FROM jobs WHERE queue = %s AND state = 'available'", (RETRY_QUEUE,)
+    )
+    if result.succeeded != expected or result.failed or available != expected:
+        raise RuntimeError(
+            f"bulk retry moved {result.succeeded} (failed {result.failed}, "
+            f"{available} available), expected {expected}"
+        )
+    return {"seconds": seconds, "succeeded": result.succeeded, "matched": result.matched}
+
+
+# prune, alone and with enqueues running beside it
+
+
+async def _set_policy(service: Service) -> None:
+    await service.retention.set_policy(
+        None, {"max_age": "P1D", "max_count": 1_000_000_000}, "bench"
+    )
+
+
+async def _verify_pruned(url: str, rows: int, removed: int) -> None:
+    left = await _scalar(url, "SELECT COUNT(*) FROM dead_letters")
+    tallied = await _scalar(url, "SELECT COALESCE(SUM(count), 0) FROM dead_letter_tallies")
+    if left or tallied or removed != rows:
+        raise RuntimeError(f"prune removed {removed} of {rows}: {left} rows, {tallied} tallied")
+
+
+async def prune_once(url: str, settings: Settings) -> dict[str, Any]:
+    async with opened(url, settings.pool_size) as service:
+        await _set_policy(service)
+        started = time.perf_counter()
+        report = await service.retention.prune()
+        seconds = time.perf_counter() - started
+    await _verify_pruned(url, settings.rows, report.removed)
+    return {"seconds": seconds, "removed": report.removed}
+
+
+async def _enqueue(service: Service, number: int) -> float:
+    body = {
+        "type": "bench.enqueue",
+        "args": [{"n": number}],
+        "options": {"queue": "bench-enqueue"},
+    }
+    elapsed, _ = await _timed(lambda: service.jobs.enqueue(body, None))
+    return elapsed
+
+
+async def prune_with_enqueues(url: str, settings: Settings) -> dict[str, Any]:
+    """Prune on one service while a second one (its own pool, like another replica) enqueues
+    back to back until the prune ends."""
+    async with (
+        opened(url, settings.pool_size) as pruner,
+        opened(url, settings.pool_size) as producer,
+    ):
+        await _set_policy(pruner)
+        idle = [await _enqueue(producer, n) for n in range(settings.idle_enqueues)]
+        started = time.perf_counter()
+        prune = asyncio.create_task(pruner.retention.prune())
+        busy: list[float] = []
+        while not prune.done():
+            busy.append(await _enqueue(producer, len(idle) + len(busy)))
+        report = await prune
+        seconds = time.perf_counter() - started
+    await _verify_pruned(url, settings.rows, report.removed)
+    return {"seconds": seconds, "removed": report.removed, "idle": idle, "busy": busy}
+
+
+# the whole run
+
+
+def _ms(name: str, samples: list[float], stat: str, target: float | None = None) -> Figure:
+    facts = summary(samples)
+    return Figure(
+        name,
+        float(facts[stat]),
+        "ms",
+        target,
+        note=f"{facts['n']} samples; min {facts['min']:.2f}, max {facts['max']:.2f}",
+        detail=facts,
+    )
+
+
+def _scaled(target: float, rows: int, full: int) -> tuple[float, str]:
+    if rows == full:
+        return target, ""
+    return target * rows / full, f"target scaled from {target:g} s at {full:,} rows"
+
+
+def _repeated(name: str, runs: list[dict[str, Any]], target: float, note: str) -> Figure:
+    seconds = [run["seconds"] for run in runs]
+    facts = repeats(seconds)
+    spread = (
+        f"median of {len(runs)} runs (min {facts['min']:.2f}, max {facts['max']:.2f})"
+        if len(runs) > 1
+        else "1 run"
+    )
+    note = "; ".join(part for part in (spread, note) if part)
+    return Figure(name, float(facts["median"]), "s", target, note, detail={**facts, "runs": runs})
+
+
+async def _on_copies(
+    url: str, times: int, label: str, log: Log, measure: Callable[[str], Awaitable[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """Run `measure` on `times` fresh file copies of the seeded database."""
+    runs = []
+    for number in range(times):
+        started = time.perf_counter()
+        with database_copy(url) as copy:
+            copied = time.perf_counter() - started
+            log(f"{label} (run {number + 1}/{times}; database copied in {copied:.1f} s)")
+            runs.append({**await measure(copy), "copy_seconds": copied})
+        log(f"  {runs[-1]['seconds']:.2f} s")
+    return runs
+
+
+async def _seed_phase(url: str, plan: SeedPlan, outcome: Outcome, log: Log) -> None:
+    store = PostgresStore(url, max_size=2)
+    await store.open()
+    await store.migrate()
+    await store.close()
+    log(f"seeding {plan.rows:,} dead letters")
+    seeded: SeedResult = await seed(url, plan)
+    outcome.details["seed"] = asdict(seeded)
+    log("seeded: " + ", ".join(f"{key} {value:.1f} s" for key, value in seeded.seconds.items()))
+    outcome.figures.append(
+        Figure(
+            f"seed {plan.rows:,} rows (COPY, indexes, tallies, VACUUM ANALYZE)",
+            seeded.seconds["total"],
+            "s",
+            note=(
+                f"COPY {seeded.seconds['copy']:.1f} s, indexes {seeded.seconds['indexes']:.1f} s; "
+                f"tables {sum(seeded.table_bytes.values()) / 2**30:.1f} GiB"
+            ),
+        )
+    )
+
+
+async def _read_phase(
+    url: str, plan: SeedPlan, settings: Settings, outcome: Outcome, log: Log
+) -> None:
+    cases = await list_cases(url, plan, settings.list_samples, random.Random(settings.seed))
+    async with opened(url, settings.pool_size) as service:
+        log(f"list page: {len(cases)} samples after {settings.warmup} warm-up")
+        samples, by_kind = await measure_list(service, cases, settings.warmup)
+        log(f"stats: {settings.stats_samples} samples")
+        stats = await measure_stats(service, settings.stats_samples, settings.warmup // 4)
+    figures = outcome.figures
+    figures.append(_ms("list page p50", samples, "p50"))
+    figures.append(_ms("list page p95", samples, "p95", LIST_P95_MS))
+    figures.append(_ms("list page p99", samples, "p99"))
+    for kind, kind_samples in by_kind.items():
+        figure = _ms(f"  list p95: {kind}", kind_samples, "p95")
+        figure.note = f"p50 {percentile(kind_samples, 0.5):.2f} ms; " + figure.note
+        figures.append(figure)
+    figures.append(_ms("stats p50", stats, "p50"))
+    figures.append(_ms("stats p95", stats, "p95", STATS_P95_MS))
+    outcome.details["list_cases"] = [asdict(case) for case in cases]
+    outcome.details["list_samples_ms"] = by_kind
+    outcome.details["stats_samples_ms"] = stats
+
+
+async def _write_phase(
+    url: str, plan: SeedPlan, settings: Settings, outcome: Outcome, log: Log
+) -> None:
+    figures = outcome.figures
+    runs = await _on_copies(
+        url,
+        settings.retry_repeats,
+        f"bulk retry of {plan.retry_rows:,}",
+        log,
+        lambda copy: bulk_retry_once(copy, settings, plan.retry_rows),
+    )
+    target, note = _scaled(BULK_RETRY_S, plan.retry_rows, BULK_RETRY_ROWS)
+    figures.append(_repeated(f"bulk retry of {plan.retry_rows:,}", runs, target, note))
+    rate = plan.retry_rows / figures[-1].value
+    figures.append(Figure("  bulk retry rate", rate, "rows/s", note="from the median"))
+
+    runs = await _on_copies(
+        url, settings.prune_repeats, f"prune of {plan.rows:,}", log,
+        lambda copy: prune_once(copy, settings),
+    )  # fmt: skip
+    target, note = _scaled(PRUNE_S, plan.rows, FULL_ROWS)
+    figures.append(_repeated(f"prune of {plan.rows:,}", runs, target, note))
+    rate = plan.rows / figures[-1].value
+    figures.append(Figure("  prune rate", rate, "rows/s", note="from the median"))
+
+    [loaded] = await _on_copies(
+        url, 1, f"prune of {plan.rows:,} with enqueues beside it", log,
+        lambda copy: prune_with_enqueues(copy, settings),
+    )  # fmt: skip
+    busy, idle = loaded.pop("busy"), loaded.pop("idle")
+    figures.append(_ms("enqueue p50 while pruning", busy, "p50"))
+    figures.append(_ms("enqueue p95 while pruning", busy, "p95"))
+    figures.append(_ms("enqueue p99 while pruning", busy, "p99", ENQUEUE_P99_MS))
+    figures.append(
+        Figure(
+            "  enqueues during the prune",
+            len(busy),
+            "count",
+            note="1 client back to back; second pool, same event loop as the prune",
+        )
+    )
+    figures.append(_ms("  enqueue p99 before the prune (idle)", idle, "p99"))
+    figures.append(
+        Figure(
+            "  prune with enqueues beside it",
+            loaded["seconds"],
+            "s",
+            note=f"1 run; removed {loaded['removed']:,}",
+        )
+    )
+    outcome.details["prune_with_enqueues"] = {
+        **loaded,
+        "busy": summary(busy),
+        "idle": summary(idle),
+        "busy_samples_ms": busy,
+        "idle_samples_ms": idle,
+    }
+
+
+async def run(settings: Settings, log: Log) -> Outcome:
+    """Seed once, measure the reads on the seeded database, then every write on fresh copies."""
+    outcome = Outcome(details={"settings": asdict(settings)})
+    plan = SeedPlan(rows=settings.rows, seed=settings.seed)
+    with fresh_database("redrive_bench") as url:
+        await _seed_phase(url, plan, outcome, log)
+        await _read_phase(url, plan, settings, outcome, log)
+        await _write_phase(url, plan, settings, outcome, log)
+    return outcome

@@ -1,0 +1,375 @@
+"""Seeding dead letters fast: rows rendered from codec-made templates and streamed with COPY."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Any
+
+import psycopg
+
+from redrive.domain.dead_letter import new_dead_letter
+from redrive.domain.durations import format_timestamp
+from redrive.domain.envelope import EnqueueContext, validate_envelope
+from redrive.domain.identifiers import uuid7
+from redrive.domain.job import DISCARDED, Job
+from redrive.domain.lifecycle import Failure, error_record
+from redrive.domain.retry import RetryPolicy
+from redrive.store.codec import dead_letter_parameters, dump, job_parameters
+
+DAY_MS = 86_400_000
+SPAN_DAYS = 200
+# Every seeded dead letter is at least this old, so a max_age of P1D prunes all of them.
+NEWEST_AGE_MS = DAY_MS + 3_600_000
+RETRY_QUEUE = "payments"  # holds exactly every tenth row: the bulk-retry target
+
+# 20 queues, 50 job types; each type lives in one queue.
+CATALOGUE: dict[str, tuple[str, ...]] = {
+    "payments": ("payment.charge", "payment.refund", "payment.capture", "payment.payout"),
+    "emails": ("email.send", "email.digest", "email.bounce_check"),
+    "sms": ("sms.send", "sms.verify"),
+    "push": ("push.send", "push.fanout"),
+    "webhooks": ("webhook.deliver", "webhook.sign"),
+    "invoices": ("invoice.generate", "invoice.finalize", "invoice.send"),
+    "orders": ("order.fulfil", "order.cancel", "order.sync"),
+    "inventory": ("inventory.reserve", "inventory.release", "inventory.recount"),
+    "shipping": ("shipping.label", "shipping.track"),
+    "search": ("search.index", "search.reindex", "search.delete"),
+    "reports": ("report.daily", "report.export_csv", "report.monthly"),
+    "media": ("image.resize", "video.transcode", "image.thumbnail"),
+    "imports": ("import.csv", "import.shopify"),
+    "exports": ("export.warehouse", "export.gdpr"),
+    "crm": ("crm.sync_contact", "crm.sync_deal"),
+    "analytics": ("analytics.track", "analytics.rollup"),
+    "auth": ("auth.password_reset", "auth.session_cleanup"),
+    "billing": ("billing.usage_sync", "billing.dunning", "billing.plan_change"),
+    "notifications": ("notification.route", "notification.digest"),
+    "default": ("cache.warm", "audit.log"),
+}
+# error type -> (weight, message)
+ERRORS: dict[str, tuple[int, str]] = {
+    "TimeoutError": (22, "upstream did not answer within 30s"),
+    "ConnectionError": (16, "connection reset by peer"),
+    "ValidationError": (14, "args[0].amount must be a positive integer"),
+    "RateLimitError": (12, "429 Too Many Requests from the provider"),
+    "NotFoundError": (9, "customer record not found"),
+    "UpstreamUnavailable": (8, "503 Service Unavailable"),
+    "PaymentDeclined": (7, "card declined: insufficient funds"),
+    "PermissionDenied": (5, "API key lacks the write scope"),
+    "SerializationError": (4, "could not encode result as JSON"),
+    "DeadlockDetected": (3, "deadlock detected while updating the ledger"),
+}
+# errors in the history -> weight; fewer than max_attempts means the last one was non-retryable
+HISTORY_WEIGHTS = {1: 20, 2: 10, 3: 70}
+MAX_ATTEMPTS = 3
+WORKERS = tuple(f"worker-{n:02d}" for n in range(12))
+CUSTOMERS = 250_000
+
+# Fields a template leaves open. Quoted string fields keep their quotes; the rest are raw JSON.
+_SLOT = re.compile(r'"@@(\w+)@@"|@@(\w+)@@')
+STRING_FIELDS = frozenset({"JOB_ID", "WORKER", "TRACE", "AT"})
+DEAD_LETTER_COLUMNS = (
+    "id", "job_id", "tenant_id", "queue", "type", "error_type", "reason", "discarded_at",
+    "status", "job", "moved_at", "moved_by", "args", "replay_count",
+)  # fmt: skip
+
+
+class Template:
+    """Text with `@@NAME@@` holes, rendered by joining literal parts and values."""
+
+    def __init__(self, text: str, separator: str = "") -> None:
+        cells = text.split(separator) if separator else [text]
+        for bad in ("\\", "\t", "\n", "\r"):
+            if any(bad in cell for cell in cells):
+                raise ValueError(f"template text needs COPY escaping ({bad!r}): {text[:80]}")
+        text = text.replace("@@NULL@@", "\\N")
+        self.literals: list[str] = []
+        self.names: list[str] = []
+        position, carried = 0, ""
+        for match in _SLOT.finditer(text):
+            name = match.group(1) or match.group(2)
+            literal = carried + text[position : match.start()]
+            carried = ""
+            if match.group(1) and name in STRING_FIELDS:
+                literal += '"'
+                carried = '"'
+            self.literals.append(literal)
+            self.names.append(name)
+            position = match.end()
+        self.literals.append(carried + text[position:])
+
+    def render(self, values: dict[str, str]) -> str:
+        parts = [self.literals[0]]
+        for name, literal in zip(self.names, self.literals[1:], strict=True):
+            parts.append(values[name])
+            parts.append(literal)
+        return "".join(parts)
+
+
+def _copy_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    return str(value)
+
+
+def _template_line(columns: dict[str, Any]) -> Template:
+    """One COPY text line: tab-separated cells, NULL as \\N."""
+    cells = ["@@NULL@@" if value is None else _copy_text(value) for value in columns.values()]
+    return Template("\t".join(cells), separator="\t")
+
+
+@dataclass
+class TypeTemplates:
+    """For one job type: the jobs row and the dead_letters row, with per-row holes."""
+
+    job_type: str
+    queue: str
+    jobs_line: Template
+    dead_letter_line: Template
+    jobs_columns: list[str]
+
+
+def template_job(job_type: str, queue: str, now: int) -> Job:
+    """A job as the server holds it after its last failed attempt, with holes for what varies."""
+    body = {
+        "type": job_type,
+        "args": [{"customer_id": "cust_1", "amount": 1}],
+        "meta": {"trace_id": "0"},
+        "options": {
+            "queue": queue,
+            "retry": {"max_attempts": MAX_ATTEMPTS, "on_exhaustion": "dead_letter"},
+        },
+    }
+    context = EnqueueContext(
+        now_ms=now, generated_id=uuid7(now, 0), tenant_header=None, default_retry=RetryPolicy()
+    )
+    job = validate_envelope(body, context)
+    holes: dict[str, Any] = {
+        "id": "@@JOB_ID@@",
+        "args": "@@ARGS@@",
+        "meta": {"trace_id": "@@TRACE@@"},
+        "state": DISCARDED,
+        "sequence": "@@SEQUENCE@@",
+        "attempt": "@@ATTEMPT@@",
+        "created_at": "@@CREATED_AT@@",
+        "enqueued_at": "@@ENQUEUED_AT@@",
+        "started_at": "@@STARTED_AT@@",
+        "completed_at": "@@DISCARDED_AT@@",
+        "discarded_at": "@@DISCARDED_AT@@",
+        "worker_id": "@@WORKER@@",
+        "error": "@@ERROR@@",
+        "errors": "@@ERRORS@@",
+        "dead_lettered": True,
+    }
+    return dataclasses.replace(job, **holes)
+
+
+def type_templates(job_type: str, queue: str, now: int) -> TypeTemplates:
+    job = template_job(job_type, queue, now)
+    jobs_row = job_parameters(job)
+    # new_dead_letter reads the error type off job.error; the column is a hole as well.
+    probe = dataclasses.replace(job, error={"type": "@@ERROR_TYPE@@"})
+    episode = dataclasses.replace(
+        new_dead_letter("@@EPISODE_ID@@", probe, "@@REASON@@", now), job=job
+    )
+    dead_row = dead_letter_parameters(episode)
+    if list(dead_row) != list(DEAD_LETTER_COLUMNS):
+        raise RuntimeError(f"dead_letter_parameters changed its columns: {list(dead_row)}")
+    return TypeTemplates(
+        job_type=job_type,
+        queue=queue,
+        jobs_line=_template_line(jobs_row),
+        dead_letter_line=_template_line(dead_row),
+        jobs_columns=list(jobs_row),
+    )
+
+
+def error_templates(now: int) -> dict[tuple[str, bool], Template]:
+    """One error record per (error type, retryable), made by lifecycle.error_record."""
+    templates: dict[tuple[str, bool], Template] = {}
+    for error_type, (_, message) in ERRORS.items():
+        for retryable in (True, False):
+            failure = Failure(
+                code="handler_error", message=message, type=error_type, retryable=retryable
+            )
+            record = error_record(failure, 1, now)
+            record.update(attempt="@@ATTEMPT@@", occurred_at="@@AT@@", timestamp="@@AT@@")
+            templates[(error_type, retryable)] = Template(dump(record) or "")
+    return templates
+
+
+@dataclass
+class SeedPlan:
+    rows: int
+    seed: int = 20_240_601
+    now: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+
+    @property
+    def oldest(self) -> int:
+        return self.now - SPAN_DAYS * DAY_MS
+
+    @property
+    def newest(self) -> int:
+        return self.now - NEWEST_AGE_MS
+
+    @property
+    def retry_rows(self) -> int:
+        """How many rows the retry queue holds: every tenth."""
+        return len(range(0, self.rows, 10))
+
+
+@dataclass
+class SeedResult:
+    rows: int
+    seconds: dict[str, float]
+    by_queue: dict[str, int]
+    oldest_at: int
+    newest_at: int
+    table_bytes: dict[str, int]
+
+
+class Generator:
+    """Renders row i of both tables; rows come in discard order, as they would in service."""
+
+    def __init__(self, plan: SeedPlan) -> None:
+        self.plan = plan
+        self.rng = random.Random(plan.seed)
+        self.types = {
+            job_type: type_templates(job_type, queue, plan.now)
+            for queue, job_types in CATALOGUE.items()
+            for job_type in job_types
+        }
+        self.errors = error_templates(plan.now)
+        # every queue but the retry queue shares 90% of rows, Zipf-like
+        self.other_queues = [queue for queue in CATALOGUE if queue != RETRY_QUEUE]
+        self.queue_weights = list(
+            accumulate(1 / (rank + 1) ** 0.8 for rank in range(len(self.other_queues)))
+        )
+        self.error_names = list(ERRORS)
+        self.error_weights = list(accumulate(weight for weight, _ in ERRORS.values()))
+        self.history_sizes = list(HISTORY_WEIGHTS)
+        self.history_weights = list(accumulate(HISTORY_WEIGHTS.values()))
+        self.step = (plan.newest - plan.oldest) / max(plan.rows, 1)
+        columns = next(iter(self.types.values())).jobs_columns
+        self.jobs_copy = f"COPY jobs ({', '.join(columns)}) FROM STDIN"
+        self.dead_letters_copy = f"COPY dead_letters ({', '.join(DEAD_LETTER_COLUMNS)}) FROM STDIN"
+
+    def row(self, index: int) -> tuple[str, str, str]:
+        """(queue, jobs line, dead_letters line)."""
+        rng = self.rng
+        if index % 10 == 0:
+            queue = RETRY_QUEUE
+        else:
+            queue = rng.choices(self.other_queues, cum_weights=self.queue_weights)[0]
+        templates = self.types[rng.choice(CATALOGUE[queue])]
+        error_type = rng.choices(self.error_names, cum_weights=self.error_weights)[0]
+        size = rng.choices(self.history_sizes, cum_weights=self.history_weights)[0]
+        discarded_at = int(self.plan.oldest + index * self.step + rng.random() * self.step)
+        created_at = discarded_at - (size - 1) * 60_000 - rng.randint(50, 5_000)
+        history = []
+        for attempt in range(1, size + 1):
+            retryable = attempt == MAX_ATTEMPTS or attempt < size
+            moment = format_timestamp(discarded_at - (size - attempt) * 60_000)
+            record = self.errors[(error_type, retryable)]
+            history.append(record.render({"ATTEMPT": str(attempt), "AT": moment}))
+        values = {
+            "JOB_ID": uuid7(created_at, rng.getrandbits(74)),
+            "EPISODE_ID": uuid7(discarded_at, rng.getrandbits(74)),
+            "SEQUENCE": str(index + 1),
+            "ARGS": (
+                f'[{{"customer_id":"cust_{rng.randrange(CUSTOMERS)}",'
+                f'"amount":{rng.randint(1, 100_000)}}}]'
+            ),
+            "TRACE": f"{rng.getrandbits(64):016x}",
+            "ATTEMPT": str(size),
+            "CREATED_AT": str(created_at),
+            "ENQUEUED_AT": str(discarded_at - rng.randint(20, 2_000)),
+            "STARTED_AT": str(discarded_at - rng.randint(5, 15)),
+            "DISCARDED_AT": str(discarded_at),
+            "WORKER": rng.choice(WORKERS),
+            "ERROR": history[-1],
+            "ERRORS": "[" + ",".join(history) + "]",
+            "ERROR_TYPE": error_type,
+            "REASON": "max_attempts_exceeded" if size == MAX_ATTEMPTS else "non_retryable_error",
+        }
+        return (
+            queue,
+            templates.jobs_line.render(values),
+            templates.dead_letter_line.render(values),
+        )
+
+
+SECONDARY_INDEXES = """
+SELECT indexname, indexdef FROM pg_indexes
+WHERE schemaname = 'public' AND tablename IN ('jobs', 'dead_letters')
+  AND indexname NOT IN ('jobs_pkey', 'dead_letters_pkey')
+"""
+
+
+async def seed(url: str, plan: SeedPlan, chunk: int = 5_000) -> SeedResult:
+    """COPY `plan.rows` dead letters and their discarded jobs into a migrated database, then
+    rebuild the indexes, fill the tallies and VACUUM ANALYZE."""
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    generator = Generator(plan)
+    by_queue: dict[str, int] = dict.fromkeys(CATALOGUE, 0)
+    async with (
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as jobs_connection,
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as dead_connection,
+    ):
+        cursor = await dead_connection.execute(SECONDARY_INDEXES)
+        indexes = list(await cursor.fetchall())
+        for name, _ in indexes:
+            await dead_connection.execute(f'DROP INDEX "{name}"')
+        phase = time.perf_counter()
+        async with (
+            jobs_connection.cursor().copy(generator.jobs_copy) as jobs_copy,
+            dead_connection.cursor().copy(generator.dead_letters_copy) as dead_copy,
+        ):
+            for start in range(0, plan.rows, chunk):
+                jobs_lines, dead_lines = [], []
+                for index in range(start, min(start + chunk, plan.rows)):
+                    queue, jobs_line, dead_line = generator.row(index)
+                    by_queue[queue] += 1
+                    jobs_lines.append(jobs_line)
+                    dead_lines.append(dead_line)
+                await jobs_copy.write("\n".join(jobs_lines) + "\n")
+                await dead_copy.write("\n".join(dead_lines) + "\n")
+        seconds["copy"] = time.perf_counter() - phase
+
+        phase = time.perf_counter()
+        await dead_connection.execute("SET maintenance_work_mem = '512MB'")
+        for _, definition in indexes:
+            await dead_connection.execute(definition)
+        seconds["indexes"] = time.perf_counter() - phase
+
+        phase = time.perf_counter()
+        await dead_connection.execute(
+            "INSERT INTO dead_letter_tallies (tenant_id, queue, type, error_type, count) "
+            "SELECT tenant_id, queue, type, COALESCE(error_type, ''), COUNT(*) FROM dead_letters "
+            "WHERE status = 'dead' GROUP BY tenant_id, queue, type, COALESCE(error_type, '')"
+        )
+        seconds["tallies"] = time.perf_counter() - phase
+
+        phase = time.perf_counter()
+        await dead_connection.execute("VACUUM (ANALYZE) jobs, dead_letters, dead_letter_tallies")
+        seconds["vacuum_analyze"] = time.perf_counter() - phase
+
+        cursor = await dead_connection.execute(
+            "SELECT relname, pg_total_relation_size(oid) FROM pg_class "
+            "WHERE relname IN ('jobs', 'dead_letters') AND relkind = 'r'"
+        )
+        table_bytes = {str(name): int(size) for name, size in await cursor.fetchall()}
+    seconds["total"] = time.perf_counter() - started
+    return SeedResult(
+        rows=plan.rows,
+        seconds=seconds,
+        by_queue=by_queue,
+        oldest_at=plan.oldest,
+        newest_at=plan.newest,
+        table_bytes=table_bytes,
+    )
