@@ -43,7 +43,6 @@ def _queue_item(queue: dict[str, Any]) -> dict[str, Any]:
         "state": status_word(queue),
         "paused": queue["paused"],
         "counts": queue["counts"],
-        "throughput": {"processed_per_minute": 0, "failed_per_minute": 0},
     }
 
 

@@ -102,10 +102,11 @@ async def metrics(request: Request) -> Response:
 @router.get("/ojs/v1/events", summary="Lifecycle events, oldest first")
 async def events(request: Request) -> Response:
     query = request.query_params
+    limit = integer(request, "limit", 100, 1, 1000)
     found = await service_of(request).events.list(
         tenant_of(request), query.get("types"), query.get("queues"), query.get("job_types"),
-        query.get("after"), integer(request, "limit", 100, 1, 1000),
+        query.get("after"), limit,
     )  # fmt: skip
     cursor = found[-1].id if found else query.get("after")
     return ojs({"events": [event_document(event) for event in found], "cursor": cursor,
-                "has_more": len(found) == integer(request, "limit", 100, 1, 1000)})  # fmt: skip
+                "has_more": len(found) == limit})  # fmt: skip

@@ -113,12 +113,7 @@ class DeadLetterService:
                 dead, episodes.DELETED, now, moved_by
             ):
                 raise NotFound("dead letter", job_id)
-            current = await transaction.get_job(job_id, tenant, lock=True)
-            if current is not None and current.dead_lettered:
-                await transaction.delete_job(job_id)
-            event = job_event("dead_letter.deleted", dead.job, deleted_by=moved_by)
-            await self.runtime.emit(transaction, [event], now)
-        self.runtime.metrics.dead_letter_deleted[dead.job.queue] += 1
+            await self._forget(transaction, [dead], moved_by, now)
 
     async def _preview(self, filters: DeadLetterFilter, result: BulkResult) -> BulkResult:
         async with self.runtime.store.transaction() as transaction:

@@ -101,9 +101,6 @@ class SqlTransaction:
         rows = await self._rows(name, id=job_id, tenant_id=tenant_id)
         return job_from_row(rows[0]) if rows else None
 
-    async def delete_job(self, job_id: str) -> None:
-        await self._run("delete_job", id=job_id)
-
     async def list_jobs(
         self, filters: dict[str, Any], limit: int, offset: int
     ) -> tuple[list[Job], int]:

@@ -63,9 +63,6 @@ SELECT * FROM jobs WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenan
 SELECT * FROM jobs WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 FOR UPDATE;
 
--- name: delete_job
-DELETE FROM jobs WHERE id = :id;
-
 -- name: select_jobs
 SELECT * FROM jobs
 WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)

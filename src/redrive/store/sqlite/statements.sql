@@ -62,9 +62,6 @@ SELECT * FROM jobs WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant
 -- name: select_job_for_update
 SELECT * FROM jobs WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
--- name: delete_job
-DELETE FROM jobs WHERE id = :id;
-
 -- name: select_jobs
 SELECT * FROM jobs
 WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
