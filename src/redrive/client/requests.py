@@ -1,0 +1,164 @@
+"""Building request bodies for the client: job envelopes, timestamps, delays and DLQ filters."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from redrive.client.errors import InvalidRequestError
+from redrive.client.models import RetryPolicy
+
+Moment = datetime | str
+Delay = timedelta | float | int | str
+
+
+def invalid(field_name: str, message: str) -> InvalidRequestError:
+    return InvalidRequestError("invalid_request", message, details={"field": field_name})
+
+
+def timestamp(value: Moment, field_name: str) -> str:
+    """RFC 3339 text; a datetime must carry a timezone (a naive one is ambiguous)."""
+    if isinstance(value, str):
+        return value
+    if value.tzinfo is None:
+        raise invalid(field_name, f"{field_name} must be timezone-aware (e.g. datetime.now(UTC))")
+    text = value.astimezone(UTC).isoformat(timespec="milliseconds")
+    return text.replace("+00:00", "Z")
+
+
+def relative(delay: Delay, field_name: str = "delay") -> str:
+    """A relative OJS moment, `+PT…S`, from seconds, a timedelta or an ISO 8601 duration."""
+    if isinstance(delay, str):
+        text = delay.removeprefix("+")
+        if not text.startswith("P"):
+            raise invalid(field_name, f"{field_name} must be an ISO 8601 duration such as PT5M")
+        return "+" + text
+    seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+    if not seconds >= 0:
+        raise invalid(field_name, f"{field_name} must not be negative")
+    milliseconds = round(seconds * 1000)
+    whole, fraction = divmod(milliseconds, 1000)
+    return f"+PT{whole}.{fraction:03d}S" if fraction else f"+PT{whole}S"
+
+
+def retry_document(retry: RetryPolicy | Mapping[str, Any]) -> dict[str, Any]:
+    return retry.to_document() if isinstance(retry, RetryPolicy) else dict(retry)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job for `enqueue_many` (the same options as `enqueue`)."""
+
+    type: str
+    args: list[Any] | None = None
+    queue: str | None = None
+    priority: int | None = None
+    meta: dict[str, Any] | None = None
+    scheduled_at: Moment | None = None
+    delay: Delay | None = None
+    expires_at: Moment | None = None
+    retry: RetryPolicy | Mapping[str, Any] | None = None
+    timeout_ms: int | None = None
+    visibility_timeout_ms: int | None = None
+    unique: Mapping[str, Any] | None = None
+    tags: list[str] | None = None
+    pending: bool = False
+    metadata: Mapping[str, Any] | None = None
+    schema: str | None = None
+    id: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_envelope(self) -> dict[str, Any]:
+        """The OJS enqueue body; unset options are left out so the server's defaults apply."""
+        if self.scheduled_at is not None and self.delay is not None:
+            raise invalid("delay", "give scheduled_at or delay, not both")
+        options: dict[str, Any] = {
+            "queue": self.queue,
+            "priority": self.priority,
+            "timeout_ms": self.timeout_ms,
+            "visibility_timeout_ms": self.visibility_timeout_ms,
+            "expires_at": None
+            if self.expires_at is None
+            else timestamp(self.expires_at, "expires_at"),
+            "retry": None if self.retry is None else retry_document(self.retry),
+            "unique": None if self.unique is None else dict(self.unique),
+            "tags": self.tags,
+            "pending": True if self.pending else None,
+            "metadata": None if self.metadata is None else dict(self.metadata),
+        }
+        if self.scheduled_at is not None:
+            options["scheduled_at"] = timestamp(self.scheduled_at, "scheduled_at")
+        if self.delay is not None:
+            options["scheduled_at"] = relative(self.delay)
+        body: dict[str, Any] = {**self.extra, "type": self.type, "args": list(self.args or [])}
+        optional = {"id": self.id, "meta": self.meta, "schema": self.schema}
+        body.update({key: value for key, value in optional.items() if value is not None})
+        kept = {key: value for key, value in options.items() if value is not None}
+        if kept:
+            body["options"] = kept
+        return body
+
+
+@dataclass(frozen=True)
+class DeadLetterFilter:
+    """Which dead letters a list or bulk operation means; an empty filter means all of them.
+    `type` may end in `*` (a prefix); `since`/`until` take RFC 3339 or `-PT1H`-style moments."""
+
+    queue: str | None = None
+    type: str | None = None
+    error_type: str | None = None
+    since: Moment | None = None
+    until: Moment | None = None
+    args_contains: str | None = None
+    args_match: str | None = None
+    status: str | None = None
+
+    def to_params(self) -> dict[str, str]:
+        values: dict[str, str | None] = {
+            "queue": self.queue,
+            "type": self.type,
+            "error_type": self.error_type,
+            "since": None if self.since is None else timestamp(self.since, "since"),
+            "until": None if self.until is None else timestamp(self.until, "until"),
+            "args_contains": self.args_contains,
+            "args_match": self.args_match,
+            "status": self.status,
+        }
+        return {key: value for key, value in values.items() if value is not None}
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.to_params()
+
+
+def filter_params(filters: DeadLetterFilter | Mapping[str, Any] | None) -> dict[str, str]:
+    if filters is None:
+        return {}
+    if isinstance(filters, DeadLetterFilter):
+        return filters.to_params()
+    return {str(key): str(value) for key, value in filters.items() if value is not None}
+
+
+def override_document(
+    queue: str | None,
+    priority: int | None,
+    meta: Mapping[str, Any] | None,
+    args: list[Any] | None,
+    retry: RetryPolicy | Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The changes a dead-letter retry applies: queue, priority and args replace; meta and
+    retry merge over what the job had."""
+    body: dict[str, Any] = {}
+    if queue is not None:
+        body["queue"] = queue
+    if priority is not None:
+        body["priority"] = priority
+    if meta is not None:
+        body["meta"] = dict(meta)
+    if args is not None:
+        body["args"] = list(args)
+    if retry is not None:
+        body["retry"] = retry_document(retry)
+    return body
