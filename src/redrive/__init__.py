@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from redrive.client import Client
+    from redrive.client import Client, SyncClient
 
-__all__ = ["Client", "__version__"]
+__all__ = ["Client", "SyncClient", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -29,6 +29,7 @@ from redrive.client.models import (
     RetryPolicy,
 )
 from redrive.client.requests import DeadLetterFilter, JobSpec
+from redrive.client.sync import SyncClient
 
 __all__ = [
     "DEFAULT_URL",
@@ -57,5 +58,6 @@ __all__ = [
     "RetentionPolicy",
     "RetryPolicy",
     "ServerError",
+    "SyncClient",
     "UnreachableError",
 ]
