@@ -64,11 +64,15 @@ def service_options(settings: Settings) -> ServiceOptions:
     )
 
 
-def build_app(store: Store, settings: Settings) -> FastAPI:
+def build_service(store: Store, settings: Settings) -> Service:
     runtime = Runtime(
         store, options=service_options(settings), archive=FileArchive(settings.archive_dir)
     )
-    service = Service(runtime)
+    return Service(runtime)
+
+
+def build_app(store: Store, settings: Settings) -> FastAPI:
+    service = build_service(store, settings)
     loop = SweepLoop(service.sweeper, settings.sweep_interval_ms / 1000)
 
     async def shutdown() -> None:

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from redrive import __version__
 from redrive.cli.dead_letters import dlq
+from redrive.cli.worker import worker
 from redrive.composition import ConfigurationError, build_app, open_store
 from redrive.logs import configure_logging
 from redrive.settings import Settings
@@ -108,6 +109,7 @@ def migrate(
 
 
 app.add_typer(dlq, name="dlq")
+app.command(epilog=_settings_help())(worker)
 
 
 @app.command()

@@ -1,0 +1,160 @@
+"""`redrive worker MODULE:ATTRIBUTE`: run a Worker against a server (HTTP) or the database."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from redrive.composition import ConfigurationError, build_service, open_store
+from redrive.logs import configure_logging
+from redrive.maintenance.loop import SweepLoop
+from redrive.settings import Settings
+from redrive.worker.embedded_source import EmbeddedJobSource
+from redrive.worker.http_source import HttpJobSource
+from redrive.worker.runtime import Worker
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+EXIT_USAGE = 2
+console = Console(stderr=True)
+log = logging.getLogger("redrive.worker")
+
+
+def _usage(message: str) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(EXIT_USAGE)
+
+
+def load_worker(target: str) -> Worker:
+    """Import `module:attribute` (the current directory is importable) and check it is a Worker."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise _usage(f"expected MODULE:ATTRIBUTE (for example tasks:worker), got {target!r}")
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise _usage(f"cannot import module {module_name!r}: {error}") from error
+    found: object = module
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise _usage(f"module {module_name!r} has no attribute {attribute!r}")
+        found = getattr(found, part)
+    if not isinstance(found, Worker):
+        raise _usage(f"{target} is a {type(found).__name__}, not a redrive Worker")
+    return found
+
+
+def _configure(
+    worker: Worker,
+    queues: str | None,
+    concurrency: int | None,
+    prefetch: int | None,
+    shutdown_timeout: float | None,
+    worker_id: str | None,
+) -> None:
+    if queues is not None:
+        names = [name.strip() for name in queues.split(",") if name.strip()]
+        if not names:
+            raise _usage("--queues needs at least one queue name")
+        worker.queues = names
+    if concurrency is not None:
+        if concurrency < 1:
+            raise _usage("--concurrency must be at least 1")
+        worker.concurrency = concurrency
+    if prefetch is not None:
+        if prefetch < 0:
+            raise _usage("--prefetch must not be negative")
+        worker.prefetch = prefetch
+    if shutdown_timeout is not None:
+        if shutdown_timeout < 0:
+            raise _usage("--shutdown-timeout must not be negative")
+        worker.shutdown_timeout = shutdown_timeout
+    if worker_id:
+        worker.worker_id = worker_id
+
+
+async def run_over_http(worker: Worker, url: str) -> None:
+    worker.install_signal_handlers()
+    await worker.run(HttpJobSource.connect(url))
+
+
+async def run_embedded(worker: Worker, settings: Settings) -> None:
+    """Straight to the database: the service in this process, with its own maintenance sweep
+    (so retries come due and expired leases are reaped without a server)."""
+    store = await open_store(settings)
+    try:
+        await store.migrate()
+        service = build_service(store, settings)
+        sweep = SweepLoop(service.sweeper, settings.sweep_interval_ms / 1000)
+        await sweep.start()
+        try:
+            worker.install_signal_handlers()
+            await worker.run(EmbeddedJobSource(service))
+        finally:
+            await sweep.stop()
+    finally:
+        await store.close()
+
+
+def _exit_past_stuck_threads() -> None:
+    """Sync handlers still running after the shutdown deadline were handed back already; do not
+    let their threads hold the process open."""
+    stuck = [
+        t for t in threading.enumerate() if t.name.startswith("redrive-worker") and t.is_alive()
+    ]
+    if stuck:
+        log.warning("%d handler threads still running after shutdown; exiting anyway", len(stuck))
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def worker(
+    target: str = typer.Argument(..., metavar="MODULE:ATTRIBUTE", help="e.g. tasks:worker"),
+    url: str | None = typer.Option(
+        None, envvar="REDRIVE_URL", help=f"OJS server to work for [default {DEFAULT_URL}]"
+    ),
+    embedded: bool = typer.Option(
+        False, "--embedded", help="no server: fetch straight from the database in this process"
+    ),
+    database_url: str | None = typer.Option(
+        None, help="database for --embedded [REDRIVE_DATABASE_URL]"
+    ),
+    queues: str | None = typer.Option(None, help="comma-separated queues, in priority order"),
+    concurrency: int | None = typer.Option(None, help="jobs run at once (default 10)"),
+    prefetch: int | None = typer.Option(None, help="jobs claimed ahead of a free slot"),
+    shutdown_timeout: float | None = typer.Option(
+        None, help="seconds to let running jobs finish on SIGTERM (default 30)"
+    ),
+    worker_id: str | None = typer.Option(None, help="name shown in the admin worker list"),
+) -> None:
+    """Run the handlers of a Worker (MODULE:ATTRIBUTE) until SIGTERM or SIGINT."""
+    try:
+        settings = Settings(database_url=database_url) if database_url else Settings()
+    except ValueError as error:
+        raise _usage(f"invalid settings: {error}") from error
+    configure_logging(settings.log_level, settings.log_format)
+    if database_url and not embedded:
+        raise _usage("--database-url only applies with --embedded")
+    found = load_worker(target)
+    _configure(found, queues, concurrency, prefetch, shutdown_timeout, worker_id)
+    try:
+        if embedded:
+            asyncio.run(run_embedded(found, settings))
+        else:
+            asyncio.run(run_over_http(found, url or DEFAULT_URL))
+    except ConfigurationError as error:
+        raise _usage(str(error)) from error
+    except ValueError as error:
+        raise _usage(str(error)) from error
+    _exit_past_stuck_threads()

@@ -1,0 +1,85 @@
+"""What a handler can raise, and how an exception becomes the `error` object of an OJS nack."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+MAX_BACKTRACE_LINES = 50
+MAX_MESSAGE_CHARACTERS = 4000
+DEAD_LETTER_CODE = "DEAD_LETTER"
+HANDLER_ERROR_CODE = "handler_error"
+HANDLER_NOT_FOUND = "HandlerNotFound"
+WORKER_SHUTDOWN = "WorkerShutdown"
+
+
+class DeadLetter(Exception):
+    """Raise from a handler to send the job straight to the dead-letter queue."""
+
+    def __init__(self, reason: str = "handler requested the dead-letter queue") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class NonRetryable(Exception):
+    """Raise from a handler to skip the remaining retries (the job's on_exhaustion applies)."""
+
+
+def qualified_name(error: BaseException) -> str:
+    """The class name qualified by its module, unless it is a builtin or one of ours."""
+    cls = type(error)
+    module = cls.__module__
+    if module in ("builtins", "__main__", __name__):
+        return cls.__qualname__
+    return f"{module}.{cls.__qualname__}"
+
+
+def backtrace_lines(error: BaseException) -> list[str]:
+    """The traceback of `error`, one entry per line, keeping the innermost frames."""
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-MAX_BACKTRACE_LINES:]
+
+
+def _message(error: BaseException) -> str:
+    text = str(error)
+    return text[:MAX_MESSAGE_CHARACTERS]
+
+
+def error_document(error: BaseException) -> dict[str, Any]:
+    """The nack `error` for an exception a handler raised.
+
+    `type` is the exception's class name (`details.error_class` the module-qualified one, so
+    `non_retryable_errors` may list either); `details.backtrace` the traceback as lines.
+    DeadLetter uses the DEAD_LETTER directive code, which the server honours whatever the job's
+    on_exhaustion says; NonRetryable sets `retryable: false`.
+    """
+    code = DEAD_LETTER_CODE if isinstance(error, DeadLetter) else HANDLER_ERROR_CODE
+    return {
+        "code": code,
+        "type": type(error).__qualname__,
+        "message": _message(error),
+        "retryable": not isinstance(error, NonRetryable | DeadLetter),
+        "details": {"error_class": qualified_name(error), "backtrace": backtrace_lines(error)},
+    }
+
+
+def handler_not_found(job_type: str) -> dict[str, Any]:
+    return {
+        "code": HANDLER_ERROR_CODE,
+        "type": HANDLER_NOT_FOUND,
+        "message": f"no handler is registered for job type {job_type!r} on this worker",
+        "retryable": False,
+        "details": {"error_class": HANDLER_NOT_FOUND},
+    }
+
+
+def shutdown_error(reason: str) -> dict[str, Any]:
+    """The error recorded when a worker hands a job back on shutdown (nack with requeue)."""
+    return {
+        "code": "worker_shutdown",
+        "type": WORKER_SHUTDOWN,
+        "message": reason,
+        "retryable": True,
+        "details": {"error_class": WORKER_SHUTDOWN},
+    }

@@ -1,0 +1,72 @@
+"""The JobSource port: how the worker runtime reaches jobs (HTTP or in-process), in batches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+DIRECTIVE_QUIET = "quiet"
+DIRECTIVE_TERMINATE = "terminate"
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A job its handler finished: ack it with `result` under the lease it was fetched with."""
+
+    job_id: str
+    lease_token: str | None
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A job to nack: a failed attempt (`error`), or handed back untouched (`requeue`)."""
+
+    job_id: str
+    lease_token: str | None
+    error: dict[str, Any]
+    requeue: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the server made of one ack or nack: the job's new state, or why it refused."""
+
+    job_id: str
+    state: str | None = None
+    problem: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.problem is None
+
+
+class HeartbeatReply(NamedTuple):
+    directive: str
+    extended: list[str]
+    lost: list[str]
+
+
+class JobSource(Protocol):
+    """One port, two adapters: `HttpJobSource` (any OJS server) and `EmbeddedJobSource`."""
+
+    async def fetch(
+        self, queues: list[str], count: int, wait_ms: int, worker_id: str
+    ) -> list[dict[str, Any]]:
+        """Claim up to `count` jobs (OJS job documents carrying `lease_token`); with `wait_ms`,
+        an empty claim waits for work that long before returning an empty list."""
+        ...
+
+    def interrupt(self) -> None:
+        """Make a fetch that is waiting for work return soon (the worker is shutting down)."""
+        ...
+
+    async def ack(self, completions: list[Completion], worker_id: str) -> list[Outcome]: ...
+
+    async def nack(self, failures: list[Failure], worker_id: str) -> list[Outcome]: ...
+
+    async def heartbeat(self, job_ids: list[str], worker_id: str) -> HeartbeatReply:
+        """Extend the leases of `job_ids`; the directive is "", "quiet" or "terminate"."""
+        ...
+
+    async def close(self) -> None: ...
