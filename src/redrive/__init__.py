@@ -8,8 +8,12 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from redrive.client import Client, SyncClient
+    from redrive.worker import DeadLetter, JobContext, NonRetryable, Worker
 
-__all__ = ["Client", "SyncClient", "__version__"]
+__all__ = [
+    "Client", "DeadLetter", "JobContext", "NonRetryable", "SyncClient", "Worker", "__version__",
+]  # fmt: skip
+WORKER_NAMES = ("DeadLetter", "JobContext", "NonRetryable", "Worker")
 
 
 def __getattr__(name: str) -> Any:
@@ -19,4 +23,8 @@ def __getattr__(name: str) -> Any:
         from redrive import client
 
         return getattr(client, name)
+    if name in WORKER_NAMES:
+        from redrive import worker
+
+        return getattr(worker, name)
     raise AttributeError(f"module 'redrive' has no attribute {name!r}")
