@@ -57,7 +57,7 @@ def error_document(error: BaseException) -> dict[str, Any]:
     code = DEAD_LETTER_CODE if isinstance(error, DeadLetter) else HANDLER_ERROR_CODE
     return {
         "code": code,
-        "type": type(error).__qualname__,
+        "type": type(error).__name__,
         "message": _message(error),
         "retryable": not isinstance(error, NonRetryable | DeadLetter),
         "details": {"error_class": qualified_name(error), "backtrace": backtrace_lines(error)},
