@@ -12,6 +12,8 @@ from rich.console import Console
 
 from redrive import __version__
 from redrive.cli.dead_letters import dlq
+from redrive.cli.jobs import enqueue, jobs
+from redrive.cli.remote import EXIT_CODES_HELP
 from redrive.cli.worker import worker
 from redrive.composition import ConfigurationError, build_app, open_store
 from redrive.logs import configure_logging
@@ -32,6 +34,7 @@ app = typer.Typer(
     help="redrive: an Open Job Spec job server built around the dead-letter queue.",
     no_args_is_help=True,
     add_completion=False,
+    epilog=EXIT_CODES_HELP,
 )
 
 
@@ -109,6 +112,8 @@ def migrate(
 
 
 app.add_typer(dlq, name="dlq")
+app.add_typer(jobs, name="jobs")
+app.command("enqueue", epilog=EXIT_CODES_HELP)(enqueue)
 app.command(epilog=_settings_help())(worker)
 
 

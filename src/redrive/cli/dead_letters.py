@@ -1,4 +1,5 @@
-"""`redrive dlq ...`: retention policies, pruning and archives of the dead-letter queue."""
+"""`redrive dlq ...`: list, inspect, retry, delete, purge and count dead letters; the retention
+and replay-rule groups are attached from their own modules."""
 
 from __future__ import annotations
 
@@ -6,130 +7,280 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from redrive.cli.remote import DEFAULT_URL, print_json, request
+from redrive.cli import retention, rules
+from redrive.cli.output import (
+    counts_table,
+    dead_letter_table,
+    out,
+    parse_json,
+    parse_pairs,
+    print_json,
+    show_dead_letter,
+)
+from redrive.cli.remote import DATABASE, EXIT_USAGE, JSON, TENANT, URL, Target, confirm, fail, run
+from redrive.client import BulkResult, Client, DeadLetter, DeadLetterFilter, Job, Page
 
 dlq = typer.Typer(help="Inspect and manage the dead-letter queue.", no_args_is_help=True)
-policy = typer.Typer(
-    help="Retention policies: the global one and per-queue overrides.", no_args_is_help=True
-)
-archive = typer.Typer(
-    help="Archives written when pruning with pruning_policy=archive.", no_args_is_help=True
-)
-dlq.add_typer(policy, name="policy")
-dlq.add_typer(archive, name="archive")
-out = Console()
+dlq.add_typer(retention.policy, name="policy")
+dlq.add_typer(retention.archive, name="archive")
+dlq.add_typer(rules.rules, name="rules")
+dlq.command("prune")(retention.prune)
+err = Console(stderr=True)
 
-URL = typer.Option(DEFAULT_URL, "--url", envvar="REDRIVE_URL", help="server URL")
-JSON = typer.Option(False, "--json", help="print JSON for scripts")
-BASE = "/ojs/v1/dead-letter"
-
-
-def _policy_table(rows: list[dict[str, Any]], next_prune_at: str | None) -> Table:
-    table = Table(title=f"Dead-letter retention (next prune {next_prune_at or 'unknown'})")
-    for column in ("scope", "queue", "max_age", "max_count", "pruning_policy"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(row["scope"], row["queue"] or "(all others)", row["max_age"],
-                      str(row["max_count"]), row["pruning_policy"])  # fmt: skip
-    return table
+QUEUE = typer.Option(None, "--queue", help="only this queue")
+TYPE = typer.Option(None, "--type", help="only this job type (ending in * for a prefix)")
+ERROR_TYPE = typer.Option(None, "--error-type", help="only this error type")
+SINCE = typer.Option(None, "--since", help="died at or after (RFC 3339, or -PT1H for an hour ago)")
+UNTIL = typer.Option(None, "--until", help="died before (RFC 3339, or -P1D)")
+ARGS_CONTAINS = typer.Option(None, "--args-contains", help="args contain this text")
+ARGS_MATCH = typer.Option(None, "--args-match", help="e.g. '$.customer_id == \"c_1\"'")
+YES = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")
+DRY_RUN = typer.Option(False, "--dry-run", help="only count and show a sample; change nothing")
+META = typer.Option(None, "--meta", help="with ID: KEY=VALUE merged in, repeatable")
+SAMPLE_SHOWN = 10
 
 
-@policy.command("show")
-def policy_show(
-    queue: str | None = typer.Option(None, "--queue", help="the policy that applies to this queue"),
-    url: str = URL,
-    as_json: bool = JSON,
-) -> None:
-    """Show the retention policies (or the one that applies to --queue)."""
-    if queue is not None:
-        found = request(url, "GET", f"{BASE}/retention/{queue}")
-        rows, next_prune = [found["policy"]], None
-        payload: Any = found
-    else:
-        payload = request(url, "GET", f"{BASE}/retention")
-        rows, next_prune = [payload["global"], *payload["queues"]], payload["next_prune_at"]
-    if as_json:
-        print_json(payload)
-    else:
-        out.print(_policy_table(rows, next_prune))
+def _filter(
+    queue: str | None, job_type: str | None, error_type: str | None, since: str | None,
+    until: str | None, args_contains: str | None, args_match: str | None,
+    status: str | None = None,
+) -> DeadLetterFilter:  # fmt: skip
+    return DeadLetterFilter(
+        queue=queue, type=job_type, error_type=error_type, since=since, until=until,
+        args_contains=args_contains, args_match=args_match, status=status,
+    )  # fmt: skip
 
 
-@policy.command("set")
-def policy_set(
-    queue: str | None = typer.Option(
-        None, "--queue", help="override for one queue (default: global)"
+def _describe(filters: DeadLetterFilter) -> str:
+    params = filters.to_params()
+    return " ".join(f"{k}={v}" for k, v in params.items()) if params else "(no filter: all)"
+
+
+async def _every_page(client: Client, filters: DeadLetterFilter, limit: int) -> list[DeadLetter]:
+    first = await client.dead_letters(filters, limit=limit)
+    found = list(first.items)
+    columns = (TextColumn("fetching dead letters"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        task = progress.add_task("pages", total=first.total, completed=len(found))
+        cursor = first.next_cursor if first.has_more else None
+        while cursor:
+            page = await client.dead_letters(filters, limit=limit, cursor=cursor)
+            found.extend(page.items)
+            progress.update(task, completed=len(found))
+            cursor = page.next_cursor if page.has_more else None
+    return found
+
+
+@dlq.command("ls")
+def list_dead_letters(
+    queue: str | None = QUEUE,
+    job_type: str | None = TYPE,
+    error_type: str | None = ERROR_TYPE,
+    since: str | None = SINCE,
+    until: str | None = UNTIL,
+    args_contains: str | None = ARGS_CONTAINS,
+    args_match: str | None = ARGS_MATCH,
+    status: str | None = typer.Option(
+        None, "--status", help="dead (default), retried, replayed, deleted, pruned, archived"
     ),
-    max_age: str | None = typer.Option(None, "--max-age", help="ISO 8601 duration, e.g. P30D"),
-    max_count: int | None = typer.Option(None, "--max-count", help="most dead letters kept"),
-    pruning_policy: str | None = typer.Option(None, "--pruning-policy", help="delete or archive"),
+    limit: int = typer.Option(50, "--limit", min=1, max=1000, help="page size"),
+    cursor: str | None = typer.Option(None, "--cursor", help="continue from a previous page"),
+    every: bool = typer.Option(False, "--all", help="follow cursors and list every match"),
     url: str = URL,
+    database: str | None = DATABASE,
+    tenant: str | None = TENANT,
     as_json: bool = JSON,
 ) -> None:
-    """Change the global policy or a queue's override; options not given keep their values."""
-    body = {key: value for key, value in
-            {"max_age": max_age, "max_count": max_count, "pruning_policy": pruning_policy}.items()
-            if value is not None}  # fmt: skip
-    if not body:
-        raise typer.BadParameter("give at least one of --max-age, --max-count, --pruning-policy")
-    path = f"{BASE}/retention/{queue}" if queue else f"{BASE}/retention"
-    payload = request(url, "PUT", path, body)
-    if as_json:
-        print_json(payload)
+    """List dead letters, newest first (--json prints a JSON array)."""
+    filters = _filter(queue, job_type, error_type, since, until, args_contains, args_match, status)
+    target = Target(url, database, tenant)
+    if every:
+        items = run(target, lambda client: _every_page(client, filters, limit))
+        page: Page[DeadLetter] | None = None
     else:
-        out.print(_policy_table([payload["policy"]], None))
+        page = run(target, lambda client: client.dead_letters(filters, limit=limit, cursor=cursor))
+        items = page.items
+    if as_json:
+        print_json([item.raw for item in items])
+    else:
+        total = len(items) if page is None else page.total
+        out.print(dead_letter_table(items, f"Dead letters ({len(items)} of {total})"))
+    if page is not None and page.has_more and page.next_cursor:
+        err.print(f"more: add --cursor {page.next_cursor} (or --all)", highlight=False)
 
 
-@policy.command("unset")
-def policy_unset(
-    queue: str = typer.Option(..., "--queue", help="the queue whose override to remove"),
+@dlq.command("show")
+def show(
+    job_id: str = typer.Argument(..., metavar="ID"),
     url: str = URL,
-) -> None:
-    """Remove a queue's override; the global policy applies to it again."""
-    request(url, "DELETE", f"{BASE}/retention/{queue}")
-    out.print(f"removed the override of {queue}; the global policy applies")
-
-
-@dlq.command("prune")
-def prune(
-    yes: bool = typer.Option(False, "--yes", help="do not ask for confirmation"),
-    url: str = URL,
+    database: str | None = DATABASE,
+    tenant: str | None = TENANT,
     as_json: bool = JSON,
 ) -> None:
-    """Prune now by the retention policies (the server also does this on its own schedule)."""
-    if not yes:
-        typer.confirm("Prune dead letters beyond their retention now?", abort=True)
-    payload = request(url, "POST", f"{BASE}/prune", {"confirm": True})
+    """A dead letter: its envelope, every failed attempt with backtraces, and its episodes."""
+    dead = run(Target(url, database, tenant), lambda client: client.get_dead_letter(job_id))
     if as_json:
-        print_json(payload)
+        print_json(dead.raw)
     else:
-        out.print(f"deleted {payload['deleted']}, archived {payload['archived']}")
+        show_dead_letter(dead)
 
 
-@archive.command("ls")
-def archive_ls(url: str = URL, as_json: bool = JSON) -> None:
-    """List archive files."""
-    payload = request(url, "GET", f"{BASE}/archives")
+def _print_bulk(result: BulkResult, verb: str, as_json: bool) -> None:
     if as_json:
-        print_json(payload)
+        print_json(result.raw)
         return
-    table = Table(title="Dead-letter archives")
-    for column in ("name", "entries", "created_at", "restored_at"):
-        table.add_column(column)
-    for item in payload["archives"]:
-        table.add_row(
-            item["name"], str(item["entries"]), item["created_at"], item["restored_at"] or ""
+    if result.dry_run:
+        out.print(f"would {verb} {result.matched} dead letter(s)")
+        for job_id in result.sample[:SAMPLE_SHOWN]:
+            out.print(f"  {job_id}")
+        if result.matched > len(result.sample[:SAMPLE_SHOWN]):
+            out.print(f"  … and {result.matched - len(result.sample[:SAMPLE_SHOWN])} more")
+        return
+    out.print(f"{verb}: {result.succeeded} of {result.matched} ({result.failed} failed)")
+    for problem in result.errors:
+        err.print(f"  {problem}", highlight=False)
+
+
+def bulk(
+    target: Target, filters: DeadLetterFilter, action: str, flags: tuple[bool, bool, bool]
+) -> None:
+    """Count first (dry run), then ask with the exact count unless --yes, then do it."""
+    dry_run, yes, as_json = flags
+    verb = "retry" if action == "retry" else "purge"
+
+    async def preview(client: Client) -> BulkResult:
+        if action == "retry":
+            return await client.retry_dead_letters(filters, dry_run=True)
+        return await client.purge_dead_letters(filters, dry_run=True)
+
+    counted = run(target, preview)
+    if dry_run:
+        _print_bulk(counted, verb, as_json)
+        return
+    if counted.matched == 0:
+        if as_json:
+            print_json({**counted.raw, "dry_run": False})
+        else:
+            out.print(f"no dead letters match {_describe(filters)}; nothing to {verb}")
+        return
+    if not yes:
+        confirm(
+            f"{verb.capitalize()} {counted.matched} dead letter(s) matching {_describe(filters)}?"
         )
-    out.print(table)
+
+    async def execute(client: Client) -> BulkResult:
+        with err.status(f"{verb} {counted.matched} dead letter(s)…"):
+            if action == "retry":
+                return await client.retry_dead_letters(filters)
+            return await client.purge_dead_letters(filters)
+
+    _print_bulk(run(target, execute), "retried" if action == "retry" else "purged", as_json)
 
 
-@archive.command("restore")
-def archive_restore(name: str, url: str = URL, as_json: bool = JSON) -> None:
-    """Put an archive's entries back in the dead-letter queue."""
-    payload = request(url, "POST", f"{BASE}/archives/{name}/restore")
+@dlq.command("retry")
+def retry(
+    job_id: str | None = typer.Argument(None, metavar="[ID]", help="one dead letter; else bulk"),
+    queue: str | None = typer.Option(
+        None, "--queue", help="with ID: move it to this queue; without: filter by queue"
+    ),
+    priority: int | None = typer.Option(None, "--priority", help="with ID: new priority"),
+    meta: list[str] | None = META,
+    args_json: str | None = typer.Option(None, "--args", help="with ID: replacement args (JSON)"),
+    job_type: str | None = TYPE,
+    error_type: str | None = ERROR_TYPE,
+    since: str | None = SINCE,
+    until: str | None = UNTIL,
+    args_contains: str | None = ARGS_CONTAINS,
+    args_match: str | None = ARGS_MATCH,
+    dry_run: bool = DRY_RUN,
+    yes: bool = YES,
+    url: str = URL,
+    database: str | None = DATABASE,
+    tenant: str | None = TENANT,
+    as_json: bool = JSON,
+) -> None:
+    """Retry one dead letter (optionally changed), or every one matching the filter flags."""
+    target = Target(url, database, tenant)
+    filter_flags = (job_type, error_type, since, until, args_contains, args_match)
+    if job_id is None:
+        if priority is not None or meta or args_json is not None:
+            fail("--priority, --meta and --args change one dead letter: give its ID", EXIT_USAGE)
+        filters = _filter(queue, *filter_flags)
+        bulk(target, filters, "retry", (dry_run, yes, as_json))
+        return
+    if any(value is not None for value in filter_flags) or dry_run:
+        fail("filter flags and --dry-run are for bulk retry: leave out the ID", EXIT_USAGE)
+    args = parse_json(args_json, "--args", list)
+    changes = parse_pairs(meta, "--meta")
+
+    async def call(client: Client) -> Job:
+        return await client.retry_dead_letter(
+            job_id, queue=queue, priority=priority, meta=changes, args=args
+        )
+
+    job = run(target, call)
     if as_json:
-        print_json(payload)
+        print_json(job.raw)
     else:
-        out.print(f"restored {payload['restored']} of {payload['entries']} "
-                  f"({payload['skipped']} already dead again)")  # fmt: skip
+        out.print(f"retried {job.id}: {job.state} on queue {job.queue}")
+
+
+@dlq.command("purge")
+def purge(
+    queue: str | None = QUEUE,
+    job_type: str | None = TYPE,
+    error_type: str | None = ERROR_TYPE,
+    since: str | None = SINCE,
+    until: str | None = UNTIL,
+    args_contains: str | None = ARGS_CONTAINS,
+    args_match: str | None = ARGS_MATCH,
+    dry_run: bool = DRY_RUN,
+    yes: bool = YES,
+    url: str = URL,
+    database: str | None = DATABASE,
+    tenant: str | None = TENANT,
+    as_json: bool = JSON,
+) -> None:
+    """Delete every dead letter matching the filter flags (all of them without any)."""
+    filters = _filter(queue, job_type, error_type, since, until, args_contains, args_match)
+    bulk(Target(url, database, tenant), filters, "purge", (dry_run, yes, as_json))
+
+
+@dlq.command("rm")
+def remove(
+    job_id: str = typer.Argument(..., metavar="ID"),
+    url: str = URL,
+    database: str | None = DATABASE,
+    tenant: str | None = TENANT,
+    as_json: bool = JSON,
+) -> None:
+    """Delete one dead letter (its history stays, with status deleted)."""
+    run(Target(url, database, tenant), lambda client: client.delete_dead_letter(job_id))
+    if as_json:
+        print_json({"deleted": True, "job_id": job_id})
+    else:
+        out.print(f"deleted {job_id}")
+
+
+@dlq.command("stats")
+def stats(
+    url: str = URL,
+    database: str | None = DATABASE,
+    tenant: str | None = TENANT,
+    as_json: bool = JSON,
+) -> None:
+    """How many dead letters there are, by queue, type and error type."""
+    found = run(Target(url, database, tenant), lambda client: client.dead_letter_stats())
+    if as_json:
+        print_json(found.raw)
+        return
+    span = f"oldest {found.oldest_at or '-'}, newest {found.newest_at or '-'}"
+    out.print(f"{found.total} dead letter(s); {span}")
+    breakdown: dict[str, Any] = {
+        "by queue": found.by_queue, "by type": found.by_type, "by error type": found.by_error_type,
+    }  # fmt: skip
+    for title, counts in breakdown.items():
+        if counts:
+            out.print(counts_table(title, counts))

@@ -1,60 +1,172 @@
-"""Talking to a running redrive server from the command line: URL, errors, exit codes."""
+"""Where CLI commands send their calls: a server (--url) or a database in-process (--database),
+both through the Python client; client errors become messages and exit codes."""
 
 from __future__ import annotations
 
-import json
-from typing import Any, NoReturn
+import asyncio
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import NoReturn, TypeVar
 
+import click
 import httpx
 import typer
 from rich.console import Console
 
-DEFAULT_URL = "http://127.0.0.1:8080"
-err = Console(stderr=True)
+from redrive.client import (
+    DEFAULT_URL,
+    Client,
+    ConflictError,
+    InvalidRequestError,
+    NotFoundError,
+    RedriveError,
+    UnreachableError,
+)
+from redrive.composition import ConfigurationError, build_app, open_store
+from redrive.ports import Store
+from redrive.settings import Settings
 
-# Exit codes scripts can rely on.
+err = Console(stderr=True)
+Result = TypeVar("Result")
+
+# Exit codes scripts can rely on (also in `redrive --help` and the README).
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_NOT_FOUND = 4
+EXIT_CONFLICT = 5
+EXIT_ABORTED = 130
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok; 1 operation failed or server error; 2 bad usage or invalid input; "
+    "3 server (or database) unreachable; 4 not found; 5 conflict; 130 aborted at a prompt."
+)
+IN_PROCESS_URL = "http://redrive.in-process"
+ACTOR = "cli"
+
+URL = typer.Option(DEFAULT_URL, "--url", envvar="REDRIVE_URL", help="server URL", show_envvar=True)
+DATABASE = typer.Option(
+    None,
+    "--database",
+    help="talk straight to this database (sqlite:///PATH or postgresql://...), no server needed",
+)
+TENANT = typer.Option(None, "--tenant", envvar="REDRIVE_TENANT", help="tenant id (X-OJS-Tenant)")
+JSON = typer.Option(False, "--json", help="print JSON on stdout for scripts")
 
 
-def fail(message: str, code: int) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}")
+@dataclass(frozen=True)
+class Target:
+    """A server URL, or a database URL to serve in-process; and the tenant to act as."""
+
+    url: str = DEFAULT_URL
+    database: str | None = None
+    tenant: str | None = None
+
+
+def fail(message: str, code: int, hint: str | None = None) -> NoReturn:
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    if hint:
+        err.print(f"hint: {hint}", highlight=False)
     raise typer.Exit(code)
 
 
-def request(url: str, method: str, path: str, body: Any = None, params: Any = None) -> Any:
-    """One call to the server; OJS errors become a message and an exit code."""
+def confirm(question: str) -> None:
+    """Ask; anything but yes (including end of input) exits with 130."""
     try:
-        with httpx.Client(base_url=url, timeout=60) as client:
-            response = client.request(method, path, json=body, params=params)
-    except httpx.HTTPError as error:
-        fail(f"cannot reach the server at {url} ({error}); is `redrive serve` running? "
-             "Set --url or REDRIVE_URL.", EXIT_UNREACHABLE)  # fmt: skip
-    if response.status_code == 204:
-        return {}
+        agreed = typer.confirm(question, default=False, err=True)
+    except click.exceptions.Abort:
+        agreed = False
+    if not agreed:
+        err.print("aborted; nothing changed")
+        raise typer.Exit(EXIT_ABORTED)
+
+
+class DatabaseUnavailable(Exception):
+    """--database named a database that could not be opened or migrated."""
+
+
+def masked(url: str) -> str:
+    """The database URL without its password."""
+    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
+
+
+async def _open_database(url: str) -> tuple[Store, Settings]:
     try:
-        payload = response.json()
-    except ValueError:
-        fail(f"{method} {path} answered {response.status_code} without JSON", EXIT_FAILED)
-    if response.status_code >= 400:
-        problem = payload.get("error", {}) if isinstance(payload, dict) else {}
-        hint = problem.get("hint")
-        message = f"{problem.get('message', response.text)} ({problem.get('code', 'error')})"
-        if hint:
-            message += f"\nhint: {hint}"
-        code = (
-            EXIT_NOT_FOUND
-            if response.status_code == 404
-            else EXIT_USAGE
-            if response.status_code < 500
-            else EXIT_FAILED
+        settings = Settings(database_url=url)
+    except ValueError as error:
+        raise ConfigurationError(f"invalid settings: {error}") from error
+    store = await open_store(settings)
+    try:
+        await store.migrate()
+    except Exception:
+        await store.close()
+        raise
+    return store, settings
+
+
+@asynccontextmanager
+async def open_client(target: Target) -> AsyncIterator[Client]:
+    """A client for the server at the URL, or for an app built in-process over the database."""
+    if target.database is None:
+        async with Client(target.url, tenant=target.tenant, actor=ACTOR) as client:
+            yield client
+        return
+    try:
+        store, settings = await _open_database(target.database)
+    except ConfigurationError:
+        raise
+    except Exception as error:
+        raise DatabaseUnavailable(f"{type(error).__name__}: {error}") from error
+    try:
+        transport = httpx.ASGITransport(app=build_app(store, settings))
+        async with Client(
+            IN_PROCESS_URL, tenant=target.tenant, transport=transport, actor=ACTOR
+        ) as client:
+            yield client
+    finally:
+        await store.close()
+
+
+def _exit_code(error: RedriveError) -> int:
+    if isinstance(error, UnreachableError):
+        return EXIT_UNREACHABLE
+    if isinstance(error, NotFoundError):
+        return EXIT_NOT_FOUND
+    if isinstance(error, ConflictError):
+        return EXIT_CONFLICT
+    if isinstance(error, InvalidRequestError):
+        return EXIT_USAGE
+    return EXIT_FAILED
+
+
+def _hint(error: RedriveError, target: Target) -> str | None:
+    if isinstance(error, UnreachableError):
+        return (
+            "is the server running? start it with `redrive serve`, or pass --url "
+            "(REDRIVE_URL), or use --database to work on the database directly"
         )
-        fail(message, code)
-    return payload
+    if isinstance(error, NotFoundError) and target.tenant is None:
+        return error.hint or "check the id (and --tenant, if you use tenants)"
+    return error.hint
 
 
-def print_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
+def run(target: Target, operation: Callable[[Client], Awaitable[Result]]) -> Result:
+    """Run one operation with a client; failures exit with a message and a code scripts trust."""
+
+    async def call() -> Result:
+        async with open_client(target) as client:
+            return await operation(client)
+
+    try:
+        return asyncio.run(call())
+    except RedriveError as error:
+        where = f" ({target.database})" if target.database else ""
+        fail(f"{error.message} ({error.code}){where}", _exit_code(error), _hint(error, target))
+    except ConfigurationError as error:
+        fail(str(error), EXIT_USAGE)
+    except DatabaseUnavailable as error:
+        database = masked(target.database or "")
+        fail(f"cannot open the database {database}: {error}", EXIT_UNREACHABLE,
+             "check the --database URL and that the database server is running")  # fmt: skip
