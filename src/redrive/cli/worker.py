@@ -144,6 +144,7 @@ def worker(
     except ValueError as error:
         raise _usage(f"invalid settings: {error}") from error
     configure_logging(settings.log_level, settings.log_format)
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     if database_url and not embedded:
         raise _usage("--database-url only applies with --embedded")
     found = load_worker(target)

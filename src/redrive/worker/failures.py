@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import traceback
+from types import TracebackType
 from typing import Any
 
 MAX_BACKTRACE_LINES = 50
@@ -11,6 +13,10 @@ DEAD_LETTER_CODE = "DEAD_LETTER"
 HANDLER_ERROR_CODE = "handler_error"
 HANDLER_NOT_FOUND = "HandlerNotFound"
 WORKER_SHUTDOWN = "WorkerShutdown"
+RUNTIME_FRAMES = (
+    os.path.join("redrive", "worker", "runtime.py"),
+    os.path.join("concurrent", "futures", "thread.py"),
+)
 
 
 class DeadLetter(Exception):
@@ -34,9 +40,20 @@ def qualified_name(error: BaseException) -> str:
     return f"{module}.{cls.__qualname__}"
 
 
+def _handler_frames(error: BaseException) -> TracebackType | None:
+    """The traceback from the handler inwards: the worker's own calling frames are left out."""
+    frames = error.__traceback__
+    while frames is not None and frames.tb_next is not None:
+        filename = frames.tb_frame.f_code.co_filename
+        if not filename.endswith(RUNTIME_FRAMES):
+            break
+        frames = frames.tb_next
+    return frames
+
+
 def backtrace_lines(error: BaseException) -> list[str]:
     """The traceback of `error`, one entry per line, keeping the innermost frames."""
-    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    text = "".join(traceback.format_exception(type(error), error, _handler_frames(error)))
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[-MAX_BACKTRACE_LINES:]
 
