@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import NoReturn, TypeVar
 
-import click
 import httpx
 import typer
 from rich.console import Console
@@ -76,7 +75,7 @@ def confirm(question: str) -> None:
     """Ask; anything but yes (including end of input) exits with 130."""
     try:
         agreed = typer.confirm(question, default=False, err=True)
-    except click.exceptions.Abort:
+    except typer.Abort:
         agreed = False
     if not agreed:
         err.print("aborted; nothing changed")
