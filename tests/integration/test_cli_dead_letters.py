@@ -1,4 +1,5 @@
-"""`redrive dlq policy|prune|archive` end to end: a real server, the real CLI in a subprocess."""
+"""The real CLI in a subprocess against a real server: `redrive dlq policy|prune|archive`, and
+enqueue → dead letter → retry, with the exit codes scripts rely on."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from redrive.client import SyncClient
 from tests.conformance.server import RedriveServer, running_server
 from tests.support.postgres import fresh_database
 
@@ -85,3 +87,34 @@ def test_prune_and_archive_listing(server: RedriveServer) -> None:
     assert json.loads(pruned.stdout)["deleted"] == 0
     listed = redrive(server, "dlq", "archive", "ls", "--json")
     assert listed.returncode == 0 and json.loads(listed.stdout) == {"archives": []}
+
+
+def test_from_enqueue_to_the_dead_letter_queue_and_back_out(server: RedriveServer) -> None:
+    enqueued = redrive(
+        server, "enqueue", "email.send", '["a@b.c"]', "--queue", "mail", "--max-attempts", "1",
+        "--on-exhaustion", "dead_letter",
+    )  # fmt: skip
+    assert enqueued.returncode == 0, enqueued.stderr
+    job_id = enqueued.stdout.strip()
+    with SyncClient(server.base_url) as worker:
+        [job] = worker.fetch(["mail"], worker_id="w1")
+        error = {"code": "handler_error", "message": "smtp refused", "type": "SmtpError"}
+        assert worker.nack(job.id, error=error, worker_id="w1").dead_letter
+
+    listed = redrive(server, "dlq", "ls", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [item["id"] for item in json.loads(listed.stdout)] == [job_id]
+    shown = redrive(server, "dlq", "show", job_id)
+    assert shown.returncode == 0 and "SmtpError" in shown.stdout and "smtp refused" in shown.stdout
+    declined = redrive(server, "dlq", "retry", "--queue", "mail")
+    assert declined.returncode == 130 and "Retry 1 dead letter(s)" in declined.stderr
+    retried = redrive(server, "dlq", "retry", "--queue", "mail", "--yes", "--json")
+    assert retried.returncode == 0, retried.stderr
+    assert json.loads(retried.stdout)["retried"] == 1
+    state = json.loads(redrive(server, "jobs", "show", job_id, "--json").stdout)["state"]
+    assert state == "available"
+
+    assert redrive(server, "jobs", "cancel", job_id).returncode == 0
+    again = redrive(server, "jobs", "cancel", job_id)
+    assert again.returncode == 5 and "conflict" in again.stderr
+    assert redrive(server, "dlq", "show", job_id).returncode == 4
