@@ -111,6 +111,12 @@ def test_list_show_and_stats(database_url: str) -> None:
     assert len(by_error) == 3
     by_type = json_of(redrive(database_url, "dlq", "ls", "--type", "billing*", "--json"))
     assert len(by_type) == 2
+    recent = json_of(redrive(database_url, "dlq", "ls", "--since", "-PT1H", "--json"))
+    assert len(recent) == 5
+    older = json_of(redrive(database_url, "dlq", "ls", "--until", "-P1D", "--json"))
+    assert older == []
+    bad_since = redrive(database_url, "dlq", "ls", "--since", "-yesterday")
+    assert bad_since.exit_code == 2 and "since" in bad_since.stderr
 
     first = redrive(database_url, "dlq", "ls", "--limit", "2", "--json")
     assert len(json_of(first)) == 2 and "--cursor" in first.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -18,8 +19,26 @@ def invalid(field_name: str, message: str) -> InvalidRequestError:
     return InvalidRequestError("invalid_request", message, details={"field": field_name})
 
 
+DURATION = re.compile(
+    r"P(?:(?P<weeks>\d+)W)?(?:(?P<days>\d+)D)?"
+    r"(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?"
+)
+
+
+def ago(text: str, field_name: str) -> datetime:
+    """`-PT1H`: that long before now (an ISO 8601 duration of weeks, days, hours, ...)."""
+    match = DURATION.fullmatch(text.removeprefix("-"))
+    if match is None or not any(match.groupdict().values()):
+        raise invalid(field_name, f"{field_name}: {text!r} is not -<ISO 8601 duration>, e.g. -PT1H")
+    parts = {name: float(value) for name, value in match.groupdict().items() if value}
+    return datetime.now(UTC) - timedelta(**parts)
+
+
 def timestamp(value: Moment, field_name: str) -> str:
-    """RFC 3339 text; a datetime must carry a timezone (a naive one is ambiguous)."""
+    """RFC 3339 text; a datetime must carry a timezone (a naive one is ambiguous); `-PT1H` text
+    means an hour before now."""
+    if isinstance(value, str) and value.startswith("-P"):
+        value = ago(value, field_name)
     if isinstance(value, str):
         return value
     if value.tzinfo is None:
