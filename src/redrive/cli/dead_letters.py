@@ -17,6 +17,7 @@ from redrive.cli.output import (
     parse_json,
     parse_pairs,
     print_json,
+    say,
     show_dead_letter,
 )
 from redrive.cli.remote import DATABASE, EXIT_USAGE, JSON, TENANT, URL, Target, confirm, fail, run
@@ -132,13 +133,13 @@ def _print_bulk(result: BulkResult, verb: str, as_json: bool) -> None:
         print_json(result.raw)
         return
     if result.dry_run:
-        out.print(f"would {verb} {result.matched} dead letter(s)")
+        say(f"would {verb} {result.matched} dead letter(s)")
         for job_id in result.sample[:SAMPLE_SHOWN]:
-            out.print(f"  {job_id}")
+            say(f"  {job_id}")
         if result.matched > len(result.sample[:SAMPLE_SHOWN]):
-            out.print(f"  … and {result.matched - len(result.sample[:SAMPLE_SHOWN])} more")
+            say(f"  … and {result.matched - len(result.sample[:SAMPLE_SHOWN])} more")
         return
-    out.print(f"{verb}: {result.succeeded} of {result.matched} ({result.failed} failed)")
+    say(f"{verb}: {result.succeeded} of {result.matched} ({result.failed} failed)")
     for problem in result.errors:
         err.print(f"  {problem}", highlight=False)
 
@@ -163,7 +164,7 @@ def bulk(
         if as_json:
             print_json({**counted.raw, "dry_run": False})
         else:
-            out.print(f"no dead letters match {_describe(filters)}; nothing to {verb}")
+            say(f"no dead letters match {_describe(filters)}; nothing to {verb}")
         return
     if not yes:
         confirm(
@@ -224,7 +225,7 @@ def retry(
     if as_json:
         print_json(job.raw)
     else:
-        out.print(f"retried {job.id}: {job.state} on queue {job.queue}")
+        say(f"retried {job.id}: {job.state} on queue {job.queue}")
 
 
 @dlq.command("purge")
@@ -261,7 +262,7 @@ def remove(
     if as_json:
         print_json({"deleted": True, "job_id": job_id})
     else:
-        out.print(f"deleted {job_id}")
+        say(f"deleted {job_id}")
 
 
 @dlq.command("stats")
@@ -277,7 +278,7 @@ def stats(
         print_json(found.raw)
         return
     span = f"oldest {found.oldest_at or '-'}, newest {found.newest_at or '-'}"
-    out.print(f"{found.total} dead letter(s); {span}")
+    say(f"{found.total} dead letter(s); {span}")
     breakdown: dict[str, Any] = {
         "by queue": found.by_queue, "by type": found.by_type, "by error type": found.by_error_type,
     }  # fmt: skip

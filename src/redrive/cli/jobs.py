@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from redrive.cli.output import out, parse_json, parse_pairs, print_json, show_job
+from redrive.cli.output import parse_json, parse_pairs, print_json, say, show_job
 from redrive.cli.remote import DATABASE, JSON, TENANT, URL, Target, run
 from redrive.client import Client, Job, RetryPolicy
 
@@ -92,4 +92,4 @@ def cancel(
     if as_json:
         print_json(job.raw)
     else:
-        out.print(f"cancelled {job.id} (was {job.raw.get('previous_state', 'unknown')})")
+        say(f"cancelled {job.id} (was {job.raw.get('previous_state', 'unknown')})")

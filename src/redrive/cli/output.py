@@ -20,6 +20,11 @@ BACKTRACE_KEYS = ("backtrace", "stacktrace", "stack", "traceback")
 MESSAGE_WIDTH = 60
 
 
+def say(text: str) -> None:
+    """A line for people on stdout, printed as is (no rich markup in names or messages)."""
+    out.print(text, markup=False, highlight=False)
+
+
 def print_json(value: Any) -> None:
     """One JSON document on stdout (nothing else goes there in --json mode)."""
     typer.echo(json.dumps(value, indent=2, ensure_ascii=False))

@@ -13,6 +13,7 @@ from typing import NoReturn, TypeVar
 import httpx
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from redrive.client import (
     DEFAULT_URL,
@@ -65,9 +66,9 @@ class Target:
 
 
 def fail(message: str, code: int, hint: str | None = None) -> NoReturn:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
     if hint:
-        err.print(f"hint: {hint}", highlight=False)
+        err.print(f"hint: {escape(hint)}", highlight=False)
     raise typer.Exit(code)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from redrive.cli.output import out, print_json
+from redrive.cli.output import out, print_json, say
 from redrive.cli.remote import DATABASE, EXIT_USAGE, JSON, TENANT, URL, Target, confirm, fail, run
 from redrive.client import Client, RetentionPolicy
 
@@ -94,7 +94,7 @@ def policy_unset(
     if as_json:
         print_json({"deleted": True, "queue": queue})
     else:
-        out.print(f"removed the override of {queue}; the global policy applies")
+        say(f"removed the override of {queue}; the global policy applies")
 
 
 def prune(
@@ -111,7 +111,7 @@ def prune(
     if as_json:
         print_json(report.raw)
     else:
-        out.print(f"deleted {report.deleted}, archived {report.archived}")
+        say(f"deleted {report.deleted}, archived {report.archived}")
 
 
 @archive.command("ls")
@@ -147,5 +147,5 @@ def archive_restore(
     if as_json:
         print_json(payload)
     else:
-        out.print(f"restored {payload['restored']} of {payload['entries']} "
+        say(f"restored {payload['restored']} of {payload['entries']} "
                   f"({payload['skipped']} already dead again)")  # fmt: skip

@@ -7,7 +7,7 @@ import json
 import typer
 from rich.table import Table
 
-from redrive.cli.output import out, print_json
+from redrive.cli.output import out, print_json, say
 from redrive.cli.remote import DATABASE, EXIT_USAGE, JSON, TENANT, URL, Target, fail, run
 from redrive.client import Client, DeadLetterFilter, ReplayRule
 
@@ -32,7 +32,7 @@ def _print(rule: ReplayRule, verb: str, as_json: bool) -> None:
     if as_json:
         print_json({"rule": rule.raw})
     else:
-        out.print(f"{verb} rule {rule.name} ({rule.id})")
+        say(f"{verb} rule {rule.name} ({rule.id})")
 
 
 @rules.command("ls")
