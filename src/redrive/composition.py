@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from redrive.api.app import create_app
+from redrive.dashboard import install_dashboard
 from redrive.domain.errors import InvalidRequest
 from redrive.domain.retention import RetentionPolicy, parse_policy
 from redrive.maintenance.loop import SweepLoop
@@ -79,6 +80,8 @@ def build_app(store: Store, settings: Settings) -> FastAPI:
         await loop.stop()
         await store.close()
 
-    return create_app(
+    app = create_app(
         service, max_body_bytes=settings.max_body_bytes, on_startup=loop.start, on_shutdown=shutdown
     )
+    install_dashboard(app, service)
+    return app

@@ -1,0 +1,154 @@
+"""Bulk retry, delete and purge from the dashboard: a dry-run count and sample first, then exactly
+that set, either the rows the operator selected or everything a (time-pinned) filter matches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from redrive.dashboard.filters import ListFilter
+from redrive.dashboard.views import row
+from redrive.domain.dead_letter import DEAD, DeadLetter
+from redrive.domain.errors import InvalidRequest, NotFound
+from redrive.ports import Page
+from redrive.service.dead_letters import SAMPLE_SIZE, BulkResult
+from redrive.service.facade import Service
+
+ACTOR = "dashboard"
+MAX_SELECTED = 500
+ACTIONS = {
+    "retry-selection": ("retry", "selection"),
+    "delete-selection": ("delete", "selection"),
+    "retry-filter": ("retry", "filter"),
+    "purge-filter": ("delete", "filter"),
+}
+
+
+@dataclass(frozen=True)
+class BulkPlan:
+    action: str  # retry or delete
+    scope: str  # selection or filter
+    ids: list[str]
+    list_filter: ListFilter
+
+    @property
+    def do(self) -> str:
+        return next(key for key, value in ACTIONS.items() if value == (self.action, self.scope))
+
+    @classmethod
+    def from_values(cls, do: str, ids: list[str], list_filter: ListFilter) -> BulkPlan:
+        if do not in ACTIONS:
+            raise InvalidRequest("choose an action: retry or delete, selection or filter", {})
+        action, scope = ACTIONS[do]
+        unique = list(dict.fromkeys(item.strip() for item in ids if item.strip()))
+        if scope == "selection" and not unique:
+            raise InvalidRequest(
+                "no rows were selected: tick the rows to act on, or use the buttons that act on "
+                "everything matching the filter",
+                {},
+            )
+        if len(unique) > MAX_SELECTED:
+            raise InvalidRequest(f"select at most {MAX_SELECTED} rows at once", {})
+        if list_filter.status != DEAD:
+            raise InvalidRequest("only dead letters with status dead can be retried or deleted", {})
+        return cls(action, scope, unique, list_filter)
+
+
+async def _selected(service: Service, ids: list[str]) -> list[DeadLetter]:
+    """The selected jobs that still have a dead episode, in the order selected."""
+    found: list[DeadLetter] = []
+    for job_id in ids:
+        try:
+            dead, _ = await service.dead_letters.get(job_id, None)
+        except NotFound:
+            continue
+        found.append(dead)
+    return found
+
+
+async def _dry_run(service: Service, plan: BulkPlan, list_filter: ListFilter) -> BulkResult:
+    now = service.runtime.now()
+    filters = service.dead_letters.filter(list_filter.service_raw(now), None)
+    body = {"dry_run": True}
+    if plan.action == "retry":
+        return await service.dead_letters.bulk_retry(filters, body, ACTOR)
+    return await service.dead_letters.purge(filters, body, ACTOR)
+
+
+async def preview(service: Service, plan: BulkPlan, pin: bool) -> dict[str, Any]:
+    """What the confirmation page shows: the exact count, a sample, and the filter in words."""
+    list_filter = plan.list_filter.pinned(service.runtime.now()) if pin else plan.list_filter
+    if plan.scope == "selection":
+        selected = await _selected(service, plan.ids)
+        count = len(selected)
+        sample = [row(dead) for dead in selected[:SAMPLE_SIZE]]
+        queues = sorted({dead.job.queue for dead in selected})
+        gone = len(plan.ids) - count
+    else:
+        result = await _dry_run(service, plan, list_filter)
+        now = service.runtime.now()
+        filters = service.dead_letters.filter(list_filter.service_raw(now), None)
+        items, _ = await service.dead_letters.search(filters, Page(limit=SAMPLE_SIZE))
+        count, sample, queues, gone = result.matched, [row(d) for d in items], result.queues, 0
+    return {
+        "page": "dead-letters",
+        "title": "Confirm " + ("retry" if plan.action == "retry" else "delete"),
+        "plan": plan,
+        "filter": list_filter,
+        "count": count,
+        "sample": sample,
+        "queues": queues,
+        "gone": gone,
+        "now": service.runtime.now(),
+    }
+
+
+def _plural(count: int) -> str:
+    return f"{count} dead letter" + ("" if count == 1 else "s")
+
+
+async def _execute_selection(service: Service, plan: BulkPlan) -> str:
+    done, missing, queues = 0, 0, set()
+    for job_id in plan.ids:
+        try:
+            if plan.action == "retry":
+                job = await service.dead_letters.retry(job_id, None, {}, ACTOR)
+                queues.add(job.queue)
+            else:
+                await service.dead_letters.delete(job_id, None, ACTOR)
+        except NotFound:
+            missing += 1
+            continue
+        done += 1
+    return _summary(plan.action, done, missing, sorted(queues))
+
+
+def _summary(action: str, done: int, missing: int, queues: list[str]) -> str:
+    if action == "retry":
+        where = f" to queue {queues[0]}" if len(queues) == 1 else ""
+        if len(queues) > 1:
+            where = " to queues " + ", ".join(queues)
+        text = f"Retried {_plural(done)}{where}."
+    else:
+        text = f"Deleted {_plural(done)}."
+    if missing:
+        text += f" {missing} had already left the dead-letter queue (moved by someone else)."
+    return text
+
+
+async def execute(service: Service, plan: BulkPlan, expected: int) -> tuple[str | None, int]:
+    """Do it, if the set is still the one confirmed. Returns (flash message, current count);
+    the message is None when the count changed and the operator must look again."""
+    if plan.scope == "selection":
+        return await _execute_selection(service, plan), len(plan.ids)
+    check = await _dry_run(service, plan, plan.list_filter)
+    if check.matched != expected:
+        return None, check.matched
+    now = service.runtime.now()
+    filters = service.dead_letters.filter(plan.list_filter.service_raw(now), None)
+    body = {"confirm": True}
+    if plan.action == "retry":
+        result = await service.dead_letters.bulk_retry(filters, body, ACTOR)
+    else:
+        result = await service.dead_letters.purge(filters, body, ACTOR)
+    return _summary(plan.action, result.succeeded, result.failed, result.queues), result.matched

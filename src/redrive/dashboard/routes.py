@@ -1,0 +1,150 @@
+"""The dashboard's pages (GET, never changing anything) under /ui; actions live in actions.py."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import wraps
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from redrive.dashboard import bulk, views
+from redrive.dashboard.actions import add_action_routes, retry_form_page
+from redrive.dashboard.filters import PAGE_SIZES, WITHIN_CHOICES, ListFilter, page_size
+from redrive.dashboard.rendering import PREFIX, error_page, render
+from redrive.domain.dead_letter import STATUSES
+from redrive.domain.errors import OjsError
+from redrive.domain.retention import PRUNING_POLICIES
+from redrive.service.facade import Service
+
+Handler = Callable[..., Awaitable[Response]]
+
+
+def html_errors(handler: Handler) -> Handler:
+    """Refusals the service raises become an HTML page with the message, never a traceback."""
+
+    @wraps(handler)
+    async def wrapped(*args: Any, **kwargs: Any) -> Response:
+        try:
+            return await handler(*args, **kwargs)
+        except OjsError as error:
+            request = kwargs.get("request") or next(a for a in args if isinstance(a, Request))
+            return error_page(request, error)
+
+    return wrapped
+
+
+def is_htmx(request: Request) -> bool:
+    return request.headers.get("hx-request") == "true"
+
+
+def add_page_routes(router: APIRouter, service: Service) -> None:
+    @router.get("", include_in_schema=False)
+    @router.get("/", include_in_schema=False)
+    @html_errors
+    async def overview(request: Request) -> Response:
+        context = await views.overview(service)
+        template = "_overview.html" if is_htmx(request) else "overview.html"
+        return render(request, template, {"page": "overview", "title": "Overview", **context})
+
+    @router.get("/dead-letters", include_in_schema=False)
+    @html_errors
+    async def dead_letters(request: Request) -> Response:
+        query = request.query_params
+        list_filter = ListFilter.from_query(query)
+        context = await views.dead_letter_list(
+            service, list_filter, page_size(query), query.get("cursor")
+        )
+        context.update(
+            page="dead-letters", title="Dead letters", statuses=STATUSES,
+            within_choices=WITHIN_CHOICES, page_sizes=PAGE_SIZES,
+        )  # fmt: skip
+        template = "_results.html" if is_htmx(request) else "dead_letters.html"
+        return render(request, template, context)
+
+    @router.get("/dead-letters/count", include_in_schema=False)
+    @html_errors
+    async def dead_letter_count(request: Request) -> Response:
+        list_filter = ListFilter.from_query(request.query_params)
+        context = await views.dead_letter_list(service, list_filter, 1, None)
+        return render(request, "_count.html", context)
+
+    @router.get("/dead-letters/bulk", include_in_schema=False)
+    @html_errors
+    async def bulk_confirmation(request: Request) -> Response:
+        plan = bulk.BulkPlan.from_values(
+            request.query_params.get("do", ""),
+            request.query_params.getlist("id"),
+            ListFilter.from_query(request.query_params),
+        )
+        context = await bulk.preview(service, plan, pin=True)
+        return render(request, "bulk_confirm.html", context)
+
+    @router.get("/dead-letters/{job_id}", include_in_schema=False)
+    @html_errors
+    async def detail(job_id: str, request: Request) -> Response:
+        found = await views.detail(service, job_id, dict(request.query_params))
+        context = {
+            "page": "dead-letters",
+            "title": f"Dead letter {views.row(found.episode)['type']}",
+            "dead": found.episode,
+            "job": found.episode.job,
+            "history": found.history,
+            "current": found.current,
+            "now": service.runtime.now(),
+        }
+        return render(request, "detail.html", context)
+
+    @router.get("/dead-letters/{job_id}/retry", include_in_schema=False)
+    @html_errors
+    async def retry_form(job_id: str, request: Request) -> Response:
+        dead, _ = await service.dead_letters.get(job_id, None)
+        return await retry_form_page(request, dead, dict(request.query_params))
+
+    @router.get("/dead-letters/{job_id}/delete", include_in_schema=False)
+    @html_errors
+    async def delete_confirmation(job_id: str, request: Request) -> Response:
+        dead, _ = await service.dead_letters.get(job_id, None)
+        context = {"page": "dead-letters", "title": "Delete dead letter", "dead": dead}
+        return render(request, "delete_confirm.html", {**context, "row": views.row(dead)})
+
+    @router.get("/rules", include_in_schema=False)
+    @html_errors
+    async def rules(request: Request) -> Response:
+        context = {
+            "page": "rules",
+            "title": "Replay rules",
+            "rules": [rule.to_document() for rule in await service.replay.list(None)],
+        }
+        return render(request, "rules.html", context)
+
+    @router.get("/retention", include_in_schema=False)
+    @html_errors
+    async def retention(request: Request) -> Response:
+        policies = await service.retention.policies()
+        stats = await service.dead_letters.stats(None)
+        context = {
+            "page": "retention",
+            "title": "Retention",
+            "global_policy": policies.global_policy.to_document(),
+            "queue_policies": {
+                queue: policy.to_document() for queue, policy in sorted(policies.queues.items())
+            },
+            "updated": policies.updated,
+            "dead_by_queue": stats["by_queue"],
+            "next_prune_at": service.retention.next_prune_at(),
+            "archives": await service.retention.archives(),
+            "pruning_policies": PRUNING_POLICIES,
+            "now": service.runtime.now(),
+        }
+        return render(request, "retention.html", context)
+
+
+def dashboard_router(service: Service) -> APIRouter:
+    """Every dashboard page and action, under /ui."""
+    router = APIRouter(prefix=PREFIX, include_in_schema=False)
+    add_page_routes(router, service)
+    add_action_routes(router, service, html_errors)
+    return router

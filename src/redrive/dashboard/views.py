@@ -1,0 +1,208 @@
+"""Service results turned into template context: overview, list, detail, retry preview."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+from redrive.dashboard.filters import ListFilter
+from redrive.domain.dead_letter import DEAD, DeadLetter, apply_override
+from redrive.domain.durations import format_timestamp
+from redrive.domain.errors import InvalidRequest, NotFound
+from redrive.domain.job import STATES, Job
+from redrive.ports import Page
+from redrive.service.facade import Service
+
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+TOP_ERROR_TYPES = 8
+MESSAGE_SNIPPET = 120
+
+
+def encode_cursor(dead: DeadLetter) -> str:
+    raw = f"{dead.discarded_at}:{dead.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> Page:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        moment, episode_id = base64.urlsafe_b64decode(padded).decode().split(":", 1)
+        return Page(limit=1, cursor_at=int(moment), cursor_id=episode_id)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise InvalidRequest("that page link is not one this dashboard made", {}) from error
+
+
+def pretty_text(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def error_message(dead: DeadLetter) -> str:
+    error = dead.job.error or (dead.job.errors[-1] if dead.job.errors else {})
+    message = str(error.get("message") or dead.reason or "")
+    return message if len(message) <= MESSAGE_SNIPPET else message[: MESSAGE_SNIPPET - 1] + "…"
+
+
+def row(dead: DeadLetter) -> dict[str, Any]:
+    return {
+        "episode_id": dead.id,
+        "job_id": dead.job_id,
+        "queue": dead.job.queue,
+        "type": dead.job.type,
+        "error_type": dead.error_type or "unknown",
+        "message": error_message(dead),
+        "attempts": len(dead.job.errors) or dead.job.attempt,
+        "max_attempts": dead.job.max_attempts,
+        "discarded_at": dead.discarded_at,
+        "status": dead.status,
+        "moved_by": dead.moved_by,
+    }
+
+
+async def count_between(service: Service, since: int, until: int | None) -> int:
+    raw: dict[str, Any] = {"since": format_timestamp(since)}
+    if until is not None:
+        raw["until"] = format_timestamp(until)
+    filters = service.dead_letters.filter(raw, None)
+    _, total = await service.dead_letters.search(filters, Page(limit=1))
+    return total
+
+
+async def trend(service: Service, now: int) -> dict[str, Any]:
+    """Still-dead letters by when they died; the last 24 hours against the 24 before."""
+    last_hour = await count_between(service, now - HOUR_MS, None)
+    last_day = await count_between(service, now - DAY_MS, None)
+    day_before = await count_between(service, now - 2 * DAY_MS, now - DAY_MS - 1)
+    last_week = await count_between(service, now - 7 * DAY_MS, None)
+    if last_day > day_before:
+        direction = "rising"
+    elif last_day < day_before:
+        direction = "falling"
+    else:
+        direction = "steady"
+    return {
+        "last_hour": last_hour,
+        "last_day": last_day,
+        "day_before": day_before,
+        "last_week": last_week,
+        "direction": direction,
+    }
+
+
+async def oldest(service: Service, oldest_at: int | None) -> DeadLetter | None:
+    if oldest_at is None:
+        return None
+    filters = service.dead_letters.filter({"until": format_timestamp(oldest_at)}, None)
+    items, _ = await service.dead_letters.search(filters, Page(limit=1))
+    return items[0] if items else None
+
+
+async def overview(service: Service) -> dict[str, Any]:
+    now = service.runtime.now()
+    stats = await service.dead_letters.stats(None)
+    queues = await service.queues.overview(None)
+    by_error = sorted(stats["by_error_type"].items(), key=lambda item: (-item[1], item[0]))
+    return {
+        "now": now,
+        "states": STATES,
+        "queues": queues,
+        "dead_total": stats["total"],
+        "dead_by_queue": stats["by_queue"],
+        "top_errors": by_error[:TOP_ERROR_TYPES],
+        "trend": await trend(service, now),
+        "oldest": await oldest(service, stats["oldest_at"]),
+        "oldest_at": stats["oldest_at"],
+        "next_prune_at": service.retention.next_prune_at(),
+    }
+
+
+async def dead_letter_list(
+    service: Service, list_filter: ListFilter, limit: int, cursor: str | None
+) -> dict[str, Any]:
+    now = service.runtime.now()
+    filters = service.dead_letters.filter(list_filter.service_raw(now), None)
+    page = Page(limit=limit)
+    if cursor:
+        position = decode_cursor(cursor)
+        page = replace(position, limit=limit)
+    items, total = await service.dead_letters.search(filters, page)
+    next_cursor = encode_cursor(items[-1]) if len(items) == limit else None
+    stats = await service.dead_letters.stats(None)
+    return {
+        "now": now,
+        "filter": list_filter,
+        "rows": [row(dead) for dead in items],
+        "total": total,
+        "dead_total": stats["total"],
+        "queues": sorted(stats["by_queue"]),
+        "error_types": sorted(stats["by_error_type"]),
+        "limit": limit,
+        "cursor": cursor or "",
+        "next_cursor": next_cursor,
+        "actionable": list_filter.status == DEAD,
+    }
+
+
+async def find_episode(
+    service: Service, job_id: str, episode_id: str, status: str, at: int
+) -> DeadLetter | None:
+    """An episode that has left `dead`: found by its status and the moment it died."""
+    moment = format_timestamp(at)
+    filters = service.dead_letters.filter(
+        {"status": status, "since": moment, "until": moment}, None
+    )
+    items, _ = await service.dead_letters.search(filters, Page(limit=100))
+    return next((dead for dead in items if dead.id == episode_id and dead.job_id == job_id), None)
+
+
+@dataclass
+class Detail:
+    episode: DeadLetter
+    history: list[DeadLetter]
+    current: Job | None
+
+
+async def detail(service: Service, job_id: str, where: dict[str, str]) -> Detail:
+    """The job's dead episode (or the one the link names) and the job as it is now."""
+    try:
+        dead, history = await service.dead_letters.get(job_id, None)
+        return Detail(dead, history, None)
+    except NotFound:
+        pass
+    episode = None
+    at = where.get("at", "")
+    if where.get("episode") and where.get("status") and at.isdigit():
+        episode = await find_episode(service, job_id, where["episode"], where["status"], int(at))
+    if episode is None:
+        raise NotFound("dead letter", job_id)
+    try:
+        current: Job | None = await service.jobs.get(job_id, None)
+    except NotFound:
+        current = None
+    return Detail(episode, [episode], current)
+
+
+CHANGEABLE = ("queue", "priority", "args", "meta", "retry")
+
+
+def job_values(job: Job) -> dict[str, Any]:
+    return {
+        "queue": job.queue,
+        "priority": job.priority,
+        "args": job.args,
+        "meta": job.meta,
+        "retry": job.retry.to_document(),
+    }
+
+
+def retry_changes(job: Job, override: dict[str, Any]) -> list[dict[str, Any]]:
+    """Field by field: what the job has now and what it will have when retried."""
+    before = job_values(job)
+    after = job_values(apply_override(job, override))
+    return [
+        {"field": name, "before": before[name], "after": after[name],
+         "changed": before[name] != after[name]}
+        for name in CHANGEABLE
+    ]  # fmt: skip
