@@ -8,11 +8,21 @@ import json
 from typing import Any
 
 import pytest
+import typer
 from typer.testing import CliRunner, Result
 
 from redrive.cli import app
-from redrive.cli.remote import Target, open_client
-from redrive.client import Client, RetryPolicy
+from redrive.cli.remote import Target, open_client, run
+from redrive.client import (
+    Client,
+    DuplicateError,
+    InvalidRequestError,
+    NotFoundError,
+    RedriveError,
+    RetryPolicy,
+    ServerError,
+    UnreachableError,
+)
 
 runner = CliRunner()
 
@@ -258,3 +268,36 @@ def test_help_lists_exit_codes_or_commands(command: list[str]) -> None:
     shown = runner.invoke(app, command, env={"COLUMNS": "200"})
     assert shown.exit_code == 0
     assert "Exit codes" in shown.stdout or "retry" in shown.stdout
+
+
+def test_queue_commands(database_url: str) -> None:
+    assert redrive(database_url, "enqueue", "email.send", "--queue", "mail").exit_code == 0
+    paused = json_of(redrive(database_url, "queues", "pause", "mail", "--json"))
+    assert paused["name"] == "mail" and paused["paused"] is True
+    listed = json_of(redrive(database_url, "queues", "ls", "--json"))
+    assert [(queue["name"], queue["status"]) for queue in listed] == [("mail", "paused")]
+    resumed = redrive(database_url, "queues", "resume", "mail")
+    assert resumed.exit_code == 0 and "mail is active" in resumed.stdout
+    stats = json_of(redrive(database_url, "queues", "stats", "mail", "--json"))
+    assert stats["stats"]["available"] == 1
+    table = redrive(database_url, "queues", "stats", "mail")
+    assert table.exit_code == 0 and "available" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (ServerError("backend_error", "down", status=500), 1),
+        (InvalidRequestError("invalid_request", "bad", status=400), 2),
+        (UnreachableError("http://x", "refused"), 3),
+        (NotFoundError("not_found", "gone", status=404), 4),
+        (DuplicateError("duplicate", "again", status=409), 5),
+    ],
+)
+def test_every_error_family_has_its_exit_code(error: RedriveError, code: int) -> None:
+    async def failing(client: Client) -> None:
+        raise error
+
+    with pytest.raises(typer.Exit) as exited:
+        run(Target(url="http://127.0.0.1:9"), failing)
+    assert exited.value.exit_code == code

@@ -13,6 +13,7 @@ from rich.console import Console
 from redrive import __version__
 from redrive.cli.dead_letters import dlq
 from redrive.cli.jobs import enqueue, jobs
+from redrive.cli.queues import queues
 from redrive.cli.remote import EXIT_CODES_HELP
 from redrive.cli.worker import worker
 from redrive.composition import ConfigurationError, build_app, open_store
@@ -113,6 +114,7 @@ def migrate(
 
 app.add_typer(dlq, name="dlq")
 app.add_typer(jobs, name="jobs")
+app.add_typer(queues, name="queues")
 app.command("enqueue", epilog=EXIT_CODES_HELP)(enqueue)
 app.command(epilog=_settings_help())(worker)
 
