@@ -235,3 +235,4 @@ async def test_unreachable_server_raises_unreachable_error() -> None:
             await client.fetch(["default"])
     assert "http://127.0.0.1:9" in str(unreachable.value)
     assert "redrive serve" in str(unreachable.value) and unreachable.value.retryable
+    assert isinstance(unreachable.value, ConnectionError)

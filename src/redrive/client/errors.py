@@ -65,8 +65,9 @@ class ServerError(RedriveError):
     """5xx: the server could not complete the request (usually safe to retry)."""
 
 
-class UnreachableError(RedriveError):
-    """The server could not be reached at all (connection refused, DNS, timeout)."""
+class UnreachableError(RedriveError, ConnectionError):
+    """The server could not be reached at all (connection refused, DNS, timeout); also a
+    builtin ConnectionError, so `except ConnectionError` catches it."""
 
     def __init__(self, url: str, reason: str) -> None:
         super().__init__(
