@@ -89,7 +89,9 @@ async def preview(service: Service, plan: BulkPlan, pin: bool) -> dict[str, Any]
         now = service.runtime.now()
         filters = service.dead_letters.filter(list_filter.service_raw(now), None)
         items, _ = await service.dead_letters.search(filters, Page(limit=SAMPLE_SIZE))
-        count, sample, queues, gone = result.matched, [row(d) for d in items], result.queues, 0
+        count, sample, gone = result.matched, [row(dead) for dead in items], 0
+        queues = sorted({dead.job.queue for dead in items}) if count <= len(items) else []
+        queues = [list_filter.queue] if list_filter.queue else queues
     return {
         "page": "dead-letters",
         "title": "Confirm " + ("retry" if plan.action == "retry" else "delete"),

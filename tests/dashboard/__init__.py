@@ -1,0 +1,1 @@
+"""Dashboard tests over HTTP (httpx ASGI transport), on SQLite and PostgreSQL."""
