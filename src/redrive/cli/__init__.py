@@ -11,7 +11,7 @@ import uvicorn
 from rich.console import Console
 
 from redrive import __version__
-from redrive.cli.dead_letters import dlq
+from redrive.cli.dead_letters import dead_letter_commands
 from redrive.cli.jobs import enqueue, jobs
 from redrive.cli.queues import queues
 from redrive.cli.remote import EXIT_CODES_HELP
@@ -112,7 +112,7 @@ def migrate(
     console.print(f"applied: {', '.join(applied)}" if applied else "database is up to date")
 
 
-app.add_typer(dlq, name="dlq")
+app.add_typer(dead_letter_commands, name="dlq")
 app.add_typer(jobs, name="jobs")
 app.add_typer(queues, name="queues")
 app.command("enqueue", epilog=EXIT_CODES_HELP)(enqueue)

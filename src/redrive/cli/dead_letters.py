@@ -20,14 +20,26 @@ from redrive.cli.output import (
     say,
     show_dead_letter,
 )
-from redrive.cli.remote import DATABASE, EXIT_USAGE, JSON, TENANT, URL, Target, confirm, fail, run
+from redrive.cli.remote import (
+    DATABASE,
+    EXIT_CODES_HELP,
+    EXIT_USAGE,
+    JSON,
+    TENANT,
+    URL,
+    Target,
+    confirm,
+    fail,
+    run,
+)
 from redrive.client import BulkResult, Client, DeadLetter, DeadLetterFilter, Job, Page
 
-dlq = typer.Typer(help="Inspect and manage the dead-letter queue.", no_args_is_help=True)
-dlq.add_typer(retention.policy, name="policy")
-dlq.add_typer(retention.archive, name="archive")
-dlq.add_typer(rules.rules, name="rules")
-dlq.command("prune")(retention.prune)
+dead_letter_commands = typer.Typer(
+    help="Inspect and manage the dead-letter queue.", no_args_is_help=True, epilog=EXIT_CODES_HELP
+)
+dead_letter_commands.add_typer(retention.policy, name="policy")
+dead_letter_commands.add_typer(retention.archive, name="archive")
+dead_letter_commands.add_typer(rules.rules, name="rules")
 err = Console(stderr=True)
 
 QUEUE = typer.Option(None, "--queue", help="only this queue")
@@ -74,7 +86,7 @@ async def _every_page(client: Client, filters: DeadLetterFilter, limit: int) -> 
     return found
 
 
-@dlq.command("ls")
+@dead_letter_commands.command("ls")
 def list_dead_letters(
     queue: str | None = QUEUE,
     job_type: str | None = TYPE,
@@ -112,7 +124,7 @@ def list_dead_letters(
         err.print(f"more: add --cursor {page.next_cursor} (or --all)", highlight=False)
 
 
-@dlq.command("show")
+@dead_letter_commands.command("show")
 def show(
     job_id: str = typer.Argument(..., metavar="ID"),
     url: str = URL,
@@ -180,7 +192,7 @@ def bulk(
     _print_bulk(run(target, execute), "retried" if action == "retry" else "purged", as_json)
 
 
-@dlq.command("retry")
+@dead_letter_commands.command("retry")
 def retry(
     job_id: str | None = typer.Argument(None, metavar="[ID]", help="one dead letter; else bulk"),
     queue: str | None = typer.Option(
@@ -228,7 +240,7 @@ def retry(
         say(f"retried {job.id}: {job.state} on queue {job.queue}")
 
 
-@dlq.command("purge")
+@dead_letter_commands.command("purge")
 def purge(
     queue: str | None = QUEUE,
     job_type: str | None = TYPE,
@@ -249,7 +261,7 @@ def purge(
     bulk(Target(url, database, tenant), filters, "purge", (dry_run, yes, as_json))
 
 
-@dlq.command("rm")
+@dead_letter_commands.command("rm")
 def remove(
     job_id: str = typer.Argument(..., metavar="ID"),
     url: str = URL,
@@ -265,7 +277,7 @@ def remove(
         say(f"deleted {job_id}")
 
 
-@dlq.command("stats")
+@dead_letter_commands.command("stats")
 def stats(
     url: str = URL,
     database: str | None = DATABASE,
@@ -285,3 +297,6 @@ def stats(
     for title, counts in breakdown.items():
         if counts:
             out.print(counts_table(title, counts))
+
+
+dead_letter_commands.command("prune")(retention.prune)
