@@ -227,6 +227,9 @@ async def test_errors_are_typed(redrive: Client) -> None:
         await redrive.enqueue("email.send", scheduled_at=__import__("datetime").datetime.now())
     with pytest.raises(NotFoundError):
         await redrive.ack("no-such-job")
+    with pytest.raises(InvalidRequestError) as not_json:
+        await redrive.enqueue("email.send", [float("nan"), object()])
+    assert not_json.value.code == "invalid_payload"
 
 
 async def test_unreachable_server_raises_unreachable_error() -> None:

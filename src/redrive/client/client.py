@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import httpx
 
-from redrive.client.errors import RedriveError, UnreachableError, from_response
+from redrive.client.errors import (
+    InvalidRequestError,
+    RedriveError,
+    UnreachableError,
+    from_response,
+)
 from redrive.client.models import (
     Archive,
     BulkResult,
@@ -41,6 +47,16 @@ DEAD_LETTER = "/ojs/v1/dead-letter"
 WORKERS = "/ojs/v1/workers"
 JOBS = "/ojs/v1/jobs"
 QUEUES = "/ojs/v1/queues"
+
+
+def _encode(body: object) -> bytes:
+    """JSON the server accepts: no NaN or Infinity, only JSON types."""
+    try:
+        return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as error:
+        raise InvalidRequestError(
+            "invalid_payload", f"the request cannot be sent as JSON: {error}"
+        ) from error
 
 
 def _body(value: object) -> dict[str, Any]:
@@ -105,7 +121,7 @@ class Client:
         params: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        content = None if body is None else httpx.Request("POST", "/", json=body).content
+        content = None if body is None else _encode(body)
         headers = {"Content-Type": MEDIA_TYPE} if content is not None else {}
         try:
             response = await self._http.request(
