@@ -69,3 +69,41 @@ class Client:
     returns = methods["stream"].returns
     assert returns is not None and ast.unparse(returns) == "Iterator[int]"
     assert "from redrive.client.client import LIMIT, Client" in generated
+
+
+def test_generator_follows_base_classes_of_the_package() -> None:
+    derived = '''
+from redrive.client.base import Base
+
+
+class Client(Base):
+    async def own(self) -> int:
+        return 1
+
+    async def shared(self) -> str:
+        """The derived one wins."""
+        return "derived"
+'''
+    base = """
+DEFAULT = "x"
+
+
+class Base:
+    def __init__(self, url: str = DEFAULT) -> None:
+        self.url = url
+
+    async def shared(self) -> str:
+        return "base"
+
+    async def inherited(self, count: int = 1) -> list[int]:
+        return [count]
+
+    async def _private(self) -> None:
+        return None
+"""
+    sources = {"redrive.client.base": base}
+    generated = generate(derived, sources.get)
+    assert "def inherited(self, count: int = 1) -> list[int]:" in generated
+    assert generated.count("def shared(") == 1 and "The derived one wins." in generated
+    assert "_private" not in generated
+    assert "from redrive.client.base import DEFAULT" in generated

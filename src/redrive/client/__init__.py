@@ -1,6 +1,6 @@
 """The redrive Python client: `Client` (async), `SyncClient`, typed results and exceptions."""
 
-from redrive.client.client import DEFAULT_URL, Client
+from redrive.client.client import Client
 from redrive.client.errors import (
     ConflictError,
     DuplicateError,
@@ -30,6 +30,7 @@ from redrive.client.models import (
 )
 from redrive.client.requests import DeadLetterFilter, JobSpec
 from redrive.client.sync import SyncClient
+from redrive.client.transport import DEFAULT_URL
 
 __all__ = [
     "DEFAULT_URL",

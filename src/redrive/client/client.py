@@ -1,22 +1,13 @@
-"""The async Python client: the OJS worker protocol, producing jobs and the dead-letter queue."""
+"""The async Python client: the OJS worker protocol, producing jobs and the dead-letter queue
+(administration operations come from `Administration`, the HTTP plumbing from `Connection`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
-import httpx
-
-from redrive.client.errors import (
-    InvalidRequestError,
-    RedriveError,
-    UnreachableError,
-    from_response,
-)
+from redrive.client.administration import DEAD_LETTER, Administration
 from redrive.client.models import (
-    Archive,
     BulkResult,
     DeadLetter,
     DeadLetterStats,
@@ -24,11 +15,6 @@ from redrive.client.models import (
     Job,
     Outcome,
     Page,
-    PruneReport,
-    Queue,
-    ReplayRule,
-    RetentionPolicies,
-    RetentionPolicy,
     RetryPolicy,
 )
 from redrive.client.requests import (
@@ -39,114 +25,19 @@ from redrive.client.requests import (
     filter_params,
     override_document,
 )
+from redrive.client.transport import document_of, object_of
 
-DEFAULT_URL = "http://127.0.0.1:8080"
-DEFAULT_TIMEOUT = 30.0
-MEDIA_TYPE = "application/openjobspec+json"
-DEAD_LETTER = "/ojs/v1/dead-letter"
 WORKERS = "/ojs/v1/workers"
 JOBS = "/ojs/v1/jobs"
-QUEUES = "/ojs/v1/queues"
 
 
-def _encode(body: object) -> bytes:
-    """JSON the server accepts: no NaN or Infinity, only JSON types."""
-    try:
-        return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
-    except (TypeError, ValueError) as error:
-        raise InvalidRequestError(
-            "invalid_payload", f"the request cannot be sent as JSON: {error}"
-        ) from error
-
-
-def _body(value: object) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _document(payload: dict[str, Any], key: str) -> dict[str, Any]:
-    inner = payload.get(key)
-    return inner if isinstance(inner, dict) else payload
-
-
-class Client:
+class Client(Administration):
     """Async client for a redrive (or any OJS) server.
 
     `async with Client("http://127.0.0.1:8080") as client: job = await client.enqueue(...)`.
     Errors the server answers become typed exceptions (`NotFoundError`, `ConflictError`, ...);
     a server that cannot be reached raises `UnreachableError`.
     """
-
-    def __init__(
-        self,
-        url: str = DEFAULT_URL,
-        *,
-        tenant: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        transport: httpx.AsyncBaseTransport | None = None,
-        headers: Mapping[str, str] | None = None,
-        actor: str | None = None,
-    ) -> None:
-        self.url = url.rstrip("/")
-        self.timeout = timeout
-        sent: dict[str, str] = {"Accept": f"{MEDIA_TYPE}, application/json"}
-        if tenant is not None:
-            sent["X-OJS-Tenant"] = tenant
-        if actor is not None:
-            sent["X-OJS-Actor"] = actor
-        sent.update(headers or {})
-        self._http = httpx.AsyncClient(
-            base_url=self.url, timeout=timeout, transport=transport, headers=sent
-        )
-
-    async def __aenter__(self) -> Client:
-        return self
-
-    async def __aexit__(
-        self,
-        exception_type: type[BaseException] | None,
-        exception: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connection pool."""
-        await self._http.aclose()
-
-    async def _request(
-        self,
-        method: str,
-        path: str,
-        body: object = None,
-        params: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        content = None if body is None else _encode(body)
-        headers = {"Content-Type": MEDIA_TYPE} if content is not None else {}
-        try:
-            response = await self._http.request(
-                method, path, content=content, params=params, headers=headers,
-                timeout=timeout if timeout is not None else self.timeout,
-            )  # fmt: skip
-        except httpx.TransportError as error:
-            raise UnreachableError(self.url, f"{type(error).__name__}: {error}") from error
-        if response.status_code == 204:
-            return {}
-        try:
-            payload: object = response.json()
-        except ValueError:
-            payload = None
-        if response.status_code >= 400:
-            raise from_response(response.status_code, payload, response.text[:300])
-        if not isinstance(payload, dict):
-            raise RedriveError(
-                "invalid_response",
-                f"{method} {path} answered {response.status_code} without a JSON object",
-                status=response.status_code,
-            )
-        return payload
-
-    # -- worker protocol ------------------------------------------------------------------
 
     async def fetch(
         self,
@@ -251,7 +142,7 @@ class Client:
             extra=extra or {},
         )  # fmt: skip
         payload = await self._request("POST", JOBS, spec.to_envelope())
-        return Job.from_document(_document(payload, "job"))
+        return Job.from_document(document_of(payload, "job"))
 
     async def enqueue_many(self, jobs: Sequence[JobSpec | Mapping[str, Any]]) -> list[Job]:
         """Enqueue many jobs atomically (all or none); each is a JobSpec or an OJS envelope."""
@@ -262,12 +153,12 @@ class Client:
     async def get_job(self, job_id: str) -> Job:
         """One job by id (a dead-lettered job answers with state `discarded`)."""
         payload = await self._request("GET", f"{JOBS}/{job_id}")
-        return Job.from_document(_document(payload, "job"))
+        return Job.from_document(document_of(payload, "job"))
 
     async def cancel(self, job_id: str) -> Job:
         """Cancel a job that has not finished (409 ConflictError when it has)."""
         payload = await self._request("DELETE", f"{JOBS}/{job_id}")
-        return Job.from_document(_document(payload, "job"))
+        return Job.from_document(document_of(payload, "job"))
 
     # -- dead letters ---------------------------------------------------------------------
 
@@ -283,7 +174,7 @@ class Client:
         if cursor:
             params["cursor"] = cursor
         payload = await self._request("GET", DEAD_LETTER, params=params)
-        pagination = _body(payload.get("pagination"))
+        pagination = object_of(payload.get("pagination"))
         items = [DeadLetter.from_document(item) for item in payload.get("jobs") or []]
         total = pagination.get("total")
         return Page(
@@ -313,7 +204,7 @@ class Client:
     async def get_dead_letter(self, job_id: str) -> DeadLetter:
         """One dead letter with its error history and every dead episode the job has had."""
         payload = await self._request("GET", f"{DEAD_LETTER}/{job_id}")
-        return DeadLetter.from_document(_document(payload, "job"))
+        return DeadLetter.from_document(document_of(payload, "job"))
 
     async def retry_dead_letter(
         self,
@@ -329,7 +220,7 @@ class Client:
         args replace; meta and retry merge over what it had."""
         body = override_document(queue, priority, meta, args, retry)
         payload = await self._request("POST", f"{DEAD_LETTER}/{job_id}/retry", body or None)
-        return Job.from_document(_document(payload, "job"))
+        return Job.from_document(document_of(payload, "job"))
 
     async def retry_dead_letters(
         self,
@@ -359,139 +250,3 @@ class Client:
     async def dead_letter_stats(self) -> DeadLetterStats:
         """Counts in total and by queue, type and error type, with the oldest and newest."""
         return DeadLetterStats.from_document(await self._request("GET", f"{DEAD_LETTER}/stats"))
-
-    # -- replay rules ---------------------------------------------------------------------
-
-    async def replay_rules(self) -> list[ReplayRule]:
-        """Every automatic replay rule."""
-        payload = await self._request("GET", f"{DEAD_LETTER}/rules")
-        return [ReplayRule.from_document(rule) for rule in payload.get("rules") or []]
-
-    async def get_replay_rule(self, rule: str) -> ReplayRule:
-        """One replay rule, by id or name."""
-        payload = await self._request("GET", f"{DEAD_LETTER}/rules/{rule}")
-        return ReplayRule.from_document(_document(payload, "rule"))
-
-    async def add_replay_rule(
-        self,
-        name: str,
-        filters: DeadLetterFilter | Mapping[str, Any],
-        *,
-        delay: str | None = None,
-        max_replays: int | None = None,
-        enabled: bool = True,
-    ) -> ReplayRule:
-        """Create a rule that replays matching dead letters after `delay` (ISO 8601), at most
-        `max_replays` times per job."""
-        body: dict[str, Any] = {"name": name, "filter": filter_params(filters), "enabled": enabled}
-        optional = {"delay": delay, "max_replays": max_replays}
-        body.update({key: value for key, value in optional.items() if value is not None})
-        payload = await self._request("POST", f"{DEAD_LETTER}/rules", body)
-        return ReplayRule.from_document(_document(payload, "rule"))
-
-    async def update_replay_rule(
-        self,
-        rule: str,
-        *,
-        name: str | None = None,
-        filters: DeadLetterFilter | Mapping[str, Any] | None = None,
-        delay: str | None = None,
-        max_replays: int | None = None,
-        enabled: bool | None = None,
-    ) -> ReplayRule:
-        """Change a rule (by id or name); arguments left as None keep their values."""
-        changes: dict[str, Any] = {"name": name, "delay": delay, "max_replays": max_replays}
-        changes["enabled"] = enabled
-        body = {key: value for key, value in changes.items() if value is not None}
-        if filters is not None:
-            body["filter"] = filter_params(filters)
-        payload = await self._request("PATCH", f"{DEAD_LETTER}/rules/{rule}", body)
-        return ReplayRule.from_document(_document(payload, "rule"))
-
-    async def enable_replay_rule(self, rule: str) -> ReplayRule:
-        """Turn a rule on."""
-        return await self.update_replay_rule(rule, enabled=True)
-
-    async def disable_replay_rule(self, rule: str) -> ReplayRule:
-        """Turn a rule off (it is kept)."""
-        return await self.update_replay_rule(rule, enabled=False)
-
-    async def delete_replay_rule(self, rule: str) -> ReplayRule:
-        """Delete a rule; returns it as it was."""
-        payload = await self._request("DELETE", f"{DEAD_LETTER}/rules/{rule}")
-        return ReplayRule.from_document(_document(payload, "rule"))
-
-    # -- retention, pruning, archives -----------------------------------------------------
-
-    async def retention_policies(self) -> RetentionPolicies:
-        """The global retention policy and the per-queue overrides."""
-        payload = await self._request("GET", f"{DEAD_LETTER}/retention")
-        return RetentionPolicies.from_document(payload)
-
-    async def retention_policy(self, queue: str) -> RetentionPolicy:
-        """The policy that applies to `queue` (its override, or the global one)."""
-        payload = await self._request("GET", f"{DEAD_LETTER}/retention/{queue}")
-        return RetentionPolicy.from_document(_document(payload, "policy"))
-
-    async def set_retention_policy(
-        self,
-        queue: str | None = None,
-        *,
-        max_age: str | None = None,
-        max_count: int | None = None,
-        pruning_policy: str | None = None,
-    ) -> RetentionPolicy:
-        """Change the global policy (queue None) or set a queue's override; fields left as
-        None keep their values."""
-        values = {"max_age": max_age, "max_count": max_count, "pruning_policy": pruning_policy}
-        body = {key: value for key, value in values.items() if value is not None}
-        path = f"{DEAD_LETTER}/retention/{queue}" if queue else f"{DEAD_LETTER}/retention"
-        payload = await self._request("PUT", path, body)
-        return RetentionPolicy.from_document(_document(payload, "policy"))
-
-    async def unset_retention_policy(self, queue: str) -> None:
-        """Remove a queue's override; the global policy applies to it again."""
-        await self._request("DELETE", f"{DEAD_LETTER}/retention/{queue}")
-
-    async def prune(self) -> PruneReport:
-        """Prune now by the retention policies (the server also prunes on a schedule)."""
-        payload = await self._request("POST", f"{DEAD_LETTER}/prune", {"confirm": True})
-        return PruneReport.from_document(payload)
-
-    async def archives(self) -> list[Archive]:
-        """Archive files written by pruning with pruning_policy=archive."""
-        payload = await self._request("GET", f"{DEAD_LETTER}/archives")
-        return [Archive.from_document(item) for item in payload.get("archives") or []]
-
-    async def restore_archive(self, name: str) -> dict[str, Any]:
-        """Put an archive's entries back in the dead-letter queue: {entries, restored, skipped}."""
-        return await self._request("POST", f"{DEAD_LETTER}/archives/{name}/restore")
-
-    # -- queues and the server ------------------------------------------------------------
-
-    async def queues(self) -> list[Queue]:
-        """Every queue and whether it is paused."""
-        payload = await self._request("GET", QUEUES)
-        return [Queue.from_document(item) for item in payload.get("queues") or []]
-
-    async def queue_stats(self, name: str) -> Queue:
-        """A queue with its job counts by state."""
-        return Queue.from_document(await self._request("GET", f"{QUEUES}/{name}/stats"))
-
-    async def pause_queue(self, name: str) -> Queue:
-        """Pause a queue: fetch returns nothing from it until it is resumed."""
-        payload = await self._request("POST", f"{QUEUES}/{name}/pause")
-        return Queue.from_document(_document(payload, "queue"))
-
-    async def resume_queue(self, name: str) -> Queue:
-        """Resume a paused queue."""
-        payload = await self._request("POST", f"{QUEUES}/{name}/resume")
-        return Queue.from_document(_document(payload, "queue"))
-
-    async def health(self) -> dict[str, Any]:
-        """The server's health document."""
-        return await self._request("GET", "/ojs/v1/health")
-
-    async def manifest(self) -> dict[str, Any]:
-        """What the server implements (OJS manifest)."""
-        return await self._request("GET", "/ojs/manifest")

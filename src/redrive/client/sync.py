@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from redrive.client.client import DEFAULT_TIMEOUT, DEFAULT_URL, Client
+from redrive.client.client import Client
 from redrive.client.models import (
     Archive,
     BulkResult,
@@ -27,6 +27,7 @@ from redrive.client.models import (
     RetryPolicy,
 )
 from redrive.client.requests import DeadLetterFilter, Delay, JobSpec, Moment
+from redrive.client.transport import DEFAULT_TIMEOUT, DEFAULT_URL
 
 Result = TypeVar("Result")
 

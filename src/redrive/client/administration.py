@@ -1,0 +1,160 @@
+"""Client operations for administrators: replay rules, retention, pruning, archives, queues."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from redrive.client.models import (
+    Archive,
+    PruneReport,
+    Queue,
+    ReplayRule,
+    RetentionPolicies,
+    RetentionPolicy,
+)
+from redrive.client.requests import DeadLetterFilter, filter_params
+from redrive.client.transport import Connection, document_of
+
+DEAD_LETTER = "/ojs/v1/dead-letter"
+QUEUES = "/ojs/v1/queues"
+
+
+class Administration(Connection):
+    """Replay rules, retention policies, pruning and archives, queues, health and manifest."""
+
+    # -- replay rules ---------------------------------------------------------------------
+
+    async def replay_rules(self) -> list[ReplayRule]:
+        """Every automatic replay rule."""
+        payload = await self._request("GET", f"{DEAD_LETTER}/rules")
+        return [ReplayRule.from_document(rule) for rule in payload.get("rules") or []]
+
+    async def get_replay_rule(self, rule: str) -> ReplayRule:
+        """One replay rule, by id or name."""
+        payload = await self._request("GET", f"{DEAD_LETTER}/rules/{rule}")
+        return ReplayRule.from_document(document_of(payload, "rule"))
+
+    async def add_replay_rule(
+        self,
+        name: str,
+        filters: DeadLetterFilter | Mapping[str, Any],
+        *,
+        delay: str | None = None,
+        max_replays: int | None = None,
+        enabled: bool = True,
+    ) -> ReplayRule:
+        """Create a rule that replays matching dead letters after `delay` (ISO 8601), at most
+        `max_replays` times per job."""
+        body: dict[str, Any] = {"name": name, "filter": filter_params(filters), "enabled": enabled}
+        optional = {"delay": delay, "max_replays": max_replays}
+        body.update({key: value for key, value in optional.items() if value is not None})
+        payload = await self._request("POST", f"{DEAD_LETTER}/rules", body)
+        return ReplayRule.from_document(document_of(payload, "rule"))
+
+    async def update_replay_rule(
+        self,
+        rule: str,
+        *,
+        name: str | None = None,
+        filters: DeadLetterFilter | Mapping[str, Any] | None = None,
+        delay: str | None = None,
+        max_replays: int | None = None,
+        enabled: bool | None = None,
+    ) -> ReplayRule:
+        """Change a rule (by id or name); arguments left as None keep their values."""
+        changes: dict[str, Any] = {"name": name, "delay": delay, "max_replays": max_replays}
+        changes["enabled"] = enabled
+        body = {key: value for key, value in changes.items() if value is not None}
+        if filters is not None:
+            body["filter"] = filter_params(filters)
+        payload = await self._request("PATCH", f"{DEAD_LETTER}/rules/{rule}", body)
+        return ReplayRule.from_document(document_of(payload, "rule"))
+
+    async def enable_replay_rule(self, rule: str) -> ReplayRule:
+        """Turn a rule on."""
+        return await self.update_replay_rule(rule, enabled=True)
+
+    async def disable_replay_rule(self, rule: str) -> ReplayRule:
+        """Turn a rule off (it is kept)."""
+        return await self.update_replay_rule(rule, enabled=False)
+
+    async def delete_replay_rule(self, rule: str) -> ReplayRule:
+        """Delete a rule; returns it as it was."""
+        payload = await self._request("DELETE", f"{DEAD_LETTER}/rules/{rule}")
+        return ReplayRule.from_document(document_of(payload, "rule"))
+
+    # -- retention, pruning, archives -----------------------------------------------------
+
+    async def retention_policies(self) -> RetentionPolicies:
+        """The global retention policy and the per-queue overrides."""
+        payload = await self._request("GET", f"{DEAD_LETTER}/retention")
+        return RetentionPolicies.from_document(payload)
+
+    async def retention_policy(self, queue: str) -> RetentionPolicy:
+        """The policy that applies to `queue` (its override, or the global one)."""
+        payload = await self._request("GET", f"{DEAD_LETTER}/retention/{queue}")
+        return RetentionPolicy.from_document(document_of(payload, "policy"))
+
+    async def set_retention_policy(
+        self,
+        queue: str | None = None,
+        *,
+        max_age: str | None = None,
+        max_count: int | None = None,
+        pruning_policy: str | None = None,
+    ) -> RetentionPolicy:
+        """Change the global policy (queue None) or set a queue's override; fields left as
+        None keep their values."""
+        values = {"max_age": max_age, "max_count": max_count, "pruning_policy": pruning_policy}
+        body = {key: value for key, value in values.items() if value is not None}
+        path = f"{DEAD_LETTER}/retention/{queue}" if queue else f"{DEAD_LETTER}/retention"
+        payload = await self._request("PUT", path, body)
+        return RetentionPolicy.from_document(document_of(payload, "policy"))
+
+    async def unset_retention_policy(self, queue: str) -> None:
+        """Remove a queue's override; the global policy applies to it again."""
+        await self._request("DELETE", f"{DEAD_LETTER}/retention/{queue}")
+
+    async def prune(self) -> PruneReport:
+        """Prune now by the retention policies (the server also prunes on a schedule)."""
+        payload = await self._request("POST", f"{DEAD_LETTER}/prune", {"confirm": True})
+        return PruneReport.from_document(payload)
+
+    async def archives(self) -> list[Archive]:
+        """Archive files written by pruning with pruning_policy=archive."""
+        payload = await self._request("GET", f"{DEAD_LETTER}/archives")
+        return [Archive.from_document(item) for item in payload.get("archives") or []]
+
+    async def restore_archive(self, name: str) -> dict[str, Any]:
+        """Put an archive's entries back in the dead-letter queue: {entries, restored, skipped}."""
+        return await self._request("POST", f"{DEAD_LETTER}/archives/{name}/restore")
+
+    # -- queues and the server ------------------------------------------------------------
+
+    async def queues(self) -> list[Queue]:
+        """Every queue and whether it is paused."""
+        payload = await self._request("GET", QUEUES)
+        return [Queue.from_document(item) for item in payload.get("queues") or []]
+
+    async def queue_stats(self, name: str) -> Queue:
+        """A queue with its job counts by state."""
+        return Queue.from_document(await self._request("GET", f"{QUEUES}/{name}/stats"))
+
+    async def pause_queue(self, name: str) -> Queue:
+        """Pause a queue: fetch returns nothing from it until it is resumed."""
+        payload = await self._request("POST", f"{QUEUES}/{name}/pause")
+        return Queue.from_document(document_of(payload, "queue"))
+
+    async def resume_queue(self, name: str) -> Queue:
+        """Resume a paused queue."""
+        payload = await self._request("POST", f"{QUEUES}/{name}/resume")
+        return Queue.from_document(document_of(payload, "queue"))
+
+    async def health(self) -> dict[str, Any]:
+        """The server's health document."""
+        return await self._request("GET", "/ojs/v1/health")
+
+    async def manifest(self) -> dict[str, Any]:
+        """What the server implements (OJS manifest)."""
+        return await self._request("GET", "/ojs/manifest")
