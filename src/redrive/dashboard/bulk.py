@@ -77,7 +77,8 @@ async def _dry_run(service: Service, plan: BulkPlan, list_filter: ListFilter) ->
 
 async def preview(service: Service, plan: BulkPlan, pin: bool) -> dict[str, Any]:
     """What the confirmation page shows: the exact count, a sample, and the filter in words."""
-    list_filter = plan.list_filter.pinned(service.runtime.now()) if pin else plan.list_filter
+    pinned = pin and plan.scope == "filter"
+    list_filter = plan.list_filter.pinned(service.runtime.now()) if pinned else plan.list_filter
     if plan.scope == "selection":
         selected = await _selected(service, plan.ids)
         count = len(selected)

@@ -37,7 +37,9 @@ def html_errors(handler: Handler) -> Handler:
 
 
 def is_htmx(request: Request) -> bool:
-    return request.headers.get("hx-request") == "true"
+    """An htmx swap wants a fragment; a history restore (back button) wants the whole page."""
+    headers = request.headers
+    return headers.get("hx-request") == "true" and not headers.get("hx-history-restore-request")
 
 
 def add_page_routes(router: APIRouter, service: Service) -> None:

@@ -1,0 +1,1 @@
+"""Browser tests of the dashboard: Playwright driving Debian's /usr/bin/chromium."""
