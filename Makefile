@@ -24,8 +24,13 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-## test: lint, then the whole suite (unit, behaviour on both stores, OJS conformance, integration)
-test: lint
+# The browser tests drive Debian's Chromium (never a downloaded one).
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	apt-get install -y --no-install-recommends chromium || (apt-get update && apt-get install -y --no-install-recommends chromium)
+
+## test: lint, then the whole suite (unit, behaviour on both stores, OJS conformance, integration, browser)
+test: lint $(CHROMIUM)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 ## bench: performance figures (printed as a table, saved under bench/results/)
