@@ -1,6 +1,21 @@
 """The redrive Python client: `Client` (async), `SyncClient`, typed results and exceptions."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from redrive.client.client import Client
+from redrive.client.dead_letters import (
+    Archive,
+    BulkResult,
+    DeadLetter,
+    DeadLetterStats,
+    Episode,
+    PruneReport,
+    ReplayRule,
+    RetentionPolicies,
+    RetentionPolicy,
+)
 from redrive.client.errors import (
     ConflictError,
     DuplicateError,
@@ -11,25 +26,8 @@ from redrive.client.errors import (
     ServerError,
     UnreachableError,
 )
-from redrive.client.models import (
-    Archive,
-    BulkResult,
-    DeadLetter,
-    DeadLetterStats,
-    Episode,
-    Heartbeat,
-    Job,
-    Outcome,
-    Page,
-    PruneReport,
-    Queue,
-    ReplayRule,
-    RetentionPolicies,
-    RetentionPolicy,
-    RetryPolicy,
-)
+from redrive.client.models import Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.requests import DeadLetterFilter, JobSpec
-from redrive.client.sync import SyncClient
 from redrive.client.transport import DEFAULT_URL
 
 __all__ = [
@@ -62,3 +60,17 @@ __all__ = [
     "SyncClient",
     "UnreachableError",
 ]
+
+
+if TYPE_CHECKING:
+    from redrive.client.sync import SyncClient
+
+
+def __getattr__(name: str) -> Any:
+    """`SyncClient` is imported on first use, so `python -m redrive.client.generate` still runs
+    when the generated module is out of date."""
+    if name == "SyncClient":
+        from redrive.client.sync import SyncClient
+
+        return SyncClient
+    raise AttributeError(f"module 'redrive.client' has no attribute {name!r}")

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from redrive.client.models import (
+from redrive.client.dead_letters import (
     Archive,
     PruneReport,
-    Queue,
     ReplayRule,
     RetentionPolicies,
     RetentionPolicy,
 )
+from redrive.client.models import Queue
 from redrive.client.requests import DeadLetterFilter, filter_params
 from redrive.client.transport import Connection, document_of
 

@@ -7,16 +7,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from redrive.client.administration import DEAD_LETTER, Administration
-from redrive.client.models import (
-    BulkResult,
-    DeadLetter,
-    DeadLetterStats,
-    Heartbeat,
-    Job,
-    Outcome,
-    Page,
-    RetryPolicy,
-)
+from redrive.client.dead_letters import BulkResult, DeadLetter, DeadLetterStats
+from redrive.client.models import Heartbeat, Job, Outcome, Page, RetryPolicy
 from redrive.client.requests import (
     DeadLetterFilter,
     Delay,

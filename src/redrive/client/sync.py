@@ -10,22 +10,17 @@ from typing import Any, TypeVar
 import httpx
 
 from redrive.client.client import Client
-from redrive.client.models import (
+from redrive.client.dead_letters import (
     Archive,
     BulkResult,
     DeadLetter,
     DeadLetterStats,
-    Heartbeat,
-    Job,
-    Outcome,
-    Page,
     PruneReport,
-    Queue,
     ReplayRule,
     RetentionPolicies,
     RetentionPolicy,
-    RetryPolicy,
 )
+from redrive.client.models import Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.requests import DeadLetterFilter, Delay, JobSpec, Moment
 from redrive.client.transport import DEFAULT_TIMEOUT, DEFAULT_URL
 
