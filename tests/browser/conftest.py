@@ -9,13 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, ViewportSize, sync_playwright
 
 from tests.conformance.server import RedriveServer
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
-VIEWPORT = {"width": 1280, "height": 800}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 ACTION_TIMEOUT_MS = 15_000
 
 
@@ -41,7 +41,7 @@ def server(database_url: str, tmp_path: Path) -> Iterator[RedriveServer]:
 
 @pytest.fixture
 def page(server: RedriveServer, browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport=VIEWPORT, base_url=server.base_url)  # type: ignore[arg-type]
+    context = browser.new_context(viewport=VIEWPORT, base_url=server.base_url)
     opened = context.new_page()
     opened.set_default_timeout(ACTION_TIMEOUT_MS)
     problems: list[str] = []

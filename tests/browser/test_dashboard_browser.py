@@ -14,6 +14,21 @@ from tests.browser.conftest import Api, screenshot
 pytestmark = pytest.mark.xdist_group("browser")
 
 
+# Pretend the tab is hidden or shown again, and note whether each htmx poll went out.
+HIDE_TAB = """() => {
+    window.liveRequests = [];
+    document.addEventListener("htmx:beforeRequest", (event) => {
+        window.liveRequests.push(event.defaultPrevented ? "skipped" : "sent");
+    });
+    Object.defineProperty(document, "hidden", {configurable: true, get: () => true});
+    document.dispatchEvent(new Event("visibilitychange"));
+}"""
+SHOW_TAB = """() => {
+    Object.defineProperty(document, "hidden", {configurable: true, get: () => false});
+    document.dispatchEvent(new Event("visibilitychange"));
+}"""
+
+
 def seed(api: Api) -> dict[str, list[str]]:
     return {
         "mail": [api.kill("mail", "mail.send", "SmtpError", [{"to": f"u{n}@x"}]) for n in range(3)],
@@ -134,6 +149,19 @@ def test_settings_pages_keyboard_and_back_button(page: Page, api: Api, backend: 
     expect(page.locator(".flash")).to_contain_text("Retention for queue mail: keep 50")
     expect(page.get_by_role("cell", name="own policy")).to_be_visible()
     screenshot(page, "retention", backend)
+
+    # Live updates: polls are skipped while the tab is hidden, and resume when it is visible.
+    page.goto("/ui")
+    expect(page.get_by_test_id("dead-total")).to_have_text("2")
+    page.evaluate(HIDE_TAB)
+    page.evaluate("htmx.trigger('#overview', 'refresh')")
+    polls = page.evaluate("window.liveRequests")
+    assert polls and set(polls) == {"skipped"}  # a timed poll may have been skipped too
+    with page.expect_response(lambda response: response.url.endswith("/ui")) as refreshed:
+        page.evaluate(SHOW_TAB)
+    assert refreshed.value.status == 200
+    assert refreshed.value.request.headers.get("hx-request") == "true"
+    expect(page.locator("#live-status")).to_have_text("Live updates on")
 
     # Keyboard: the first Tab reaches the skip link, and focus is visible.
     page.goto("/ui/dead-letters")

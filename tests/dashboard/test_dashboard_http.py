@@ -3,6 +3,8 @@ their confirmation showed, and hostile content is shown as text. Each test runs 
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
 import httpx
@@ -335,3 +337,22 @@ def test_the_server_binds_to_loopback_by_default(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("REDRIVE_HOST", raising=False)
     monkeypatch.setenv("REDRIVE_CONFIG_FILE", "/nonexistent/redrive.toml")
     assert Settings().host == "127.0.0.1"
+
+
+async def test_an_episode_that_left_the_queue_keeps_its_page(
+    dashboard: httpx.AsyncClient, service: Service, clock: ManualClock
+) -> None:
+    job_id = await kill_job(dashboard, queue="mail", job_type="mail.send")
+    await service.dead_letters.retry(job_id, None, {}, "dashboard")
+    clock.advance(1_000)
+    listing = await dashboard.get("/ui/dead-letters", params={"status": "retried"})
+    assert job_id in listing.text
+    link = re.search(rf'href="(/ui/dead-letters/{job_id}\?[^"]+)"', listing.text)
+    assert link is not None
+    page = await dashboard.get(html.unescape(link.group(1)))
+    assert page.status_code == 200, page.text
+    assert "This episode is no longer dead: it was retried by dashboard" in page.text
+    assert "The job is now <strong>available</strong> in queue mail" in page.text
+    assert "Retry now" not in page.text
+    missing = await dashboard.get(f"/ui/dead-letters/{job_id}")
+    assert missing.status_code == 404
