@@ -62,6 +62,7 @@ def test_an_operator_session(page: Page, api: Api, backend: str) -> None:
     # Filter the list: the URL keeps the filter, the count and rows follow it.
     filter_list(page, queue="mail")
     expect(page.get_by_test_id("match-count")).to_have_text("3")
+    assert page.url.endswith("/ui/dead-letters?queue=mail&status=dead&limit=50")
     assert set(rows(page)) == set(jobs["mail"])
     screenshot(page, "dead-letters-filtered", backend)
 

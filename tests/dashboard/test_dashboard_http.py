@@ -356,3 +356,25 @@ async def test_an_episode_that_left_the_queue_keeps_its_page(
     assert "Retry now" not in page.text
     missing = await dashboard.get(f"/ui/dead-letters/{job_id}")
     assert missing.status_code == 404
+
+
+async def test_pages_follow_the_cursor_and_stop_at_the_end(
+    dashboard: httpx.AsyncClient, service: Service, clock: ManualClock
+) -> None:
+    ids = []
+    for number in range(26):
+        ids.append(await kill_job(dashboard, queue="mail", args=[number]))
+        clock.advance(1_000)
+    first = await dashboard.get("/ui/dead-letters", params={"limit": "25"})
+    shown = re.findall(r'<tr data-job-id="([^"]+)"', first.text)
+    assert shown == list(reversed(ids))[:25]
+    older = re.search(r'href="([^"]+)" rel="next"', first.text)
+    assert older is not None
+    second = await dashboard.get(html.unescape(older.group(1)))
+    assert re.findall(r'<tr data-job-id="([^"]+)"', second.text) == [ids[0]]
+    assert 'rel="next"' not in second.text
+    assert "« Newest" in second.text
+    await service.dead_letters.delete(ids[0], None, "test")
+    exact = await dashboard.get("/ui/dead-letters", params={"limit": "25"})
+    assert len(re.findall(r"<tr data-job-id=", exact.text)) == 25
+    assert 'rel="next"' not in exact.text

@@ -123,12 +123,12 @@ async def dead_letter_list(
 ) -> dict[str, Any]:
     now = service.runtime.now()
     filters = service.dead_letters.filter(list_filter.service_raw(now), None)
-    page = Page(limit=limit)
+    page = Page(limit=limit + 1)  # one more than shown: is there an older page?
     if cursor:
-        position = decode_cursor(cursor)
-        page = replace(position, limit=limit)
-    items, total = await service.dead_letters.search(filters, page)
-    next_cursor = encode_cursor(items[-1]) if len(items) == limit else None
+        page = replace(decode_cursor(cursor), limit=limit + 1)
+    found, total = await service.dead_letters.search(filters, page)
+    items = found[:limit]
+    next_cursor = encode_cursor(items[-1]) if len(found) > limit else None
     stats = await service.dead_letters.stats(None)
     return {
         "now": now,

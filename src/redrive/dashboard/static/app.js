@@ -29,6 +29,16 @@
   });
   document.addEventListener("htmx:configRequest", function (event) {
     event.detail.headers["X-CSRF-Token"] = csrfToken();
+    // Filters stay in the URL; leave out the empty ones so shared links read well.
+    var source = event.detail.elt;
+    if (source && source.matches && source.matches("form.filters")) {
+      var parameters = event.detail.parameters;
+      Array.from(parameters.keys()).forEach(function (name) {
+        if (parameters.get(name) === "") {
+          parameters.delete(name);
+        }
+      });
+    }
   });
 
   function updateSelection() {
