@@ -166,7 +166,7 @@ def test_every_statement_name_in_the_transaction_code_is_resolvable() -> None:
     visitor = statement_names_used()
     assert visitor.unresolved == []
     assert len(visitor.names) >= 20
-    assert {"claim_jobs", "update_job", "move_dead_letter"} <= visitor.names
+    assert {"claim_jobs", "update_jobs", "move_dead_letter"} <= visitor.names
 
 
 @pytest.mark.parametrize("path", [SQLITE, POSTGRES], ids=["sqlite", "postgres"])

@@ -31,8 +31,9 @@ class JobService:
     async def _insert(self, transaction: Transaction, jobs: list[Job], now: int) -> None:
         for queue in sorted({(job.queue, job.tenant_id) for job in jobs}):
             await transaction.ensure_queue(queue[0], queue[1], now)
+        inserted = await transaction.insert_jobs(jobs)
         for job in jobs:
-            if not await transaction.insert_job(job):
+            if job.id not in inserted:
                 raise Duplicate(f"job {job.id} already exists", {"job_id": job.id})
         await transaction.notify({job.queue for job in jobs if job.state == states.AVAILABLE})
         events = [

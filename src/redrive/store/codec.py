@@ -37,27 +37,35 @@ def load(value: Any) -> Any:
     return value
 
 
-def job_parameters(job: Job) -> dict[str, Any]:
-    parameters = {column: getattr(job, column) for column in JOB_COLUMNS}
-    parameters.update(
+def job_record(job: Job) -> dict[str, Any]:
+    """A job as one element of the JSON `rows` the set-based statements read (JSON columns
+    nested, not encoded twice)."""
+    record = {column: getattr(job, column) for column in JOB_COLUMNS}
+    record.update(
         max_attempts=job.max_attempts,
-        envelope=dump(
-            {
-                "args": job.args,
-                "meta": job.meta,
-                "options": job.options,
-                "extra": job.extra,
-                "retry": retry_to_record(job.retry),
-                "scheduled_at_text": job.scheduled_at_text,
-                "expires_at_text": job.expires_at_text,
-            }
-        ),
+        envelope={
+            "args": job.args,
+            "meta": job.meta,
+            "options": job.options,
+            "extra": job.extra,
+            "retry": retry_to_record(job.retry),
+            "scheduled_at_text": job.scheduled_at_text,
+            "expires_at_text": job.expires_at_text,
+        },
         run_at=job.run_at,
-        error=dump(job.error),
-        errors=dump(job.errors),
-        result=dump(job.result),
+        error=job.error,
+        errors=job.errors,
+        result=job.result,
         dead_lettered=job.dead_lettered,
     )
+    return record
+
+
+def job_parameters(job: Job) -> dict[str, Any]:
+    """A job as the parameters of a one-row statement (JSON columns encoded)."""
+    parameters = job_record(job)
+    for column in ("envelope", "error", "errors", "result"):
+        parameters[column] = dump(parameters[column])
     return parameters
 
 
@@ -81,7 +89,8 @@ def job_from_row(row: dict[str, Any]) -> Job:
     )
 
 
-def dead_letter_parameters(dead_letter: DeadLetter) -> dict[str, Any]:
+def dead_letter_record(dead_letter: DeadLetter) -> dict[str, Any]:
+    """An episode as one element of the JSON `rows` of insert_dead_letters."""
     job = dead_letter.job
     return {
         "id": dead_letter.id,
@@ -93,7 +102,7 @@ def dead_letter_parameters(dead_letter: DeadLetter) -> dict[str, Any]:
         "reason": dead_letter.reason,
         "discarded_at": dead_letter.discarded_at,
         "status": dead_letter.status,
-        "job": dump(job_to_record(job)),
+        "job": job_to_record(job),
         "moved_at": dead_letter.moved_at,
         "moved_by": dead_letter.moved_by,
         "args": dump(job.args),
@@ -115,7 +124,7 @@ def dead_letter_from_row(row: dict[str, Any]) -> DeadLetter:
     )
 
 
-def event_parameters(stored: StoredEvent) -> dict[str, Any]:
+def event_record(stored: StoredEvent) -> dict[str, Any]:
     event = stored.event
     return {
         "id": stored.id,
@@ -125,7 +134,7 @@ def event_parameters(stored: StoredEvent) -> dict[str, Any]:
         "job_type": event.job_type,
         "subject": event.subject,
         "time": stored.time,
-        "data": dump(event.data),
+        "data": event.data,
     }
 
 

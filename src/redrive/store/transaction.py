@@ -9,15 +9,16 @@ from typing import Any, Protocol
 from redrive.domain.dead_letter import DEAD, DeadLetter, DeadLetterFilter
 from redrive.domain.job import Job
 from redrive.domain.replay import ReplayRule
-from redrive.ports import Claim, EventQuery, Page, PruneScope, StoredEvent
+from redrive.ports import Claim, EventQuery, JobChange, Page, PruneScope, StoredEvent
 from redrive.store.codec import (
     dead_letter_from_row,
-    dead_letter_parameters,
+    dead_letter_record,
     dump,
     event_from_row,
-    event_parameters,
+    event_record,
     job_from_row,
     job_parameters,
+    job_record,
     load,
     replay_rule_from_row,
     replay_rule_parameters,
@@ -29,7 +30,6 @@ class Executor(Protocol):
 
     async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]: ...
     async def run(self, name: str, parameters: dict[str, Any]) -> int: ...
-    async def run_many(self, name: str, parameters: list[dict[str, Any]]) -> None: ...
     def list_parameter(self, values: list[str] | None) -> Any: ...
     async def notify(self, queues: set[str]) -> None: ...
 
@@ -85,21 +85,52 @@ class SqlTransaction:
 
     # jobs
 
+    async def insert_jobs(self, jobs: list[Job]) -> set[str]:
+        """Insert many jobs in one statement; ids that exist already are left as they are.
+        Returns the ids actually inserted."""
+        if not jobs:
+            return set()
+        rows = await self._rows("insert_jobs", rows=dump([job_record(job) for job in jobs]))
+        return {row["id"] for row in rows}
+
     async def insert_job(self, job: Job) -> bool:
-        return bool(await self.executor.rows("insert_job", job_parameters(job)))
+        return bool(await self.insert_jobs([job]))
 
     async def upsert_job(self, job: Job) -> None:
         await self.executor.run("upsert_job", job_parameters(job))
 
+    async def update_jobs(self, changes: list[JobChange]) -> set[str]:
+        """Write many decided jobs in one statement, each guarded by the state and lease it was
+        decided from; returns the ids written (a missing id lost a race)."""
+        if not changes:
+            return set()
+        records = [
+            {
+                **job_record(change.job),
+                "expected_state": change.expected_state,
+                "expected_lease_token": change.expected_lease_token,
+            }
+            for change in changes
+        ]
+        ids = self.executor.list_parameter([change.job.id for change in changes])
+        return {row["id"] for row in await self._rows("update_jobs", rows=dump(records), ids=ids)}
+
     async def update_job(self, job: Job, expected_state: str, expected_lease: str | None) -> bool:
-        parameters = job_parameters(job)
-        parameters.update(expected_state=expected_state, expected_lease_token=expected_lease)
-        return await self.executor.run("update_job", parameters) == 1
+        return bool(await self.update_jobs([JobChange(job, expected_state, expected_lease)]))
 
     async def get_job(self, job_id: str, tenant_id: str | None, lock: bool = False) -> Job | None:
         name = "select_job_for_update" if lock else "select_job"
         rows = await self._rows(name, id=job_id, tenant_id=tenant_id)
         return job_from_row(rows[0]) if rows else None
+
+    async def lock_jobs(self, job_ids: list[str], tenant_id: str | None) -> dict[str, Job]:
+        """Read and lock many jobs in one statement (in id order); missing ids are absent."""
+        if not job_ids:
+            return {}
+        rows = await self._rows(
+            "select_jobs_for_update", ids=self.executor.list_parameter(job_ids), tenant_id=tenant_id
+        )
+        return {row["id"]: job_from_row(row) for row in rows}
 
     async def list_jobs(
         self, filters: dict[str, Any], limit: int, offset: int
@@ -175,38 +206,33 @@ class SqlTransaction:
 
     # dead letters
 
-    async def _tally(self, row: dict[str, Any], delta: int) -> None:
-        await self._run(
-            "adjust_dead_letter_tally",
-            tenant_id=row["tenant_id"],
-            queue=row["queue"],
-            type=row["type"],
-            error_type=row["error_type"] or "",
-            delta=delta,
-        )
-
-    async def _untally(self, rows: list[dict[str, Any]]) -> None:
-        """Take removed dead episodes off the tallies, one statement per distinct group."""
+    async def _tally(self, rows: list[dict[str, Any]], sign: int) -> None:
+        """Add (sign 1) or take off (sign -1) dead episodes from the tallies, one statement per
+        distinct group."""
         groups: Counter[tuple[str, str, str, str]] = Counter(
             (row["tenant_id"], row["queue"], row["type"], row["error_type"] or "")
             for row in rows
             if row["status"] == DEAD
         )
-        for (tenant_id, queue, job_type, error_type), count in groups.items():
-            await self._tally(
-                {
-                    "tenant_id": tenant_id,
-                    "queue": queue,
-                    "type": job_type,
-                    "error_type": error_type,
-                },
-                -count,
+        for (tenant_id, queue, job_type, error_type), count in sorted(groups.items()):
+            await self._run(
+                "adjust_dead_letter_tally",
+                tenant_id=tenant_id,
+                queue=queue,
+                type=job_type,
+                error_type=error_type,
+                delta=sign * count,
             )
 
+    async def insert_dead_letters(self, dead_letters: list[DeadLetter]) -> None:
+        """Insert many episodes in one statement and count them in the tallies."""
+        if dead_letters:
+            rows = [dead_letter_record(dead_letter) for dead_letter in dead_letters]
+            await self._run("insert_dead_letters", rows=dump(rows))
+            await self._tally(rows, 1)
+
     async def insert_dead_letter(self, dead_letter: DeadLetter) -> None:
-        parameters = dead_letter_parameters(dead_letter)
-        await self.executor.run("insert_dead_letter", parameters)
-        await self._tally(parameters, 1)
+        await self.insert_dead_letters([dead_letter])
 
     async def list_dead_letters(self, filters: DeadLetterFilter, page: Page) -> list[DeadLetter]:
         rows = await self._rows(
@@ -258,7 +284,7 @@ class SqlTransaction:
         )
         moved_ids = {row["id"] for row in rows}
         moved = [dead for dead in dead_letters if dead.id in moved_ids]
-        await self._untally([_tally_row(dead) for dead in moved])
+        await self._tally([_tally_row(dead) for dead in moved], -1)
         return moved
 
     async def redrive_jobs(self, job_ids: list[str], now: int) -> set[str]:
@@ -267,11 +293,6 @@ class SqlTransaction:
             return set()
         rows = await self._rows("redrive_jobs", ids=self.executor.list_parameter(job_ids), now=now)
         return {row["id"] for row in rows}
-
-    async def insert_jobs(self, jobs: list[Job]) -> None:
-        """Insert many jobs; any whose id exists already is left as it is."""
-        if jobs:
-            await self.executor.run_many("insert_job", [job_parameters(job) for job in jobs])
 
     async def delete_dead_jobs(self, job_ids: list[str]) -> None:
         if job_ids:
@@ -293,7 +314,7 @@ class SqlTransaction:
             "move_dead_letter", id=dead_letter.id, status=status, now=now, moved_by=moved_by
         )
         if changed == 1:
-            await self._tally(_tally_row(dead_letter), -1)
+            await self._tally([_tally_row(dead_letter)], -1)
         return changed == 1
 
     async def dead_letter_stats(self, tenant_id: str | None) -> dict[str, Any]:
@@ -322,13 +343,13 @@ class SqlTransaction:
         if by_age:
             parameters["before"] = scope.before
         rows = await self.executor.rows(name, parameters)
-        await self._untally(rows)
+        await self._tally(rows, -1)
         return rows
 
     async def restore_dead_letter(self, row: dict[str, Any]) -> bool:
         restored = await self.executor.rows("restore_dead_letter", row)
-        if restored and row["status"] == DEAD:
-            await self._tally(row, 1)
+        if restored:
+            await self._tally([row], 1)
         return bool(restored)
 
     async def dead_letter_policies(self, tenant_id: str) -> list[dict[str, Any]]:
@@ -418,7 +439,7 @@ class SqlTransaction:
 
     async def add_events(self, events: list[StoredEvent]) -> None:
         if events:
-            await self.executor.run_many("insert_event", [event_parameters(e) for e in events])
+            await self._run("insert_events", rows=dump([event_record(e) for e in events]))
 
     async def list_events(self, query: EventQuery) -> list[StoredEvent]:
         after_sequence = None

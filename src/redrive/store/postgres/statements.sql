@@ -1,18 +1,32 @@
 -- Named statements for PostgreSQL. sqlite/statements.sql defines the same names and parameters.
 
--- name: insert_job
+-- name: insert_jobs
+-- Many jobs in one statement (:rows is a JSON array of job records); existing ids are skipped and
+-- the ids actually inserted come back.
 INSERT INTO jobs (
     id, tenant_id, queue, type, state, priority, attempt, max_attempts, envelope, timeout_ms,
     visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, started_at,
-    completed_at, cancelled_at, discarded_at, expired_at, next_attempt_at, retry_delay_ms, run_at,
-    worker_id, lease_token, lease_expires_at, timeout_at, error, errors, result, dead_lettered
-) VALUES (
-    :id, :tenant_id, :queue, :type, :state, :priority, :attempt, :max_attempts, CAST(:envelope AS jsonb),
-    :timeout_ms, :visibility_timeout_ms, :created_at, :enqueued_at, :scheduled_at, :expires_at,
-    :started_at, :completed_at, :cancelled_at, :discarded_at, :expired_at, :next_attempt_at,
-    :retry_delay_ms, :run_at, :worker_id, :lease_token, :lease_expires_at, :timeout_at, CAST(:error AS jsonb),
-    CAST(:errors AS jsonb), CAST(:result AS jsonb), :dead_lettered
-) ON CONFLICT (id) DO NOTHING
+    completed_at, cancelled_at, discarded_at, expired_at, next_attempt_at, retry_delay_ms,
+    run_at, worker_id, lease_token, lease_expires_at, timeout_at, error, errors, result,
+    dead_lettered
+)
+SELECT
+    r.id, r.tenant_id, r.queue, r.type, r.state, r.priority, r.attempt, r.max_attempts,
+    r.envelope, r.timeout_ms, r.visibility_timeout_ms, r.created_at, r.enqueued_at,
+    r.scheduled_at, r.expires_at, r.started_at, r.completed_at, r.cancelled_at, r.discarded_at,
+    r.expired_at, r.next_attempt_at, r.retry_delay_ms, r.run_at, r.worker_id, r.lease_token,
+    r.lease_expires_at, r.timeout_at, r.error, r.errors, r.result, r.dead_lettered
+FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+        id text, tenant_id text, queue text, type text, state text, priority integer,
+        attempt integer, max_attempts integer, envelope jsonb, timeout_ms bigint,
+        visibility_timeout_ms bigint, created_at bigint, enqueued_at bigint,
+        scheduled_at bigint, expires_at bigint, started_at bigint, completed_at bigint,
+        cancelled_at bigint, discarded_at bigint, expired_at bigint, next_attempt_at bigint,
+        retry_delay_ms bigint, run_at bigint, worker_id text, lease_token text,
+        lease_expires_at bigint, timeout_at bigint, error jsonb, errors jsonb, result jsonb,
+        dead_lettered boolean
+)
+ON CONFLICT (id) DO NOTHING
 RETURNING id;
 
 -- name: upsert_job
@@ -42,25 +56,49 @@ INSERT INTO jobs (
     error = excluded.error, errors = excluded.errors, result = excluded.result,
     dead_lettered = excluded.dead_lettered;
 
--- name: update_job
+-- name: update_jobs
+-- Many guarded updates in one statement: a row is written only if it is still in the state and
+-- lease its record expects; the ids written come back. :ids repeats the records' ids so the
+-- planner reaches the rows by primary key whatever it guesses of the JSON's size.
 UPDATE jobs SET
-    queue = :queue, state = :state, priority = :priority, attempt = :attempt,
-    max_attempts = :max_attempts, envelope = CAST(:envelope AS jsonb), timeout_ms = :timeout_ms,
-    visibility_timeout_ms = :visibility_timeout_ms, enqueued_at = :enqueued_at,
-    scheduled_at = :scheduled_at, expires_at = :expires_at, started_at = :started_at,
-    completed_at = :completed_at, cancelled_at = :cancelled_at, discarded_at = :discarded_at,
-    expired_at = :expired_at, next_attempt_at = :next_attempt_at, retry_delay_ms = :retry_delay_ms,
-    run_at = :run_at, worker_id = :worker_id, lease_token = :lease_token,
-    lease_expires_at = :lease_expires_at, timeout_at = :timeout_at, error = CAST(:error AS jsonb),
-    errors = CAST(:errors AS jsonb), result = CAST(:result AS jsonb), dead_lettered = :dead_lettered
-WHERE id = :id AND state = :expected_state
-  AND COALESCE(lease_token, '') = COALESCE(CAST(:expected_lease_token AS text), '');
+    tenant_id = r.tenant_id, queue = r.queue, type = r.type, state = r.state,
+    priority = r.priority, attempt = r.attempt, max_attempts = r.max_attempts,
+    envelope = r.envelope, timeout_ms = r.timeout_ms,
+    visibility_timeout_ms = r.visibility_timeout_ms, created_at = r.created_at,
+    enqueued_at = r.enqueued_at, scheduled_at = r.scheduled_at, expires_at = r.expires_at,
+    started_at = r.started_at, completed_at = r.completed_at, cancelled_at = r.cancelled_at,
+    discarded_at = r.discarded_at, expired_at = r.expired_at,
+    next_attempt_at = r.next_attempt_at, retry_delay_ms = r.retry_delay_ms, run_at = r.run_at,
+    worker_id = r.worker_id, lease_token = r.lease_token,
+    lease_expires_at = r.lease_expires_at, timeout_at = r.timeout_at, error = r.error,
+    errors = r.errors, result = r.result, dead_lettered = r.dead_lettered
+FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+        id text, tenant_id text, queue text, type text, state text, priority integer,
+        attempt integer, max_attempts integer, envelope jsonb, timeout_ms bigint,
+        visibility_timeout_ms bigint, created_at bigint, enqueued_at bigint,
+        scheduled_at bigint, expires_at bigint, started_at bigint, completed_at bigint,
+        cancelled_at bigint, discarded_at bigint, expired_at bigint, next_attempt_at bigint,
+        retry_delay_ms bigint, run_at bigint, worker_id text, lease_token text,
+        lease_expires_at bigint, timeout_at bigint, error jsonb, errors jsonb, result jsonb,
+        dead_lettered boolean, expected_state text, expected_lease_token text
+)
+WHERE jobs.id = ANY(CAST(:ids AS text[])) AND jobs.id = r.id
+  AND jobs.state = r.expected_state
+  AND COALESCE(jobs.lease_token, '') = COALESCE(r.expected_lease_token, '')
+RETURNING jobs.id;
 
 -- name: select_job
 SELECT * FROM jobs WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 
 -- name: select_job_for_update
 SELECT * FROM jobs WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+FOR UPDATE;
+
+-- name: select_jobs_for_update
+-- Locked in id order, so two batches over overlapping jobs cannot deadlock.
+SELECT * FROM jobs
+WHERE id = ANY(CAST(:ids AS text[])) AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+ORDER BY id
 FOR UPDATE;
 
 -- name: select_jobs
@@ -161,13 +199,18 @@ SELECT * FROM queues ORDER BY name;
 -- name: select_paused_queue_names
 SELECT name FROM queues WHERE paused;
 
--- name: insert_dead_letter
+-- name: insert_dead_letters
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
     moved_at, moved_by, args, replay_count
-) VALUES (
-    :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status, CAST(:job AS jsonb),
-    :moved_at, :moved_by, :args, :replay_count
+)
+SELECT
+    r.id, r.job_id, r.tenant_id, r.queue, r.type, r.error_type, r.reason, r.discarded_at,
+    r.status, r.job, r.moved_at, r.moved_by, r.args, r.replay_count
+FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+    id text, job_id text, tenant_id text, queue text, type text, error_type text, reason text,
+    discarded_at bigint, status text, job jsonb, moved_at bigint, moved_by text, args text,
+    replay_count integer
 );
 
 -- name: select_dead_letters
@@ -387,9 +430,13 @@ DELETE FROM crons WHERE name = :name AND (CAST(:tenant_id AS text) IS NULL OR te
 -- name: select_due_crons
 SELECT * FROM crons WHERE enabled AND next_run_at <= :now ORDER BY next_run_at LIMIT :limit;
 
--- name: insert_event
+-- name: insert_events
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-VALUES (:id, :tenant_id, :type, :queue, :job_type, :subject, :time, CAST(:data AS jsonb));
+SELECT r.id, r.tenant_id, r.type, r.queue, r.job_type, r.subject, r.time, r.data
+FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+    id text, tenant_id text, type text, queue text, job_type text, subject text, time bigint,
+    data jsonb
+);
 
 -- name: select_events
 SELECT * FROM events

@@ -54,10 +54,6 @@ class PostgresExecutor:
             changed += max(cursor.rowcount, 0)
         return changed
 
-    async def run_many(self, name: str, parameters: list[dict[str, Any]]) -> None:
-        async with self.connection.cursor() as cursor:
-            await cursor.executemany(self.store.statements[name], parameters)
-
     def list_parameter(self, values: list[str] | None) -> Any:
         return values
 

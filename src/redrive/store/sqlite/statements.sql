@@ -1,18 +1,47 @@
 -- Named statements for SQLite. postgres/statements.sql defines the same names and parameters.
 
--- name: insert_job
+-- name: insert_jobs
+-- Many jobs in one statement (:rows is a JSON array of job records); existing ids are skipped and
+-- the ids actually inserted come back.
 INSERT INTO jobs (
     id, tenant_id, queue, type, state, priority, attempt, max_attempts, envelope, timeout_ms,
     visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, started_at,
-    completed_at, cancelled_at, discarded_at, expired_at, next_attempt_at, retry_delay_ms, run_at,
-    worker_id, lease_token, lease_expires_at, timeout_at, error, errors, result, dead_lettered
-) VALUES (
-    :id, :tenant_id, :queue, :type, :state, :priority, :attempt, :max_attempts, :envelope,
-    :timeout_ms, :visibility_timeout_ms, :created_at, :enqueued_at, :scheduled_at, :expires_at,
-    :started_at, :completed_at, :cancelled_at, :discarded_at, :expired_at, :next_attempt_at,
-    :retry_delay_ms, :run_at, :worker_id, :lease_token, :lease_expires_at, :timeout_at, :error,
-    :errors, :result, :dead_lettered
-) ON CONFLICT (id) DO NOTHING
+    completed_at, cancelled_at, discarded_at, expired_at, next_attempt_at, retry_delay_ms,
+    run_at, worker_id, lease_token, lease_expires_at, timeout_at, error, errors, result,
+    dead_lettered
+)
+SELECT
+    id, tenant_id, queue, type, state, priority, attempt, max_attempts, envelope, timeout_ms,
+    visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, started_at,
+    completed_at, cancelled_at, discarded_at, expired_at, next_attempt_at, retry_delay_ms,
+    run_at, worker_id, lease_token, lease_expires_at, timeout_at, error, errors, result,
+    dead_lettered
+FROM (
+    SELECT
+        value ->> '$.id' AS id, value ->> '$.tenant_id' AS tenant_id,
+        value ->> '$.queue' AS queue, value ->> '$.type' AS type, value ->> '$.state' AS state,
+        value ->> '$.priority' AS priority, value ->> '$.attempt' AS attempt,
+        value ->> '$.max_attempts' AS max_attempts,
+        NULLIF(value -> '$.envelope', 'null') AS envelope,
+        value ->> '$.timeout_ms' AS timeout_ms,
+        value ->> '$.visibility_timeout_ms' AS visibility_timeout_ms,
+        value ->> '$.created_at' AS created_at, value ->> '$.enqueued_at' AS enqueued_at,
+        value ->> '$.scheduled_at' AS scheduled_at, value ->> '$.expires_at' AS expires_at,
+        value ->> '$.started_at' AS started_at, value ->> '$.completed_at' AS completed_at,
+        value ->> '$.cancelled_at' AS cancelled_at, value ->> '$.discarded_at' AS discarded_at,
+        value ->> '$.expired_at' AS expired_at,
+        value ->> '$.next_attempt_at' AS next_attempt_at,
+        value ->> '$.retry_delay_ms' AS retry_delay_ms, value ->> '$.run_at' AS run_at,
+        value ->> '$.worker_id' AS worker_id, value ->> '$.lease_token' AS lease_token,
+        value ->> '$.lease_expires_at' AS lease_expires_at,
+        value ->> '$.timeout_at' AS timeout_at, NULLIF(value -> '$.error', 'null') AS error,
+        NULLIF(value -> '$.errors', 'null') AS errors,
+        NULLIF(value -> '$.result', 'null') AS result,
+        value ->> '$.dead_lettered' AS dead_lettered
+    FROM json_each(:rows) ORDER BY key
+)
+WHERE true
+ON CONFLICT (id) DO NOTHING
 RETURNING id;
 
 -- name: upsert_job
@@ -42,25 +71,65 @@ INSERT INTO jobs (
     error = excluded.error, errors = excluded.errors, result = excluded.result,
     dead_lettered = excluded.dead_lettered;
 
--- name: update_job
+-- name: update_jobs
+-- Many guarded updates in one statement: a row is written only if it is still in the state and
+-- lease its record expects; the ids written come back. :ids repeats the records' ids so the
+-- planner reaches the rows by primary key whatever it guesses of the JSON's size.
+WITH r AS (
+    SELECT
+        value ->> '$.id' AS id, value ->> '$.tenant_id' AS tenant_id,
+        value ->> '$.queue' AS queue, value ->> '$.type' AS type, value ->> '$.state' AS state,
+        value ->> '$.priority' AS priority, value ->> '$.attempt' AS attempt,
+        value ->> '$.max_attempts' AS max_attempts,
+        NULLIF(value -> '$.envelope', 'null') AS envelope,
+        value ->> '$.timeout_ms' AS timeout_ms,
+        value ->> '$.visibility_timeout_ms' AS visibility_timeout_ms,
+        value ->> '$.created_at' AS created_at, value ->> '$.enqueued_at' AS enqueued_at,
+        value ->> '$.scheduled_at' AS scheduled_at, value ->> '$.expires_at' AS expires_at,
+        value ->> '$.started_at' AS started_at, value ->> '$.completed_at' AS completed_at,
+        value ->> '$.cancelled_at' AS cancelled_at, value ->> '$.discarded_at' AS discarded_at,
+        value ->> '$.expired_at' AS expired_at,
+        value ->> '$.next_attempt_at' AS next_attempt_at,
+        value ->> '$.retry_delay_ms' AS retry_delay_ms, value ->> '$.run_at' AS run_at,
+        value ->> '$.worker_id' AS worker_id, value ->> '$.lease_token' AS lease_token,
+        value ->> '$.lease_expires_at' AS lease_expires_at,
+        value ->> '$.timeout_at' AS timeout_at, NULLIF(value -> '$.error', 'null') AS error,
+        NULLIF(value -> '$.errors', 'null') AS errors,
+        NULLIF(value -> '$.result', 'null') AS result,
+        value ->> '$.dead_lettered' AS dead_lettered,
+        value ->> '$.expected_state' AS expected_state,
+        value ->> '$.expected_lease_token' AS expected_lease_token
+    FROM json_each(:rows)
+)
 UPDATE jobs SET
-    queue = :queue, state = :state, priority = :priority, attempt = :attempt,
-    max_attempts = :max_attempts, envelope = :envelope, timeout_ms = :timeout_ms,
-    visibility_timeout_ms = :visibility_timeout_ms, enqueued_at = :enqueued_at,
-    scheduled_at = :scheduled_at, expires_at = :expires_at, started_at = :started_at,
-    completed_at = :completed_at, cancelled_at = :cancelled_at, discarded_at = :discarded_at,
-    expired_at = :expired_at, next_attempt_at = :next_attempt_at, retry_delay_ms = :retry_delay_ms,
-    run_at = :run_at, worker_id = :worker_id, lease_token = :lease_token,
-    lease_expires_at = :lease_expires_at, timeout_at = :timeout_at, error = :error,
-    errors = :errors, result = :result, dead_lettered = :dead_lettered
-WHERE id = :id AND state = :expected_state
-  AND COALESCE(lease_token, '') = COALESCE(:expected_lease_token, '');
+    tenant_id = r.tenant_id, queue = r.queue, type = r.type, state = r.state,
+    priority = r.priority, attempt = r.attempt, max_attempts = r.max_attempts,
+    envelope = r.envelope, timeout_ms = r.timeout_ms,
+    visibility_timeout_ms = r.visibility_timeout_ms, created_at = r.created_at,
+    enqueued_at = r.enqueued_at, scheduled_at = r.scheduled_at, expires_at = r.expires_at,
+    started_at = r.started_at, completed_at = r.completed_at, cancelled_at = r.cancelled_at,
+    discarded_at = r.discarded_at, expired_at = r.expired_at,
+    next_attempt_at = r.next_attempt_at, retry_delay_ms = r.retry_delay_ms, run_at = r.run_at,
+    worker_id = r.worker_id, lease_token = r.lease_token,
+    lease_expires_at = r.lease_expires_at, timeout_at = r.timeout_at, error = r.error,
+    errors = r.errors, result = r.result, dead_lettered = r.dead_lettered
+FROM r
+WHERE jobs.id IN (SELECT value FROM json_each(:ids)) AND jobs.id = r.id
+  AND jobs.state = r.expected_state
+  AND COALESCE(jobs.lease_token, '') = COALESCE(r.expected_lease_token, '')
+RETURNING jobs.id;
 
 -- name: select_job
 SELECT * FROM jobs WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
 -- name: select_job_for_update
 SELECT * FROM jobs WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+
+-- name: select_jobs_for_update
+-- Locked in id order, so two batches over overlapping jobs cannot deadlock.
+SELECT * FROM jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+ORDER BY id;
 
 -- name: select_jobs
 SELECT * FROM jobs
@@ -152,14 +221,17 @@ SELECT * FROM queues ORDER BY name;
 -- name: select_paused_queue_names
 SELECT name FROM queues WHERE paused;
 
--- name: insert_dead_letter
+-- name: insert_dead_letters
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
     moved_at, moved_by, args, replay_count
-) VALUES (
-    :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status, :job,
-    :moved_at, :moved_by, :args, :replay_count
-);
+)
+SELECT
+    value ->> '$.id', value ->> '$.job_id', value ->> '$.tenant_id', value ->> '$.queue',
+    value ->> '$.type', value ->> '$.error_type', value ->> '$.reason',
+    value ->> '$.discarded_at', value ->> '$.status', value -> '$.job', value ->> '$.moved_at',
+    value ->> '$.moved_by', value ->> '$.args', value ->> '$.replay_count'
+FROM json_each(:rows) ORDER BY key;
 
 -- name: select_dead_letters
 SELECT * FROM dead_letters
@@ -383,9 +455,11 @@ DELETE FROM crons WHERE name = :name AND (:tenant_id IS NULL OR tenant_id = :ten
 -- name: select_due_crons
 SELECT * FROM crons WHERE enabled AND next_run_at <= :now ORDER BY next_run_at LIMIT :limit;
 
--- name: insert_event
+-- name: insert_events
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-VALUES (:id, :tenant_id, :type, :queue, :job_type, :subject, :time, :data);
+SELECT value ->> '$.id', value ->> '$.tenant_id', value ->> '$.type', value ->> '$.queue',
+    value ->> '$.job_type', value ->> '$.subject', value ->> '$.time', value -> '$.data'
+FROM json_each(:rows) ORDER BY key;
 
 -- name: select_events
 SELECT * FROM events

@@ -46,11 +46,6 @@ class SqliteExecutor:
 
         return await self.store.call(execute)
 
-    async def run_many(self, name: str, parameters: list[dict[str, Any]]) -> None:
-        sql = self.store.statements[name]
-        connection = self.store.connection
-        await self.store.call(lambda: connection.executemany(sql, parameters))
-
     def list_parameter(self, values: list[str] | None) -> Any:
         return None if values is None else json.dumps(values)
 
