@@ -23,8 +23,13 @@ from redrive.worker.runtime import Worker
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
 console = Console(stderr=True)
 log = logging.getLogger("redrive.worker")
+
+
+class DatabaseUnreachable(Exception):
+    """The database of an embedded worker could not be opened or migrated."""
 
 
 def _usage(message: str) -> typer.Exit:
@@ -41,8 +46,10 @@ def load_worker(target: str) -> Worker:
         sys.path.insert(0, str(Path.cwd()))
     try:
         module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise _usage(f"cannot import module {module_name!r}: {error}") from error
+    except Exception as error:  # the user's module may fail in any way while importing
+        raise _usage(
+            f"cannot import module {module_name!r}: {type(error).__name__}: {error}"
+        ) from error
     found: object = module
     for part in attribute.split("."):
         if not hasattr(found, part):
@@ -90,9 +97,14 @@ async def run_over_http(worker: Worker, url: str) -> None:
 async def run_embedded(worker: Worker, settings: Settings) -> None:
     """Straight to the database: the service in this process, with its own maintenance sweep
     (so retries come due and expired leases are reaped without a server)."""
-    store = await open_store(settings)
     try:
+        store = await open_store(settings)
         await store.migrate()
+    except ConfigurationError:
+        raise
+    except Exception as error:  # psycopg, pool and sqlite errors alike
+        raise DatabaseUnreachable(f"{type(error).__name__}: {error}") from error
+    try:
         service = build_service(store, settings)
         sweep = SweepLoop(service.sweeper, settings.sweep_interval_ms / 1000)
         await sweep.start()
@@ -154,8 +166,9 @@ def worker(
             asyncio.run(run_embedded(found, settings))
         else:
             asyncio.run(run_over_http(found, url or DEFAULT_URL))
-    except ConfigurationError as error:
+    except (ConfigurationError, ValueError) as error:
         raise _usage(str(error)) from error
-    except ValueError as error:
-        raise _usage(str(error)) from error
+    except DatabaseUnreachable as error:
+        console.print(f"[red]error:[/red] cannot open the database: {error}")
+        raise typer.Exit(EXIT_UNREACHABLE) from error
     _exit_past_stuck_threads()

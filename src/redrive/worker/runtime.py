@@ -174,9 +174,19 @@ class Worker:
             await self.source.close()
         log.info("worker %s stopped", self.worker_id)
 
+    def _prefetch(self) -> int:
+        return self.concurrency if self.prefetch is None else self.prefetch
+
     def _free_slots(self) -> int:
-        prefetch = self.concurrency if self.prefetch is None else self.prefetch
-        return self.concurrency + prefetch - len(self._running) - len(self._waiting)
+        """How many jobs to claim now: nothing until enough slots are free for a real batch.
+
+        Waiting for `min(prefetch, capacity / 2)` free slots never idles a handler slot (the
+        jobs still held fill every slot) and keeps claims many jobs per statement.
+        """
+        capacity = self.concurrency + self._prefetch()
+        free = capacity - len(self._running) - len(self._waiting)
+        batch = max(1, min(self._prefetch(), capacity // 2))
+        return free if free >= batch else 0
 
     async def _fetch_loop(self, source: JobSource) -> None:
         failures = 0
