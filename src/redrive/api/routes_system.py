@@ -34,6 +34,7 @@ async def manifest(request: Request) -> Response:
                 "cron_jobs": True,
                 "job_ttl": True,
                 "batch_enqueue": True,
+                "batch_ack": True,
                 "multi_tenancy": True,
                 "priority": True,
             },
@@ -53,7 +54,12 @@ async def manifest(request: Request) -> Response:
                     },
                 ]
             },
-            "endpoints": {"manifest": "/ojs/manifest", "health": "/ojs/v1/health"},
+            "endpoints": {
+                "manifest": "/ojs/manifest",
+                "health": "/ojs/v1/health",
+                "ack_batch": "/ojs/v1/workers/ack/batch",
+                "nack_batch": "/ojs/v1/workers/nack/batch",
+            },
         }
     )
 

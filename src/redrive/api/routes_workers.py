@@ -1,4 +1,4 @@
-"""Worker protocol routes: fetch, ack, nack, heartbeat."""
+"""Worker protocol routes: fetch, ack, nack (one or a batch), heartbeat."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from redrive.api.errors import error_body, status_of
 from redrive.api.http import ojs, read_json, tenant_of
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import job_document, timestamp
+from redrive.domain.errors import OjsError
 from redrive.domain.job import Job
 
 router = APIRouter(prefix="/ojs/v1/workers", tags=["workers"])
@@ -40,6 +42,49 @@ def _outcome(job: Job) -> dict[str, Any]:
 async def fetch(request: Request) -> Response:
     jobs = await service_of(request).workers.fetch(await read_json(request), tenant_of(request))
     return ojs({"jobs": [job_document(job) for job in jobs]})
+
+
+def _batch_results(outcomes: list[Job | OjsError], request: Request, acked: bool) -> Response:
+    """One entry per request, in order: the outcome, or the OJS error (with its HTTP status)."""
+    request_id = getattr(request.state, "request_id", "")
+    results: list[dict[str, Any]] = []
+    for outcome in outcomes:
+        if isinstance(outcome, OjsError):
+            error = error_body(
+                outcome.code, outcome.message, outcome.error_type, outcome.retryable,
+                outcome.details, request_id, outcome.hint,
+            )  # fmt: skip
+            results.append({"ok": False, "status": status_of(outcome), **error})
+        else:
+            extra = {"acknowledged": True} if acked else {}
+            results.append({"ok": True, **extra, **_outcome(outcome)})
+    succeeded = sum(1 for result in results if result["ok"])
+    return ojs({"results": results, "succeeded": succeeded, "failed": len(results) - succeeded})
+
+
+@router.post(
+    "/ack/batch",
+    summary="Acknowledge many jobs in one transaction (redrive extension)",
+    description='Body `{"acks": [<ack request>, ...]}`. 200 with one result per ack, in order; '
+    "each succeeds or is refused on its own (`ok`, and `error` with the status it would have had).",
+)
+async def ack_batch(request: Request) -> Response:
+    outcomes = await service_of(request).workers.ack_many(
+        await read_json(request), tenant_of(request)
+    )
+    return _batch_results(outcomes, request, acked=True)
+
+
+@router.post(
+    "/nack/batch",
+    summary="Report many failed attempts in one transaction (redrive extension)",
+    description='Body `{"nacks": [<nack request>, ...]}`. 200 with one result per nack, in order.',
+)
+async def nack_batch(request: Request) -> Response:
+    outcomes = await service_of(request).workers.nack_many(
+        await read_json(request), tenant_of(request)
+    )
+    return _batch_results(outcomes, request, acked=False)
 
 
 @router.post("/ack", summary="Acknowledge a job as completed")

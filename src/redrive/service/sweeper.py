@@ -12,11 +12,11 @@ from redrive.domain import lifecycle
 from redrive.domain.events import job_event
 from redrive.ports import Transaction
 from redrive.service import locks
+from redrive.service.attempts import record_failures
 from redrive.service.crons import CronService
 from redrive.service.replay import ReplayService
 from redrive.service.retention import RetentionService
 from redrive.service.runtime import Runtime
-from redrive.service.workers import record_failure
 
 BATCH = 200
 LOCK_KEYS = {
@@ -88,12 +88,11 @@ class Sweeper:
         return expired
 
     async def _reap(self, transaction: Transaction, now: int) -> int:
-        reaped = 0
-        for job in await transaction.expired_leases(now, BATCH):
-            outcome = lifecycle.reap(job, now, self.runtime.jitter_factor())
-            if await record_failure(self.runtime, transaction, job, outcome, now):
-                reaped += 1
-        return reaped
+        failures = [
+            (job, lifecycle.reap(job, now, self.runtime.jitter_factor()))
+            for job in await transaction.expired_leases(now, BATCH)
+        ]
+        return len(await record_failures(self.runtime, transaction, failures, now))
 
     async def _fire_crons(self, transaction: Transaction, now: int) -> int:
         return await self.crons.fire_due(transaction, now)

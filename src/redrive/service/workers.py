@@ -1,4 +1,4 @@
-"""Worker use-cases: fetch (claim with a lease), ack, nack, heartbeat, quiet."""
+"""Worker use-cases: fetch (claim with a lease), ack, nack (one or a batch), heartbeat, quiet."""
 
 from __future__ import annotations
 
@@ -7,18 +7,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from redrive.domain import lifecycle
-from redrive.domain.dead_letter import new_dead_letter
 from redrive.domain.envelope import MAX_TIMEOUT_MS
-from redrive.domain.errors import Conflict, InvalidRequest, NotFound
-from redrive.domain.events import completed_event, failure_events, started_event
-from redrive.domain.job import AVAILABLE, DEFAULT_TENANT, Job
-from redrive.ports import Claim, Transaction
+from redrive.domain.errors import Conflict, NotFound
+from redrive.domain.events import started_event
+from redrive.domain.job import DEFAULT_TENANT, Job
+from redrive.ports import Claim, JobChange
+from redrive.service.attempts import (
+    AckRequest,
+    NackRequest,
+    Outcome,
+    acknowledge_all,
+    batch_items,
+    fail_all,
+    parse_each,
+    single,
+)
 from redrive.service.requests import (
     optional_positive_int,
     optional_string,
     queue_list,
     require_object,
-    required_string,
     string_list,
 )
 from redrive.service.runtime import Runtime
@@ -35,27 +43,6 @@ class Heartbeat:
     extended: list[str]
     lost: list[str]
     server_time: int
-
-
-async def record_failure(
-    runtime: Runtime,
-    transaction: Transaction,
-    job: Job,
-    outcome: lifecycle.FailureOutcome,
-    now: int,
-) -> bool:
-    """Write a failed attempt, its dead letter if it died, and the events, in one transaction."""
-    if not await transaction.update_job(outcome.job, job.state, job.lease_token):
-        return False
-    if outcome.job.state == AVAILABLE:
-        await transaction.notify({outcome.job.queue})
-    if outcome.dead_letter_reason is not None:
-        episode = new_dead_letter(runtime.new_id(now), outcome.job, outcome.dead_letter_reason, now)
-        await transaction.insert_dead_letter(episode)
-        runtime.metrics.dead_letter_added[(job.queue, job.type)] += 1
-    await runtime.emit(transaction, failure_events(outcome.job, outcome.dead_letter_reason), now)
-    runtime.metrics.failed[(job.queue, job.type)] += 1
-    return True
 
 
 class WorkerService:
@@ -100,49 +87,23 @@ class WorkerService:
             await self.runtime.emit(transaction, [started_event(job) for job in claimed], now)
         return claimed
 
-    async def _locked_job(self, transaction: Transaction, job_id: str, tenant: str | None) -> Job:
-        job = await transaction.get_job(job_id, tenant, lock=True)
-        if job is None:
-            raise NotFound("job", job_id)
-        return job
-
     async def ack(self, body: object, tenant: str | None) -> Job:
-        request = require_object(body)
-        job_id = required_string(request, "job_id")
-        now = self.runtime.now()
-        async with self.runtime.store.transaction() as transaction:
-            job = await self._locked_job(transaction, job_id, tenant)
-            lifecycle.check_lease(
-                job, now, "ack", optional_string(request, "worker_id"),
-                optional_string(request, "lease_token"),
-            )  # fmt: skip
-            done = lifecycle.acknowledge(job, now, request.get("result"))
-            if not await transaction.update_job(done, job.state, job.lease_token):
-                raise lifecycle.conflict(job, "ack")
-            await self.runtime.emit(transaction, [completed_event(done)], now)
-        self.runtime.metrics.completed[(job.queue, job.type)] += 1
-        self.runtime.metrics.duration_sum_seconds += (now - (job.started_at or now)) / 1000
-        self.runtime.metrics.duration_count += 1
-        return done
+        return single(await acknowledge_all(self.runtime, [AckRequest.parse(body)], tenant))
+
+    async def ack_many(self, body: object, tenant: str | None) -> list[Outcome]:
+        """`{"acks": [ack, ...]}`: one transaction; each entry is the completed job or why
+        that ack was refused (the others still land)."""
+        items = batch_items(body, "acks", self.runtime.options.max_batch_size)
+        return await acknowledge_all(self.runtime, parse_each(items, AckRequest.parse), tenant)
 
     async def nack(self, body: object, tenant: str | None) -> Job:
-        request = require_object(body)
-        job_id = required_string(request, "job_id")
-        failure = lifecycle.parse_failure(request.get("error"))
-        requeue = request.get("requeue", False)
-        if not isinstance(requeue, bool):
-            raise InvalidRequest("requeue must be a boolean", {"field": "requeue"})
-        now = self.runtime.now()
-        async with self.runtime.store.transaction() as transaction:
-            job = await self._locked_job(transaction, job_id, tenant)
-            lifecycle.check_lease(
-                job, now, "nack", optional_string(request, "worker_id"),
-                optional_string(request, "lease_token"),
-            )  # fmt: skip
-            outcome = lifecycle.fail(job, now, failure, self.runtime.jitter_factor(), requeue)
-            if not await record_failure(self.runtime, transaction, job, outcome, now):
-                raise lifecycle.conflict(job, "nack")
-        return outcome.job
+        return single(await fail_all(self.runtime, [NackRequest.parse(body)], tenant))
+
+    async def nack_many(self, body: object, tenant: str | None) -> list[Outcome]:
+        """`{"nacks": [nack, ...]}`: one transaction; each entry is the job as the failure left
+        it or why that nack was refused."""
+        items = batch_items(body, "nacks", self.runtime.options.max_batch_size)
+        return await fail_all(self.runtime, parse_each(items, NackRequest.parse), tenant)
 
     @staticmethod
     def _heartbeat_job_ids(request: dict[str, Any]) -> list[str]:
@@ -160,12 +121,13 @@ class WorkerService:
         job_ids = self._heartbeat_job_ids(request)
         visibility = optional_positive_int(request, "visibility_timeout_ms", MAX_TIMEOUT_MS)
         now = self.runtime.now()
-        extended: list[str] = []
         lost: list[str] = []
         directive: str | None = None
         async with self.runtime.store.transaction() as transaction:
+            jobs = await transaction.lock_jobs(job_ids, tenant)
+            renewals: list[JobChange] = []
             for job_id in job_ids:
-                job = await transaction.get_job(job_id, tenant, lock=True)
+                job = jobs.get(job_id)
                 if job is None:
                     lost.append(job_id)
                     continue
@@ -176,8 +138,9 @@ class WorkerService:
                     lost.append(job_id)
                     continue
                 renewed = lifecycle.extend_lease(job, now, visibility)
-                if await transaction.update_job(renewed, job.state, job.lease_token):
-                    extended.append(job_id)
+                renewals.append(JobChange(renewed, job.state, job.lease_token))
+            written = await transaction.update_jobs(renewals)
+            extended = [change.job.id for change in renewals if change.job.id in written]
             if worker_id is not None:
                 worker = await transaction.touch_worker(
                     worker_id, tenant or DEFAULT_TENANT, [], len(job_ids), now

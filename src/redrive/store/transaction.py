@@ -231,9 +231,6 @@ class SqlTransaction:
             await self._run("insert_dead_letters", rows=dump(rows))
             await self._tally(rows, 1)
 
-    async def insert_dead_letter(self, dead_letter: DeadLetter) -> None:
-        await self.insert_dead_letters([dead_letter])
-
     async def list_dead_letters(self, filters: DeadLetterFilter, page: Page) -> list[DeadLetter]:
         rows = await self._rows(
             "select_dead_letters",

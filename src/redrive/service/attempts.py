@@ -1,0 +1,225 @@
+"""Ending attempts: acks and nacks, one or a whole batch per transaction, and failure records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from redrive.domain import lifecycle
+from redrive.domain.dead_letter import new_dead_letter
+from redrive.domain.errors import InvalidRequest, NotFound, OjsError
+from redrive.domain.events import completed_event, failure_events
+from redrive.domain.job import AVAILABLE, Job
+from redrive.ports import JobChange, Transaction
+from redrive.service.requests import optional_string, require_object, required_string
+from redrive.service.runtime import Runtime
+
+Request = TypeVar("Request", bound="AttemptRequest")
+# One entry per request of a batch: the job as written, or why that request was refused.
+Outcome = Job | OjsError
+
+
+@dataclass(frozen=True)
+class AttemptRequest:
+    job_id: str
+    worker_id: str | None
+    lease_token: str | None
+
+
+@dataclass(frozen=True)
+class AckRequest(AttemptRequest):
+    result: Any
+
+    @classmethod
+    def parse(cls, body: object) -> AckRequest:
+        request = require_object(body)
+        return cls(
+            job_id=required_string(request, "job_id"),
+            worker_id=optional_string(request, "worker_id"),
+            lease_token=optional_string(request, "lease_token"),
+            result=request.get("result"),
+        )
+
+
+@dataclass(frozen=True)
+class NackRequest(AttemptRequest):
+    failure: lifecycle.Failure
+    requeue: bool
+
+    @classmethod
+    def parse(cls, body: object) -> NackRequest:
+        request = require_object(body)
+        requeue = request.get("requeue", False)
+        if not isinstance(requeue, bool):
+            raise InvalidRequest("requeue must be a boolean", {"field": "requeue"})
+        return cls(
+            job_id=required_string(request, "job_id"),
+            worker_id=optional_string(request, "worker_id"),
+            lease_token=optional_string(request, "lease_token"),
+            failure=lifecycle.parse_failure(request.get("error")),
+            requeue=requeue,
+        )
+
+
+def batch_items(body: object, field: str, limit: int) -> list[object]:
+    """The array of a batch request (`{"acks": [...]}` or a bare array), checked for size."""
+    items = body.get(field) if isinstance(body, dict) else body
+    if not isinstance(items, list) or not items:
+        raise InvalidRequest(f"{field} must be a non-empty array", {"field": field})
+    if len(items) > limit:
+        raise InvalidRequest(f"a batch holds at most {limit} {field}", {"field": field})
+    return items
+
+
+def parse_each(
+    bodies: list[object], parse: Callable[[object], Request]
+) -> list[Request | OjsError]:
+    parsed: list[Request | OjsError] = []
+    seen: set[str] = set()
+    for index, body in enumerate(bodies):
+        try:
+            request = parse(body)
+        except OjsError as error:
+            error.details = {**error.details, "index": index}
+            parsed.append(error)
+            continue
+        if request.job_id in seen:
+            parsed.append(
+                InvalidRequest(
+                    f"job {request.job_id} appears twice in the batch",
+                    {"job_id": request.job_id, "index": index},
+                )
+            )
+            continue
+        seen.add(request.job_id)
+        parsed.append(request)
+    return parsed
+
+
+async def lock_requested(
+    transaction: Transaction, requests: list[Request | OjsError], tenant: str | None
+) -> dict[str, Job]:
+    ids = [request.job_id for request in requests if not isinstance(request, OjsError)]
+    return await transaction.lock_jobs(ids, tenant)
+
+
+def decide(
+    request: Request | OjsError,
+    jobs: dict[str, Job],
+    now: int,
+    action: str,
+    apply: Callable[[Job, Request], Any],
+) -> tuple[Job, Any] | OjsError:
+    """Check one request against its locked job; (job before, the domain's outcome) or why not."""
+    if isinstance(request, OjsError):
+        return request
+    job = jobs.get(request.job_id)
+    if job is None:
+        return NotFound("job", request.job_id)
+    try:
+        lifecycle.check_lease(job, now, action, request.worker_id, request.lease_token)
+    except OjsError as error:
+        return error
+    return job, apply(job, request)
+
+
+async def record_failures(
+    runtime: Runtime,
+    transaction: Transaction,
+    failures: list[tuple[Job, lifecycle.FailureOutcome]],
+    now: int,
+) -> set[str]:
+    """Write failed attempts, the dead letters of those that died and their events, in one
+    transaction; returns the ids written (the others lost a race)."""
+    written = await transaction.update_jobs(
+        [JobChange(outcome.job, job.state, job.lease_token) for job, outcome in failures]
+    )
+    landed = [(job, outcome) for job, outcome in failures if job.id in written]
+    await transaction.notify({o.job.queue for _, o in landed if o.job.state == AVAILABLE})
+    dead = [
+        new_dead_letter(runtime.new_id(now), outcome.job, outcome.dead_letter_reason, now)
+        for _, outcome in landed
+        if outcome.dead_letter_reason is not None
+    ]
+    await transaction.insert_dead_letters(dead)
+    for episode in dead:
+        runtime.metrics.dead_letter_added[(episode.job.queue, episode.job.type)] += 1
+    events = [event for _, o in landed for event in failure_events(o.job, o.dead_letter_reason)]
+    await runtime.emit(transaction, events, now)
+    for job, _ in landed:
+        runtime.metrics.failed[(job.queue, job.type)] += 1
+    return written
+
+
+async def acknowledge_all(
+    runtime: Runtime, requests: list[AckRequest | OjsError], tenant: str | None
+) -> list[Outcome]:
+    """Acknowledge many jobs in one transaction; each entry succeeds or fails on its own."""
+    now = runtime.now()
+    async with runtime.store.transaction() as transaction:
+        jobs = await lock_requested(transaction, requests, tenant)
+        decided = [
+            decide(
+                request, jobs, now, "ack", lambda job, r: lifecycle.acknowledge(job, now, r.result)
+            )
+            for request in requests
+        ]
+        done = [entry for entry in decided if not isinstance(entry, OjsError)]
+        written = await transaction.update_jobs(
+            [JobChange(after, before.state, before.lease_token) for before, after in done]
+        )
+        await runtime.emit(
+            transaction, [completed_event(after) for _, after in done if after.id in written], now
+        )
+    outcomes: list[Outcome] = []
+    for entry in decided:
+        if isinstance(entry, OjsError):
+            outcomes.append(entry)
+            continue
+        before, after = entry
+        if after.id not in written:
+            outcomes.append(lifecycle.conflict(before, "ack"))
+            continue
+        runtime.metrics.completed[(before.queue, before.type)] += 1
+        runtime.metrics.duration_sum_seconds += (now - (before.started_at or now)) / 1000
+        runtime.metrics.duration_count += 1
+        outcomes.append(after)
+    return outcomes
+
+
+async def fail_all(
+    runtime: Runtime, requests: list[NackRequest | OjsError], tenant: str | None
+) -> list[Outcome]:
+    """Record many failed attempts in one transaction; each entry succeeds or fails on its own."""
+    now = runtime.now()
+
+    def apply(job: Job, request: NackRequest) -> lifecycle.FailureOutcome:
+        return lifecycle.fail(job, now, request.failure, runtime.jitter_factor(), request.requeue)
+
+    async with runtime.store.transaction() as transaction:
+        jobs = await lock_requested(transaction, requests, tenant)
+        decided = [decide(request, jobs, now, "nack", apply) for request in requests]
+        written = await record_failures(
+            runtime,
+            transaction,
+            [entry for entry in decided if not isinstance(entry, OjsError)],
+            now,
+        )
+    outcomes: list[Outcome] = []
+    for entry in decided:
+        if isinstance(entry, OjsError):
+            outcomes.append(entry)
+        elif entry[0].id in written:
+            outcomes.append(entry[1].job)
+        else:
+            outcomes.append(lifecycle.conflict(entry[0], "nack"))
+    return outcomes
+
+
+def single(outcomes: list[Outcome]) -> Job:
+    """The one outcome of a one-request batch, raised when it is an error."""
+    outcome = outcomes[0]
+    if isinstance(outcome, OjsError):
+        raise outcome
+    return outcome
