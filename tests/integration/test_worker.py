@@ -70,6 +70,7 @@ class WorkerProcess:
             "REDRIVE_LOG_FORMAT": "text",
             "REDRIVE_LOG_LEVEL": "info",
             "REDRIVE_ARCHIVE_DIR": str(directory / "archive"),
+            "REDRIVE_TEST_HOOKS": "1",
             "PYTHONUNBUFFERED": "1",
         }
         self.directory = directory
@@ -242,3 +243,20 @@ def test_sigterm_loses_nothing(
     handed_back = job(http, stuck)
     assert (handed_back["state"], handed_back["attempt"]) == ("available", 1)
     assert "did not finish before the shutdown deadline" in worker.log()
+
+
+def test_terminate_directive_stops_the_worker_after_its_job(
+    server: RedriveServer, database: str, mode: str, http: httpx.Client, tmp_path: Path
+) -> None:
+    """The server's heartbeat answer `terminate` (a test hook here) makes the worker stop on its
+    own: no more fetching, the running job finishes, exit 0."""
+    running = enqueue(
+        http, "sleep", [1.5], visibility_timeout_ms=1500, metadata={"test_directive": "terminate"}
+    )
+    with WorkerProcess(server, database, mode, tmp_path / "worker") as worker:
+        assert worker.process is not None
+        assert worker.process.wait(timeout=DEADLINE_SECONDS) == 0, worker.log()
+        assert "directive terminate" in worker.log()
+    assert job(http, running)["state"] == "completed"
+    later = enqueue(http, "echo", [])
+    assert job(http, later)["state"] == "available"

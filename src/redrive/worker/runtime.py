@@ -355,6 +355,6 @@ class Worker:
             log.info("directive quiet: no more fetching")
             self._quiet = True
             self._hand_back_waiting("the worker was told to go quiet")
-        elif reply.directive == DIRECTIVE_TERMINATE:
+        elif reply.directive == DIRECTIVE_TERMINATE and not self._stopping.is_set():
             log.info("directive terminate: stopping")
             self.stop()
