@@ -261,3 +261,21 @@ def test_a_job_type_has_one_handler() -> None:
     worker.register("email.send", lambda context: None)
     with pytest.raises(ValueError, match="already registered"):
         worker.register("email.send", lambda context: None)
+
+
+async def test_handlers_cancelled_or_exiting_from_inside_are_failures() -> None:
+    worker = Worker(concurrency=2, wait_ms=50)
+
+    @worker.handler("cancelled")
+    async def cancelled(context: JobContext) -> None:
+        raise asyncio.CancelledError
+
+    @worker.handler("exits")
+    def exits(context: JobContext) -> None:
+        raise SystemExit(3)
+
+    source = MemorySource([job(1, "cancelled"), job(2, "exits")])
+    await run_until(worker, source, lambda: len(source.failures) == 2)
+    types = {item.job_id: item.error["type"] for item in source.failures}
+    assert types == {"job-1": "CancelledError", "job-2": "SystemExit"}
+    assert worker.running_count == 0

@@ -253,14 +253,15 @@ class Worker:
                 result = await loop.run_in_executor(self._executor, registered.function, context)
             if result is not None:
                 json.dumps(result, allow_nan=False)
-        except asyncio.CancelledError:
-            return  # handed back at shutdown already
-        except Exception as error:
+        except asyncio.CancelledError as error:
+            if job_id in self._running:  # cancelled inside the handler, not by the shutdown
+                self._finish(job_id, None, error)
+        except BaseException as error:  # SystemExit from a handler is its failure, not ours
             self._finish(job_id, None, error)
         else:
             self._finish(job_id, result, None)
 
-    def _finish(self, job_id: str, result: Any, error: Exception | None) -> None:
+    def _finish(self, job_id: str, result: Any, error: BaseException | None) -> None:
         running = self._running.pop(job_id, None)
         if running is None:
             log.info("job %s finished after it was handed back or lost; result dropped", job_id)
