@@ -1,0 +1,112 @@
+"""The JobSource port holds the same contract over HTTP and in-process, on both stores: claims
+carry lease tokens, stale leases are refused per job (not for the whole batch), requeue hands a
+job back, heartbeats extend or report lost, and the worker runs end to end over each adapter."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from redrive.api.app import create_app
+from redrive.client import Client
+from redrive.service.facade import Service
+from redrive.worker import JobContext, Worker
+from redrive.worker.embedded_source import EmbeddedJobSource
+from redrive.worker.http_source import HttpJobSource
+from redrive.worker.source import Completion, Failure, JobSource
+
+pytestmark = pytest.mark.anyio
+WORKER_ID = "worker-under-test"
+
+
+@pytest.fixture(params=["embedded", "http"])
+async def source(request: pytest.FixtureRequest, service: Service) -> AsyncIterator[JobSource]:
+    if request.param == "embedded":
+        yield EmbeddedJobSource(service)
+        return
+    transport = httpx.ASGITransport(app=create_app(service, max_body_bytes=1_000_000))
+    yield HttpJobSource(Client("http://redrive.test", transport=transport))
+
+
+async def enqueue(service: Service, count: int, **options: Any) -> list[str]:
+    jobs = await service.jobs.enqueue_batch(
+        {"jobs": [{"type": "noop", "args": [n], "options": options} for n in range(count)]}, None
+    )
+    return [job.id for job in jobs]
+
+
+async def state_of(service: Service, job_id: str) -> str:
+    return (await service.jobs.get(job_id, None)).state
+
+
+async def test_batches_are_answered_job_by_job(service: Service, source: JobSource) -> None:
+    ids = await enqueue(service, 4)
+    claimed = await source.fetch(["default"], 3, 0, WORKER_ID)
+    assert [payload["id"] for payload in claimed] == ids[:3]
+    assert all(payload["lease_token"] for payload in claimed)
+    first, second, third = claimed
+
+    acked = await source.ack(
+        [Completion(first["id"], first["lease_token"], {"ok": True}),
+         Completion(second["id"], "not-the-lease", None)],
+        WORKER_ID,
+    )  # fmt: skip
+    assert [(outcome.state, outcome.problem) for outcome in acked] == [
+        ("completed", None), (None, "conflict")
+    ]  # fmt: skip
+    assert (await service.jobs.get(first["id"], None)).result == {"ok": True}
+
+    error = {"code": "handler_error", "type": "SmtpError", "message": "refused"}
+    nacked = await source.nack(
+        [Failure(second["id"], second["lease_token"], error, requeue=True),
+         Failure(third["id"], third["lease_token"], error)],
+        WORKER_ID,
+    )  # fmt: skip
+    assert [outcome.state for outcome in nacked] == ["available", "retryable"]
+    assert all(outcome.accepted for outcome in nacked)
+
+    beat = await source.heartbeat([second["id"], ids[3]], WORKER_ID)
+    assert beat.directive == ""
+    assert sorted(beat.lost) == sorted([second["id"], ids[3]])
+    await source.close()
+
+
+async def test_heartbeat_extends_held_leases(service: Service, source: JobSource) -> None:
+    [job_id] = await enqueue(service, 1, visibility_timeout_ms=5000)
+    [claimed] = await source.fetch(["default"], 1, 0, WORKER_ID)
+    beat = await source.heartbeat([job_id], WORKER_ID)
+    assert (beat.extended, beat.lost) == ([job_id], [])
+    assert claimed["visibility_timeout_ms"] == 5000
+    await source.close()
+
+
+async def test_an_empty_long_poll_returns_once_interrupted(
+    service: Service, source: JobSource
+) -> None:
+    waiting = asyncio.create_task(source.fetch(["default"], 5, 20_000, WORKER_ID))
+    await asyncio.sleep(0)
+    source.interrupt()
+    assert await asyncio.wait_for(waiting, 5) == []
+    await source.close()
+
+
+async def test_a_worker_runs_jobs_through_the_adapter(service: Service, source: JobSource) -> None:
+    ids = await enqueue(service, 25)
+    worker = Worker(concurrency=5, wait_ms=100)
+
+    @worker.handler("noop")
+    async def noop(job: JobContext) -> int:
+        return int(job.args[0]) * 2
+
+    running = asyncio.create_task(worker.run(source))
+    deadline = asyncio.get_running_loop().time() + 30
+    while [await state_of(service, job_id) for job_id in ids] != ["completed"] * len(ids):
+        assert asyncio.get_running_loop().time() < deadline, "jobs did not complete in time"
+        await asyncio.sleep(0.02)
+    worker.stop()
+    await asyncio.wait_for(running, 10)
+    assert (await service.jobs.get(ids[7], None)).result == 14
