@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from redrive.dashboard.csrf import COOKIE_NAME
+from redrive.domain.durations import format_timestamp
 from redrive.domain.errors import NotFound
 from redrive.ports import Page
 from redrive.service.facade import Service
@@ -378,3 +379,45 @@ async def test_pages_follow_the_cursor_and_stop_at_the_end(
     exact = await dashboard.get("/ui/dead-letters", params={"limit": "25"})
     assert len(re.findall(r"<tr data-job-id=", exact.text)) == 25
     assert 'rel="next"' not in exact.text
+
+
+def listed(page: str) -> list[str]:
+    return re.findall(r'<tr data-job-id="([^"]+)"', page)
+
+
+async def test_every_filter_of_the_list(
+    dashboard: httpx.AsyncClient, service: Service, clock: ManualClock
+) -> None:
+    early = await kill_job(dashboard, queue="mail", job_type="mail.send", error_type="Smtp",
+                           args=[{"customer_id": "c_1"}])  # fmt: skip
+    clock.advance(3_600_000)
+    middle = clock.now_ms()
+    late = await kill_job(dashboard, queue="mail", job_type="mail.digest", error_type="Timeout",
+                          args=[{"customer_id": "c_2"}])  # fmt: skip
+    other = await kill_job(dashboard, queue="sms", job_type="sms.send", error_type="Timeout")
+    await service.dead_letters.retry(other, None, {}, "dashboard")
+    moment = format_timestamp(middle)[:16]  # what <input type="datetime-local"> sends
+    cases: list[tuple[dict[str, str], list[str]]] = [
+        ({}, [late, early]),
+        ({"queue": "mail"}, [late, early]),
+        ({"type": "mail.s"}, [early]),
+        ({"type": "mail.*"}, [late, early]),
+        ({"error_type": "Timeout"}, [late]),
+        ({"since": moment}, [late]),
+        ({"until": moment}, [early]),
+        ({"within": "PT15M"}, [late]),
+        ({"args": "c_2"}, [late]),
+        ({"args_match": '$.customer_id == "c_1"'}, [early]),
+        ({"status": "retried"}, [other]),
+        ({"queue": "sms"}, []),
+    ]
+    for params, expected in cases:
+        response = await dashboard.get("/ui/dead-letters", params=params)
+        assert response.status_code == 200, (params, response.text[:300])
+        assert listed(response.text) == expected, params
+        count = re.search(r'data-testid="match-count">(\d+)<', response.text)
+        assert count is not None
+        assert int(count.group(1)) == len(expected), params
+    empty = await dashboard.get("/ui/dead-letters", params={"queue": "sms"})
+    assert "No dead letters match this filter" in empty.text
+    assert "queue is sms" in empty.text
