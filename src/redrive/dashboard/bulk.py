@@ -41,6 +41,8 @@ class BulkPlan:
             raise InvalidRequest("choose an action: retry or delete, selection or filter", {})
         action, scope = ACTIONS[do]
         unique = list(dict.fromkeys(item.strip() for item in ids if item.strip()))
+        if scope == "filter":
+            unique = []  # rows ticked before choosing "all matching" are part of the filter anyway
         if scope == "selection" and not unique:
             raise InvalidRequest(
                 "no rows were selected: tick the rows to act on, or use the buttons that act on "
