@@ -164,7 +164,7 @@ def test_worker_outcomes(
         "poison": enqueue(http, "poison", [], retry=fast_retry(5)),
         "declined": enqueue(http, "declined", [], retry=to_dead_letter),
         "unknown": enqueue(http, "nobody.handles.this", []),
-        "long": enqueue(http, "sleep", [4], visibility_timeout_ms=1500),
+        "long": enqueue(http, "sleep", [4], visibility_timeout_ms=2000),
     }  # fmt: skip
     delays: list[int] = []
     with WorkerProcess(server, database, mode, tmp_path / "worker") as worker:
