@@ -134,7 +134,7 @@ def _exit_past_stuck_threads() -> None:
 def worker(
     target: str = typer.Argument(..., metavar="MODULE:ATTRIBUTE", help="e.g. tasks:worker"),
     url: str | None = typer.Option(
-        None, envvar="REDRIVE_URL", help=f"OJS server to work for [default {DEFAULT_URL}]"
+        None, envvar="REDRIVE_URL", help=f"OJS server to work for (default {DEFAULT_URL})"
     ),
     embedded: bool = typer.Option(
         False, "--embedded", help="no server: fetch straight from the database in this process"
