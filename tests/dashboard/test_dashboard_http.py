@@ -120,6 +120,7 @@ async def test_forged_posts_are_refused_and_change_nothing(
         assert response.status_code == 403, (case, path, response.text[:300])
         assert response.headers["content-type"].startswith("text/html")
         assert "Nothing was changed" in response.text
+        assert "set-cookie" not in response.headers  # the session's token stays as it was
     assert await snapshot(service) == before
     assert await dead_ids(service) == [job_id]
 

@@ -176,4 +176,10 @@ def error_page(request: Request, error: OjsError, title: str = "That did not wor
 
 
 def forbidden_page(request: Request, reason: str) -> Response:
-    return render(request, "forbidden.html", {"title": "Request refused", "reason": reason}, 403)
+    """The 403 page. It sets no cookie: a cross-site post must not replace the browser's token."""
+    page = ENVIRONMENT.get_template("forbidden.html").render(
+        request=request, csrf_token="", flash=None, title="Request refused", reason=reason
+    )
+    response = HTMLResponse(page, status_code=403)
+    response.headers.update(SECURITY_HEADERS)
+    return response
