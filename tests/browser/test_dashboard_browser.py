@@ -178,3 +178,11 @@ def test_settings_pages_keyboard_and_back_button(page: Page, api: Api, backend: 
     page.go_back()
     expect(page).to_have_url(re.compile("queue=sms"))
     expect(page.get_by_test_id("match-count")).to_have_text("1")
+    page.locator("form.filters [name=queue]").fill("")
+    page.get_by_role("button", name="Apply filters").click()
+    expect(page.get_by_test_id("match-count")).to_have_text("2")
+    page.go_back()  # within htmx's pushed history: the whole page comes back, filter and all
+    expect(page).to_have_url(re.compile("queue=sms"))
+    expect(page.get_by_test_id("match-count")).to_have_text("1")
+    expect(page.locator("form.filters [name=queue]")).to_have_value("sms")
+    expect(page.locator("form.filters")).to_have_count(1)
