@@ -138,6 +138,7 @@ def test_settings_pages_keyboard_and_back_button(page: Page, api: Api, backend: 
     api.kill("sms", "sms.send", "GatewayTimeout", [2])
     page.goto("/ui/rules")
     page.get_by_label("Name").fill("smtp-retry")
+    page.get_by_label("Filter (JSON)").fill('{"queue": "mail", "error_type": "SmtpError"}')
     page.get_by_role("button", name="Add rule").click()
     expect(page.locator(".flash")).to_contain_text("Created replay rule smtp-retry.")
     expect(page.get_by_role("rowheader", name="smtp-retry")).to_be_visible()
