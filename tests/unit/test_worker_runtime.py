@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from redrive.worker import DeadLetter, JobContext, NonRetryable, Worker
-from redrive.worker.source import Completion, Failure, HeartbeatReply, Outcome
+from redrive.worker.source import Completion, Failure, HeartbeatReply, Outcome, each_in_lanes
 
 pytestmark = pytest.mark.anyio
 
@@ -279,3 +279,20 @@ async def test_handlers_cancelled_or_exiting_from_inside_are_failures() -> None:
     types = {item.job_id: item.error["type"] for item in source.failures}
     assert types == {"job-1": "CancelledError", "job-2": "SystemExit"}
     assert worker.running_count == 0
+
+
+async def test_each_in_lanes_keeps_order_and_bounds_parallelism() -> None:
+    in_flight = 0
+    most = 0
+
+    async def double(value: int) -> int:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0)
+        in_flight -= 1
+        return value * 2
+
+    assert await each_in_lanes(list(range(20)), double, 3) == [value * 2 for value in range(20)]
+    assert most == 3
+    assert await each_in_lanes([], double, 3) == []

@@ -8,7 +8,7 @@ from typing import Any
 from redrive.domain.errors import OjsError
 from redrive.domain.job import Job
 from redrive.service.facade import Service
-from redrive.worker.source import Completion, Failure, HeartbeatReply, Outcome
+from redrive.worker.source import Completion, Failure, HeartbeatReply, Outcome, each_in_lanes
 
 # One long-poll is split into waits this long, so `interrupt()` takes effect quickly.
 WAIT_SLICE_MS = 1000
@@ -33,9 +33,12 @@ def job_payload(job: Job) -> dict[str, Any]:
 class EmbeddedJobSource:
     """Reaches jobs through `service.workers` with the same bodies the HTTP routes pass."""
 
-    def __init__(self, service: Service, tenant: str | None = None) -> None:
+    def __init__(self, service: Service, tenant: str | None = None, lanes: int = 1) -> None:
+        """`lanes`: how many acks/nacks of a batch run at once (1 on SQLite, whose store runs
+        one transaction at a time; a few on PostgreSQL, below the pool size)."""
         self.service = service
         self.tenant = tenant
+        self.lanes = lanes
         self._interrupted = False
 
     async def fetch(
@@ -57,8 +60,7 @@ class EmbeddedJobSource:
         self._interrupted = True
 
     async def ack(self, completions: list[Completion], worker_id: str) -> list[Outcome]:
-        outcomes = []
-        for completion in completions:
+        async def one(completion: Completion) -> Outcome:
             body = {
                 "job_id": completion.job_id,
                 "lease_token": completion.lease_token,
@@ -68,14 +70,13 @@ class EmbeddedJobSource:
             try:
                 job = await self.service.workers.ack(body, self.tenant)
             except OjsError as error:
-                outcomes.append(Outcome(completion.job_id, problem=error.code))
-            else:
-                outcomes.append(Outcome(job.id, state=job.state))
-        return outcomes
+                return Outcome(completion.job_id, problem=error.code)
+            return Outcome(job.id, state=job.state)
+
+        return await each_in_lanes(completions, one, self.lanes)
 
     async def nack(self, failures: list[Failure], worker_id: str) -> list[Outcome]:
-        outcomes = []
-        for failure in failures:
+        async def one(failure: Failure) -> Outcome:
             body = {
                 "job_id": failure.job_id,
                 "lease_token": failure.lease_token,
@@ -86,10 +87,10 @@ class EmbeddedJobSource:
             try:
                 job = await self.service.workers.nack(body, self.tenant)
             except OjsError as error:
-                outcomes.append(Outcome(failure.job_id, problem=error.code))
-            else:
-                outcomes.append(Outcome(job.id, state=job.state))
-        return outcomes
+                return Outcome(failure.job_id, problem=error.code)
+            return Outcome(job.id, state=job.state)
+
+        return await each_in_lanes(failures, one, self.lanes)
 
     async def heartbeat(self, job_ids: list[str], worker_id: str) -> HeartbeatReply:
         beat = await self.service.workers.heartbeat(

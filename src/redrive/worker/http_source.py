@@ -7,18 +7,21 @@ from typing import Any
 
 from redrive.client import Client
 from redrive.client.errors import ConflictError, InvalidRequestError, NotFoundError
-from redrive.worker.source import Completion, Failure, HeartbeatReply, Outcome
+from redrive.worker.source import Completion, Failure, HeartbeatReply, Outcome, each_in_lanes
 
 # One long-poll is split into server waits this long, so `interrupt()` takes effect quickly.
 WAIT_SLICE_MS = 1000
+DEFAULT_LANES = 4
 REFUSALS = (ConflictError, NotFoundError, InvalidRequestError)
 
 
 class HttpJobSource:
-    """Fetch, ack, nack and heartbeat over HTTP; batches are sent one job at a time for now."""
+    """Fetch, ack, nack and heartbeat over HTTP; a batch goes as single-job calls for now."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, lanes: int = DEFAULT_LANES) -> None:
+        """`lanes`: how many acks/nacks of a batch are in flight at once."""
         self.client = client
+        self.lanes = lanes
         self._interrupted = False
 
     @classmethod
@@ -42,32 +45,30 @@ class HttpJobSource:
         self._interrupted = True
 
     async def ack(self, completions: list[Completion], worker_id: str) -> list[Outcome]:
-        outcomes = []
-        for completion in completions:
+        async def one(completion: Completion) -> Outcome:
             try:
                 done = await self.client.ack(
                     completion.job_id, result=completion.result, worker_id=worker_id,
                     lease_token=completion.lease_token,
                 )  # fmt: skip
             except REFUSALS as error:
-                outcomes.append(Outcome(completion.job_id, problem=error.code))
-            else:
-                outcomes.append(Outcome(completion.job_id, state=done.state))
-        return outcomes
+                return Outcome(completion.job_id, problem=error.code)
+            return Outcome(completion.job_id, state=done.state)
+
+        return await each_in_lanes(completions, one, self.lanes)
 
     async def nack(self, failures: list[Failure], worker_id: str) -> list[Outcome]:
-        outcomes = []
-        for failure in failures:
+        async def one(failure: Failure) -> Outcome:
             try:
                 done = await self.client.nack(
                     failure.job_id, error=failure.error, requeue=failure.requeue,
                     worker_id=worker_id, lease_token=failure.lease_token,
                 )  # fmt: skip
             except REFUSALS as error:
-                outcomes.append(Outcome(failure.job_id, problem=error.code))
-            else:
-                outcomes.append(Outcome(failure.job_id, state=done.state))
-        return outcomes
+                return Outcome(failure.job_id, problem=error.code)
+            return Outcome(failure.job_id, state=done.state)
+
+        return await each_in_lanes(failures, one, self.lanes)
 
     async def heartbeat(self, job_ids: list[str], worker_id: str) -> HeartbeatReply:
         beat = await self.client.heartbeat(worker_id=worker_id, job_ids=job_ids)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 DIRECTIVE_QUIET = "quiet"
 DIRECTIVE_TERMINATE = "terminate"
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +75,23 @@ class JobSource(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+async def each_in_lanes(
+    items: Sequence[Item], call: Callable[[Item], Awaitable[Result]], lanes: int
+) -> list[Result]:
+    """`call` for every item, at most `lanes` at a time, results in item order (how adapters
+    send a batch with single-job calls until the server takes batches)."""
+    results: list[Result | None] = [None] * len(items)
+    pending = iter(enumerate(items))
+
+    async def lane() -> None:
+        for index, item in pending:
+            results[index] = await call(item)
+
+    count = max(1, min(lanes, len(items)))
+    if count == 1:
+        await lane()
+    else:
+        await asyncio.gather(*(lane() for _ in range(count)))
+    return results  # type: ignore[return-value]  # every slot was filled
