@@ -7,11 +7,25 @@ exits 0; only a benchmark that could not run (no PostgreSQL, a failed check) exi
 
 Usage:
     python -m bench                              every registered benchmark, default sizes
+    python -m bench hot-path                     the hot paths on both stores, N = 20,000
+    python -m bench hot-path --jobs 5000 --repeats 1 --retry-rows 10000   a quick look
     python -m bench dead-letters                 the dead-letter benchmark, 1,000,000 rows
     python -m bench dead-letters --quick         the same on 50,000 rows, about 30 s
     python -m bench dead-letters --rows 200000   any size
 
 Benchmarks:
+    hot-path      Each store (PostgreSQL, SQLite), each figure repeated (--repeats, default 3;
+                  median, min and max printed), on fresh databases: bulk enqueue of N jobs
+                  (batches of 1,000, one transaction each); the embedded worker (redrive.Worker
+                  over EmbeddedJobSource, no-op async handler, concurrency 50) taking N waiting
+                  jobs to completed ("process, ack") or, with max_attempts 1 and a handler that
+                  raises, to the dead-letter queue ("process, dead-letter"); the same two with
+                  the worker over HTTP (HttpJobSource against a `redrive serve` subprocess) and
+                  that server's peak RSS (VmHWM); and a bulk retry, by filter, of all
+                  --retry-rows dead letters made by the real fail path (each repeat on a file
+                  copy). Targets: PostgreSQL bulk enqueue >= 25,000 jobs/s, ack >= 4,000,
+                  dead-letter >= 2,000, retry all >= 50,000; SQLite both paths >= 3,000; HTTP
+                  >= 50 % of embedded; server RSS <= 150 MB.
     dead-letters  PostgreSQL with N dead letters (COPY-seeded: 20 queues, 50 job types, 10 error
                   types, discarded over 200 days, one queue holding every tenth row). Reports the
                   seeding time; filtered list page p50/p95/p99 (target p95 <= 20 ms), per filter
@@ -48,11 +62,14 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 
-from bench import dead_letters
+from bench import dead_letters, hot_path
 from bench.postgres import admin_url, reachable, server_address, server_facts
 from bench.report import machine, print_table, save, versions
 
-BENCHMARKS = {"dead-letters": "dead letters on PostgreSQL: list, stats, bulk retry, prune"}
+BENCHMARKS = {
+    "hot-path": "enqueue, process (ack, dead-letter), HTTP, retry all, RSS; both stores",
+    "dead-letters": "dead letters on PostgreSQL: list, stats, bulk retry, prune",
+}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -74,7 +91,20 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--pool-size", type=int, default=10, help="connections per service")
     parser.add_argument("--seed", type=int, default=20_240_601, help="random seed")
     parser.add_argument("--no-save", action="store_true", help="write no JSON")
+    hot = parser.add_argument_group("hot-path")
+    hot.add_argument("--jobs", type=int, default=20_000, help="N jobs per path (20,000)")
+    hot.add_argument("--repeats", type=int, default=3, help="measurements per figure (3)")
+    hot.add_argument("--retry-rows", type=int, default=100_000, help="dead letters to retry")
+    hot.add_argument("--concurrency", type=int, default=50, help="worker concurrency (50)")
+    hot.add_argument("--stores", default="postgres,sqlite", help="comma-separated: postgres,sqlite")
+    hot.add_argument("--no-http", action="store_true", help="skip the HTTP paths")
     arguments = parser.parse_args(argv)
+    stores = tuple(part.strip() for part in arguments.stores.split(",") if part.strip())
+    if not stores or set(stores) - set(hot_path.STORES):
+        parser.error("--stores takes postgres and/or sqlite")
+    arguments.stores = stores
+    if min(arguments.jobs, arguments.repeats, arguments.concurrency) < 1:
+        parser.error("--jobs, --repeats and --concurrency must be at least 1")
     if arguments.rows < 1_000:
         parser.error("--rows must be at least 1,000")
     if min(arguments.retry_repeats, arguments.prune_repeats, arguments.list_samples) < 1:
@@ -130,7 +160,48 @@ def run_dead_letters(arguments: argparse.Namespace, console: Console) -> None:
     console.print(f"saved {path}")
 
 
-RUNNERS = {"dead-letters": run_dead_letters}
+def run_hot_path(arguments: argparse.Namespace, console: Console) -> None:
+    settings = hot_path.Settings(
+        jobs=arguments.jobs,
+        repeats=arguments.repeats,
+        retry_rows=arguments.retry_rows,
+        concurrency=arguments.concurrency,
+        stores=arguments.stores,
+        http=not arguments.no_http,
+    )
+    started = datetime.now(UTC)
+    clock = time.perf_counter()
+    postgres = server_facts()
+    found = versions(postgres)
+
+    def log(message: str) -> None:
+        console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {message}", highlight=False)
+
+    outcome = asyncio.run(hot_path.run(settings, log))
+    seconds = time.perf_counter() - clock
+    print_table(
+        f"hot paths, N = {settings.jobs:,} jobs, {settings.repeats} repeats "
+        f"(PostgreSQL {postgres['server_version']}, {seconds:.0f} s)",
+        outcome.figures,
+        console,
+    )
+    if arguments.no_save:
+        return
+    document = {
+        "benchmark": "hot-path",
+        "started_at": started.isoformat(),
+        "duration_s": seconds,
+        "settings": {**outcome.details.pop("settings"), "postgres_server": server_address()},
+        "versions": found,
+        "machine": machine(),
+        "figures": outcome.figures,
+        "details": outcome.details,
+    }
+    path = save("hot-path", document, started)
+    console.print(f"saved {path}")
+
+
+RUNNERS = {"hot-path": run_hot_path, "dead-letters": run_dead_letters}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,7 +58,8 @@ def repeats(values: list[float]) -> dict[str, Any]:
 
 @dataclass
 class Figure:
-    """One reported number; `target` is an upper bound, None when the figure has none."""
+    """One reported number; `target` is an upper bound (a lower bound when `at_least`), None
+    when the figure has none."""
 
     name: str
     value: float
@@ -66,12 +67,17 @@ class Figure:
     target: float | None = None
     note: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
+    at_least: bool = False
 
     @property
     def met(self) -> bool | None:
         if self.target is None or math.isnan(self.value):
             return None
-        return self.value <= self.target
+        return self.value >= self.target if self.at_least else self.value <= self.target
+
+    @property
+    def bound(self) -> str:
+        return "≥ " if self.at_least else "≤ "
 
 
 def _number(value: float, unit: str) -> str:
@@ -79,8 +85,8 @@ def _number(value: float, unit: str) -> str:
         return "n/a"
     if unit in ("rows", "count", "requests"):
         return f"{value:,.0f} {unit}"
-    if unit == "rows/s":
-        return f"{value:,.0f} rows/s"
+    if unit in ("rows/s", "jobs/s"):
+        return f"{value:,.0f} {unit}"
     if unit == "ms":
         return f"{value:,.2f} ms" if value < 100 else f"{value:,.0f} ms"
     return f"{value:,.3f} {unit}" if value < 1 else f"{value:,.2f} {unit}"
@@ -97,14 +103,14 @@ def print_table(title: str, figures: list[Figure], console: Console | None = Non
     for figure in figures:
         met = figure.met
         mark = "" if met is None else ("[green]yes[/]" if met else "[bold red]NO[/]")
-        target = "" if figure.target is None else "≤ " + _number(figure.target, figure.unit)
+        target = "" if figure.target is None else figure.bound + _number(figure.target, figure.unit)
         table.add_row(figure.name, _number(figure.value, figure.unit), target, mark, figure.note)
     console.print(table)
     missed = [figure for figure in figures if figure.met is False]
     for figure in missed:
         console.print(
             f"[bold red]MISSED[/] {figure.name}: {_number(figure.value, figure.unit)} "
-            f"against a target of ≤ {_number(figure.target or 0, figure.unit)}"
+            f"against a target of {figure.bound}{_number(figure.target or 0, figure.unit)}"
         )
     if not missed and any(figure.target is not None for figure in figures):
         console.print("[green]every target met[/]")

@@ -19,7 +19,7 @@ from redrive.domain.identifiers import uuid7
 from redrive.domain.job import DISCARDED, Job
 from redrive.domain.lifecycle import Failure, error_record
 from redrive.domain.retry import RetryPolicy
-from redrive.store.codec import dead_letter_parameters, dump, job_parameters
+from redrive.store.codec import dead_letter_record, dump, job_parameters
 
 DAY_MS = 86_400_000
 SPAN_DAYS = 200
@@ -176,9 +176,10 @@ def type_templates(job_type: str, queue: str, now: int) -> TypeTemplates:
     episode = dataclasses.replace(
         new_dead_letter("@@EPISODE_ID@@", probe, "@@REASON@@", now), job=job
     )
-    dead_row = dead_letter_parameters(episode)
+    dead_row = dead_letter_record(episode)
+    dead_row["job"] = dump(dead_row["job"])
     if list(dead_row) != list(DEAD_LETTER_COLUMNS):
-        raise RuntimeError(f"dead_letter_parameters changed its columns: {list(dead_row)}")
+        raise RuntimeError(f"dead_letter_record changed its columns: {list(dead_row)}")
     return TypeTemplates(
         job_type=job_type,
         queue=queue,

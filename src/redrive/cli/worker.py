@@ -110,8 +110,7 @@ async def run_embedded(worker: Worker, settings: Settings) -> None:
         await sweep.start()
         try:
             worker.install_signal_handlers()
-            lanes = 1 if store.backend == "sqlite" else max(1, settings.pool_size // 2)
-            await worker.run(EmbeddedJobSource(service, lanes=lanes))
+            await worker.run(EmbeddedJobSource(service))
         finally:
             await sweep.stop()
     finally:

@@ -8,6 +8,7 @@ from typing import Any
 
 from redrive.client.administration import DEAD_LETTER, Administration
 from redrive.client.dead_letters import BulkResult, DeadLetter, DeadLetterStats
+from redrive.client.errors import RedriveError, from_response
 from redrive.client.models import Heartbeat, Job, Outcome, Page, RetryPolicy
 from redrive.client.requests import (
     DeadLetterFilter,
@@ -20,6 +21,23 @@ from redrive.client.requests import (
 from redrive.client.transport import document_of, object_of
 
 WORKERS = "/ojs/v1/workers"
+
+
+def _batch_outcomes(payload: dict[str, Any]) -> list[Outcome | RedriveError]:
+    results = payload.get("results")
+    if not isinstance(results, list):
+        raise RedriveError("invalid_response", "a batch answer without results", status=200)
+    outcomes: list[Outcome | RedriveError] = []
+    for entry in results:
+        document = object_of(entry)
+        if document.get("ok") is True:
+            outcomes.append(Outcome.from_document(document))
+        else:
+            status = document.get("status")
+            outcomes.append(from_response(status if isinstance(status, int) else 500, document, ""))
+    return outcomes
+
+
 JOBS = "/ojs/v1/jobs"
 
 
@@ -85,6 +103,20 @@ class Client(Administration):
         optional = {"worker_id": worker_id, "lease_token": lease_token}
         body.update({key: value for key, value in optional.items() if value is not None})
         return Outcome.from_document(await self._request("POST", f"{WORKERS}/nack", body))
+
+    async def ack_many(self, acks: Sequence[Mapping[str, Any]]) -> list[Outcome | RedriveError]:
+        """Acknowledge many jobs in one request and one server transaction (redrive extension,
+        `capabilities.batch_ack` in the manifest). Each ack is `{"job_id", "result"?,
+        "worker_id"?, "lease_token"?}`; the answer has one entry per ack, in order: its outcome,
+        or the error that ack alone met (the others still land)."""
+        payload = await self._request("POST", f"{WORKERS}/ack/batch", {"acks": list(acks)})
+        return _batch_outcomes(payload)
+
+    async def nack_many(self, nacks: Sequence[Mapping[str, Any]]) -> list[Outcome | RedriveError]:
+        """Report many failed attempts in one request (redrive extension, like `ack_many`).
+        Each nack is `{"job_id", "error", "requeue"?, "worker_id"?, "lease_token"?}`."""
+        payload = await self._request("POST", f"{WORKERS}/nack/batch", {"nacks": list(nacks)})
+        return _batch_outcomes(payload)
 
     async def heartbeat(
         self,

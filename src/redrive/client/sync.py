@@ -20,6 +20,7 @@ from redrive.client.dead_letters import (
     RetentionPolicies,
     RetentionPolicy,
 )
+from redrive.client.errors import RedriveError
 from redrive.client.models import Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.requests import DeadLetterFilter, Delay, JobSpec, Moment
 from redrive.client.transport import DEFAULT_TIMEOUT, DEFAULT_URL
@@ -146,6 +147,18 @@ class SyncClient:
             lease_token=lease_token,
         )
         return self._run(coroutine)
+
+    def ack_many(self, acks: Sequence[Mapping[str, Any]]) -> list[Outcome | RedriveError]:
+        """Acknowledge many jobs in one request and one server transaction (redrive extension,
+        `capabilities.batch_ack` in the manifest). Each ack is `{"job_id", "result"?,
+        "worker_id"?, "lease_token"?}`; the answer has one entry per ack, in order: its outcome,
+        or the error that ack alone met (the others still land)."""
+        return self._run(self._client.ack_many(acks))
+
+    def nack_many(self, nacks: Sequence[Mapping[str, Any]]) -> list[Outcome | RedriveError]:
+        """Report many failed attempts in one request (redrive extension, like `ack_many`).
+        Each nack is `{"job_id", "error", "requeue"?, "worker_id"?, "lease_token"?}`."""
+        return self._run(self._client.nack_many(nacks))
 
     def heartbeat(
         self,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redrive.domain.errors import OjsError
 from redrive.domain.job import Job
 from redrive.service.facade import Service
-from redrive.worker.source import Completion, Failure, HeartbeatReply, Outcome, each_in_lanes
+from redrive.worker.source import Completion, Failure, HeartbeatReply, Outcome
 
 # One long-poll is split into waits this long, so `interrupt()` takes effect quickly.
 WAIT_SLICE_MS = 1000
@@ -33,12 +34,9 @@ def job_payload(job: Job) -> dict[str, Any]:
 class EmbeddedJobSource:
     """Reaches jobs through `service.workers` with the same bodies the HTTP routes pass."""
 
-    def __init__(self, service: Service, tenant: str | None = None, lanes: int = 1) -> None:
-        """`lanes`: how many acks/nacks of a batch run at once (1 on SQLite, whose store runs
-        one transaction at a time; a few on PostgreSQL, below the pool size)."""
+    def __init__(self, service: Service, tenant: str | None = None) -> None:
         self.service = service
         self.tenant = tenant
-        self.lanes = lanes
         self._interrupted = False
 
     async def fetch(
@@ -60,37 +58,47 @@ class EmbeddedJobSource:
         self._interrupted = True
 
     async def ack(self, completions: list[Completion], worker_id: str) -> list[Outcome]:
-        async def one(completion: Completion) -> Outcome:
-            body = {
+        bodies = [
+            {
                 "job_id": completion.job_id,
                 "lease_token": completion.lease_token,
                 "worker_id": worker_id,
                 "result": completion.result,
             }
-            try:
-                job = await self.service.workers.ack(body, self.tenant)
-            except OjsError as error:
-                return Outcome(completion.job_id, problem=error.code)
-            return Outcome(job.id, state=job.state)
-
-        return await each_in_lanes(completions, one, self.lanes)
+            for completion in completions
+        ]
+        return await self._in_batches(bodies, "acks", self.service.workers.ack_many)
 
     async def nack(self, failures: list[Failure], worker_id: str) -> list[Outcome]:
-        async def one(failure: Failure) -> Outcome:
-            body = {
+        bodies = [
+            {
                 "job_id": failure.job_id,
                 "lease_token": failure.lease_token,
                 "worker_id": worker_id,
                 "error": failure.error,
                 "requeue": failure.requeue,
             }
-            try:
-                job = await self.service.workers.nack(body, self.tenant)
-            except OjsError as error:
-                return Outcome(failure.job_id, problem=error.code)
-            return Outcome(job.id, state=job.state)
+            for failure in failures
+        ]
+        return await self._in_batches(bodies, "nacks", self.service.workers.nack_many)
 
-        return await each_in_lanes(failures, one, self.lanes)
+    async def _in_batches(
+        self,
+        bodies: list[dict[str, Any]],
+        field: str,
+        send: Callable[[object, str | None], Awaitable[list[Job | OjsError]]],
+    ) -> list[Outcome]:
+        """One service call (one transaction) per batch the service accepts."""
+        outcomes: list[Outcome] = []
+        size = self.service.runtime.options.max_batch_size
+        for offset in range(0, len(bodies), size):
+            chunk = bodies[offset : offset + size]
+            for body, result in zip(chunk, await send({field: chunk}, self.tenant), strict=True):
+                if isinstance(result, OjsError):
+                    outcomes.append(Outcome(str(body["job_id"]), problem=result.code))
+                else:
+                    outcomes.append(Outcome(result.id, state=result.state))
+        return outcomes
 
     async def heartbeat(self, job_ids: list[str], worker_id: str) -> HeartbeatReply:
         beat = await self.service.workers.heartbeat(

@@ -75,7 +75,7 @@ INSERT INTO jobs (
 -- Many guarded updates in one statement: a row is written only if it is still in the state and
 -- lease its record expects; the ids written come back. :ids repeats the records' ids so the
 -- planner reaches the rows by primary key whatever it guesses of the JSON's size.
-WITH r AS (
+WITH r AS MATERIALIZED (
     SELECT
         value ->> '$.id' AS id, value ->> '$.tenant_id' AS tenant_id,
         value ->> '$.queue' AS queue, value ->> '$.type' AS type, value ->> '$.state' AS state,
