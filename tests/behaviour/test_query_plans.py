@@ -1,0 +1,402 @@
+"""Plan guards: the hot statements reach the jobs table through the indexes meant for them.
+
+A database is seeded through the service with a few thousand jobs in several queues and every
+state, then each named statement (as the store loaded it) is explained with realistic parameters
+(the ones the store would send). PostgreSQL is checked after ANALYZE: planned with the values,
+prepared and run a few times (as psycopg prepares a hot statement), and, for the statements whose
+path must not depend on the values, as a forced generic plan. SQLite is checked as the server
+leaves it (no statistics) and after ANALYZE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from redrive.domain import lifecycle
+from redrive.domain.errors import OjsError
+from redrive.domain.job import DEFAULT_TENANT, Job
+from redrive.service.facade import Service
+from redrive.service.runtime import Runtime, ServiceOptions
+from redrive.store.codec import dump, job_record
+from redrive.store.postgres.store import PostgresStore
+from redrive.store.sqlite.store import SqliteStore
+from tests.support.clock import ManualClock
+from tests.support.postgres import database_from_template
+
+QUEUES = [f"plan-{n}" for n in range(6)]
+CLAIM_QUEUE = "plan-2"
+BATCH = 1_000
+ACTIVE_IN_BATCH = 25
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """What a seeded database holds, and the parameters of the statements to explain."""
+
+    location: str
+    statements: dict[str, str]
+    counts: dict[str, int]
+    parameters: dict[str, dict[str, Any]]
+
+
+def job_bodies(count: int, start: int, **options: Any) -> dict[str, Any]:
+    return {
+        "jobs": [
+            {
+                "type": f"plan.kind{index % 4}",
+                "args": [index],
+                "options": {"queue": QUEUES[index % len(QUEUES)], "priority": index % 3, **options},
+            }
+            for index in range(start, start + count)
+        ]
+    }
+
+
+async def claim_everything(service: Service, expected: int) -> list[str]:
+    claimed: list[str] = []
+    while len(claimed) < expected:
+        jobs = await service.workers.fetch(
+            {"queues": QUEUES, "count": BATCH, "worker_id": "seeder"}, None
+        )
+        assert jobs, f"only {len(claimed)} of {expected} jobs could be claimed"
+        claimed += [job.id for job in jobs]
+    assert len(claimed) == expected
+    return claimed
+
+
+def states_of(outcomes: list[Job | OjsError]) -> set[str]:
+    return {outcome.state if isinstance(outcome, Job) else outcome.code for outcome in outcomes}
+
+
+async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
+    """About 5,000 jobs: mostly completed, some dead, retryable, active, scheduled (a few of them
+    due) and available, spread over six queues and three priorities."""
+    clock = ManualClock()
+    options = ServiceOptions(test_hooks=True)
+    service = Service(Runtime(store, clock=clock, options=options, rng=random.Random(17)))
+    next_index = 0
+
+    async def enqueue(count: int, **job_options: Any) -> None:
+        nonlocal next_index
+        while count > 0:
+            size = min(count, BATCH)
+            await service.jobs.enqueue_batch(job_bodies(size, next_index, **job_options), None)
+            next_index += size
+            count -= size
+
+    await enqueue(3_000)
+    completed = await claim_everything(service, 3_000)
+    for start in range(0, len(completed), BATCH):
+        acks = [{"job_id": job_id} for job_id in completed[start : start + BATCH]]
+        assert states_of(await service.workers.ack_many({"acks": acks}, None)) == {"completed"}
+
+    await enqueue(600, retry={"max_attempts": 1, "on_exhaustion": "dead_letter"})
+    dead = await claim_everything(service, 600)
+    nacks = [{"job_id": job_id, "error": {"type": "Boom", "message": "x"}} for job_id in dead]
+    assert states_of(await service.workers.nack_many({"nacks": nacks}, None)) == {"discarded"}
+
+    await enqueue(
+        300,
+        retry={
+            "max_attempts": 5,
+            "initial_interval": "PT1H",
+            "max_interval": "PT2H",
+            "jitter": False,
+        },
+    )
+    retrying = await claim_everything(service, 300)
+    nacks = [{"job_id": job_id} for job_id in retrying]
+    assert states_of(await service.workers.nack_many({"nacks": nacks}, None)) == {"retryable"}
+
+    await enqueue(200)
+    active = await claim_everything(service, 200)
+    await enqueue(400, scheduled_at="+PT2H")
+    await enqueue(60, scheduled_at="+PT1S")
+    await enqueue(600)
+    clock.advance(5_000)
+    now = clock.now_ms()
+
+    async with store.transaction() as transaction:
+        locked = await transaction.lock_jobs(active[:ACTIVE_IN_BATCH], None)
+        counts = await transaction.count_jobs(None, None)
+    # What update_jobs receives when a worker acks a batch of its jobs (see SqlTransaction).
+    records = [
+        {
+            **job_record(lifecycle.acknowledge(job, now, {"ok": True})),
+            "expected_state": job.state,
+            "expected_lease_token": job.lease_token,
+        }
+        for job in locked.values()
+    ]
+    ids = [record["id"] for record in records]
+    is_sqlite = isinstance(store, SqliteStore)
+    id_list: Any = json.dumps(ids) if is_sqlite else ids
+    claim = {
+        "queue": CLAIM_QUEUE, "limit": 10, "worker_id": "w1", "lease_token": "token",
+        "visibility_timeout_ms": None, "now": now,
+    }  # fmt: skip
+    by_state: dict[str, int] = {}
+    for (_, state), count in counts.items():
+        by_state[state] = by_state.get(state, 0) + count
+    return Seeded(
+        location=location,
+        statements=dict(store.statements),
+        counts=by_state,
+        parameters={
+            "claim_jobs": {**claim, "tenant_id": None},
+            "claim_jobs_for_a_tenant": {**claim, "tenant_id": DEFAULT_TENANT},
+            "update_jobs": {"rows": dump(records), "ids": id_list},
+            "select_jobs_for_update": {"ids": id_list, "tenant_id": None},
+            "select_jobs_for_update_for_a_tenant": {"ids": id_list, "tenant_id": DEFAULT_TENANT},
+            "promote_due_jobs": {"now": now},
+        },
+    )
+
+
+EXPECTED_COUNTS = {
+    "completed": 3_000,
+    "discarded": 600,
+    "retryable": 300,
+    "active": 200,
+    "scheduled": 460,
+    "available": 600,
+}
+
+
+def statement_name(case: str) -> str:
+    return case.removesuffix("_for_a_tenant")
+
+
+# --- PostgreSQL -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def seeded_postgres(postgres_template: str) -> Iterator[Seeded]:
+    with database_from_template(postgres_template) as url:
+
+        async def run() -> Seeded:
+            store = PostgresStore(url, max_size=2)
+            await store.open()
+            try:
+                return await seed(store, url)
+            finally:
+                await store.close()
+
+        seeded = asyncio.run(run())
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute("ANALYZE")
+        yield seeded
+
+
+def plan_nodes(node: object) -> Iterator[dict[str, Any]]:
+    """Every plan node of an EXPLAIN (FORMAT JSON) document, depth first."""
+    if isinstance(node, dict):
+        if "Node Type" in node:
+            yield node
+        for value in node.values():
+            yield from plan_nodes(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from plan_nodes(item)
+
+
+def jobs_scans(plan: object) -> list[str]:
+    """The node types of the scans that read the jobs table (the UPDATE node itself aside)."""
+    return [
+        node["Node Type"]
+        for node in plan_nodes(plan)
+        if node.get("Relation Name") == "jobs" and node["Node Type"] != "ModifyTable"
+    ]
+
+
+def index_names(plan: object) -> set[str]:
+    return {node["Index Name"] for node in plan_nodes(plan) if "Index Name" in node}
+
+
+_PYFORMAT = re.compile(r"%\((\w+)\)s")
+
+
+def prepared_form(sql: str) -> tuple[str, list[str]]:
+    """A pyformat statement as PREPARE takes it ($1, $2, ...), and the parameter names in order."""
+    order: list[str] = []
+
+    def placeholder(match: re.Match[str]) -> str:
+        if match.group(1) not in order:
+            order.append(match.group(1))
+        return f"${order.index(match.group(1)) + 1}"
+
+    return _PYFORMAT.sub(placeholder, sql), order
+
+
+def explain_postgres(url: str, name: str, parameters: dict[str, Any], mode: str) -> Any:
+    """The JSON plan of a named statement, as loaded by PostgresStore.
+
+    custom: planned with the values bound, as the first runs of a statement are.
+    prepared: prepared and run a few times (rolled back), then explained: the plan the server
+      keeps once psycopg prepares a statement the application runs often (custom or generic,
+      as the plan cache decides).
+    generic: the generic plan, whatever the values (the worst a prepared statement can get).
+    """
+    sql = PostgresStore(url).statements[name]
+    with psycopg.connect(url, autocommit=True) as connection:
+        if mode == "custom":
+            connection.execute("SET plan_cache_mode = force_custom_plan")
+            row = connection.execute("EXPLAIN (FORMAT JSON) " + sql, parameters).fetchone()
+            assert row is not None
+            return row[0]
+        prepared, order = prepared_form(sql)
+        connection.execute(f"PREPARE probe AS {prepared}")
+        values = psycopg.sql.SQL(", ").join(psycopg.sql.Literal(parameters[key]) for key in order)
+        execute = psycopg.sql.SQL("EXECUTE probe ({})").format(values)
+        explain = psycopg.sql.SQL("EXPLAIN (FORMAT JSON) ") + execute
+        if mode == "generic":
+            connection.execute("SET plan_cache_mode = force_generic_plan")
+            row = connection.execute(explain).fetchone()
+        else:
+            assert mode == "prepared"
+            with connection.transaction(force_rollback=True):
+                for _ in range(8):
+                    connection.execute(execute)
+                row = connection.execute(explain).fetchone()
+    assert row is not None
+    return row[0]
+
+
+POSTGRES_INDEX = {
+    "claim_jobs": "jobs_claim",
+    "claim_jobs_for_a_tenant": "jobs_claim",
+    "update_jobs": "jobs_pkey",
+    "select_jobs_for_update": "jobs_pkey",
+    "select_jobs_for_update_for_a_tenant": "jobs_pkey",
+    "promote_due_jobs": "jobs_due",
+}
+# Statements whose access path must not depend on the values at all (update_jobs says so).
+GENERIC_SAFE = ["claim_jobs", "select_jobs_for_update", "update_jobs"]
+
+
+def assert_index_access(plan: Any, index: str) -> None:
+    scans = jobs_scans(plan)
+    shown = json.dumps(plan, indent=1)
+    assert scans, shown
+    assert "Seq Scan" not in scans, shown
+    assert set(scans) <= {"Index Scan", "Index Only Scan", "Bitmap Heap Scan"}, shown
+    assert index in index_names(plan), shown
+
+
+@pytest.mark.postgres
+def test_the_postgres_seed_is_what_the_guards_assume(seeded_postgres: Seeded) -> None:
+    assert seeded_postgres.counts == EXPECTED_COUNTS
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mode", ["custom", "prepared"])
+@pytest.mark.parametrize("case", sorted(POSTGRES_INDEX))
+def test_postgres_statement_uses_its_index(seeded_postgres: Seeded, case: str, mode: str) -> None:
+    parameters = seeded_postgres.parameters[case]
+    plan = explain_postgres(seeded_postgres.location, statement_name(case), parameters, mode)
+    assert_index_access(plan, POSTGRES_INDEX[case])
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("case", GENERIC_SAFE)
+def test_postgres_generic_plan_still_uses_the_index(seeded_postgres: Seeded, case: str) -> None:
+    parameters = seeded_postgres.parameters[case]
+    plan = explain_postgres(seeded_postgres.location, case, parameters, "generic")
+    assert_index_access(plan, POSTGRES_INDEX[case])
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mode", ["custom", "prepared", "generic"])
+def test_postgres_claim_reads_the_queue_in_index_order(seeded_postgres: Seeded, mode: str) -> None:
+    """The claim takes its few jobs off the front of jobs_claim: no sort of the whole queue."""
+    plan = explain_postgres(
+        seeded_postgres.location, "claim_jobs", seeded_postgres.parameters["claim_jobs"], mode
+    )
+    shown = json.dumps(plan, indent=1)
+    assert "Sort" not in [node["Node Type"] for node in plan_nodes(plan)], shown
+    claim_scans = [n for n in plan_nodes(plan) if n.get("Index Name") == "jobs_claim"]
+    assert [node["Node Type"] for node in claim_scans] == ["Index Scan"], shown
+
+
+# --- SQLite -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def seeded_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
+    path = str(tmp_path_factory.mktemp("plans") / "redrive.db")
+
+    async def run() -> Seeded:
+        store = SqliteStore(path)
+        await store.migrate()
+        try:
+            return await seed(store, path)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+@pytest.fixture(params=["as_served", "analyzed"])
+def sqlite_database(
+    request: pytest.FixtureRequest, seeded_sqlite: Seeded, tmp_path: Path
+) -> Iterator[sqlite3.Connection]:
+    """A connection to a copy of the seeded database, with statistics or without."""
+    source = sqlite3.connect(seeded_sqlite.location)
+    connection = sqlite3.connect(tmp_path / "copy.db")
+    source.backup(connection)
+    source.close()
+    stat_tables = "SELECT COUNT(*) FROM sqlite_master WHERE name = 'sqlite_stat1'"
+    assert connection.execute(stat_tables).fetchone() == (0,)
+    if request.param == "analyzed":
+        connection.execute("ANALYZE")
+    yield connection
+    connection.close()
+
+
+def explain_sqlite(
+    connection: sqlite3.Connection, sql: str, parameters: dict[str, Any]
+) -> list[str]:
+    """The detail column of EXPLAIN QUERY PLAN, one line per step."""
+    return [str(row[3]) for row in connection.execute("EXPLAIN QUERY PLAN " + sql, parameters)]
+
+
+SQLITE_INDEX = {
+    "claim_jobs": "jobs_claim",
+    "claim_jobs_for_a_tenant": "jobs_claim",
+    "update_jobs": "sqlite_autoindex_jobs_1",
+    "select_jobs_for_update": "sqlite_autoindex_jobs_1",
+    "select_jobs_for_update_for_a_tenant": "sqlite_autoindex_jobs_1",
+    "promote_due_jobs": "jobs_due",
+}
+
+
+def test_the_sqlite_seed_is_what_the_guards_assume(seeded_sqlite: Seeded) -> None:
+    assert seeded_sqlite.counts == EXPECTED_COUNTS
+
+
+@pytest.mark.parametrize("case", sorted(SQLITE_INDEX))
+def test_sqlite_statement_uses_its_index(
+    sqlite_database: sqlite3.Connection, seeded_sqlite: Seeded, case: str
+) -> None:
+    sql = seeded_sqlite.statements[statement_name(case)]
+    details = explain_sqlite(sqlite_database, sql, seeded_sqlite.parameters[case])
+    shown = "\n".join(details)
+    on_jobs = [d for d in details if re.match(r"(SCAN|SEARCH) jobs\b", d)]
+    assert on_jobs, shown
+    # SCAN is a full pass over the table (or over a whole index); every access must be a SEARCH.
+    assert all(d.startswith("SEARCH jobs ") for d in on_jobs), shown
+    index = SQLITE_INDEX[case]
+    assert any(re.search(rf"USING (COVERING )?INDEX {index} \(", d) for d in on_jobs), shown
+    if statement_name(case) == "claim_jobs":
+        assert not any("TEMP B-TREE" in d for d in details), shown
