@@ -112,6 +112,17 @@ async def event_types_of(client: httpx.AsyncClient, job_id: str) -> list[str]:
     return [event["type"] for event in await all_events(client) if event.get("subject") == job_id]
 
 
+async def metric(client: httpx.AsyncClient, name: str, queue: str, job_type: str) -> float:
+    """One labelled sample of /metrics (0 when absent)."""
+    response = await client.get("/metrics")
+    assert response.status_code == 200, response.text
+    wanted = f'{name}{{queue="{queue}",type="{job_type}"}} '
+    for line in response.text.splitlines():
+        if line.startswith(wanted):
+            return float(line.removeprefix(wanted))
+    return 0.0
+
+
 async def dead_letter_ids(client: httpx.AsyncClient) -> list[str]:
     response = await client.get("/ojs/v1/dead-letter?limit=100")
     assert response.status_code == 200, response.text
@@ -158,6 +169,7 @@ async def test_ack_batch_completes_every_job_and_stores_each_result(
             "job.enqueued", "job.started", "job.completed",
         ]  # fmt: skip
     completed = [e for e in await all_events(client) if e["type"] == "job.completed"]
+    assert [event["subject"] for event in completed] == [entry["job_id"] for entry in acks]
     by_subject = {event["subject"]: event for event in completed}
     assert by_subject[jobs[3]["id"]]["data"]["result"] == {"sum": 1}
     assert by_subject[jobs[3]["id"]]["data"]["duration_ms"] == 250
@@ -180,6 +192,7 @@ async def test_mixed_ack_batch_lands_the_good_entries_and_changes_nothing_else(
     assert (await ack(client, finished["id"], result="first")).status_code == 200
     unknown = client_job_id(clock.now_ms())
     events_before = Counter(event["type"] for event in await all_events(client))
+    assert await metric(client, "ojs_job_completed_total", "mixed", "batch.job") == 0
 
     acks: list[Any] = [
         {"job_id": unknown, "result": "ghost"},
@@ -231,6 +244,7 @@ async def test_mixed_ack_batch_lands_the_good_entries_and_changes_nothing_else(
 
     events_after = Counter(event["type"] for event in await all_events(client))
     assert events_after - events_before == Counter({"job.completed": 2})
+    assert await metric(client, "ojs_job_completed_total", "mixed", "batch.job") == 2
     assert await count_rows(service, "SELECT COUNT(*) FROM jobs WHERE state = 'completed'") == 3
     # The refused lease still works afterwards: the batch did not touch it.
     later = await ack(client, wrong_token["id"], lease_token=wrong_token["lease_token"])
@@ -324,9 +338,8 @@ async def test_ack_batch_only_reaches_jobs_of_the_callers_tenant(
 async def test_odd_job_ids_are_echoed_in_their_refusals(client: httpx.AsyncClient) -> None:
     odd = ['it\'s "quoted"', "naïve ✓ 🚀", "a,b", "%s", "x" * 300, " "]
     body = await post_batch(client, ACK_BATCH, {"acks": [{"job_id": i} for i in odd]})
-    assert [
-        entry_error(r, 404, "not_found")["details"]["resource_id"] for r in body["results"]
-    ] == (odd)
+    echoed = [entry_error(r, 404, "not_found")["details"]["resource_id"] for r in body["results"]]
+    assert echoed == odd
 
 
 async def test_overlapping_batches_at_once_ack_each_job_exactly_once(
@@ -481,6 +494,9 @@ async def test_nack_batch_retries_dead_letters_and_requeues(
     assert stats["by_error_type"] == {"Poison": 1}
     assert await count_rows(service, "SELECT COUNT(*) FROM dead_letters") == 1
     assert (await get_job(client, dies["id"]))["state"] == "discarded"
+    assert await metric(client, "ojs_dead_letter_added_total", "nack-dead", "batch.job") == 1
+    assert await metric(client, "ojs_job_failed_total", "nack-dead", "batch.job") == 1
+    assert await metric(client, "ojs_job_failed_total", "nack-retry", "batch.job") == 1
 
     again = await get_job(client, requeued["id"])
     assert again["state"] == "available"
@@ -526,6 +542,30 @@ async def test_nack_batch_killing_several_jobs_counts_each_dead_letter_once(
         assert entry_error(result, 409, "conflict")["details"]["state"] == "discarded"
     assert (await client.get("/ojs/v1/dead-letter/stats")).json()["total"] == 5
     assert await count_rows(service, "SELECT COUNT(*) FROM dead_letters") == 5
+
+
+async def test_a_job_that_dies_again_by_batch_is_one_dead_letter_with_two_episodes(
+    client: httpx.AsyncClient, clock: ManualClock, service: Service
+) -> None:
+    job = (await leased(client, "twice-dead", 1, retry=retry_policy(1, "dead_letter")))[0]
+    nack_body = {"nacks": [{"job_id": job["id"], "error": {"type": "Boom", "message": "1st"}}]}
+    assert (await post_batch(client, NACK_BATCH, nack_body))["succeeded"] == 1
+    retried = await client.post(f"/ojs/v1/dead-letter/{job['id']}/retry")
+    assert retried.status_code == 200, retried.text
+    assert (await client.get("/ojs/v1/dead-letter/stats")).json()["total"] == 0
+    clock.advance(1_000)
+    assert (await fetch_one(client, "twice-dead"))["id"] == job["id"]
+    nack_body["nacks"][0]["error"]["message"] = "2nd"
+    assert (await post_batch(client, NACK_BATCH, nack_body))["succeeded"] == 1
+
+    assert await dead_letter_ids(client) == [job["id"]]
+    stats = (await client.get("/ojs/v1/dead-letter/stats")).json()
+    assert (stats["total"], stats["by_queue"]) == (1, {"twice-dead": 1})
+    detail = (await client.get(f"/ojs/v1/dead-letter/{job['id']}")).json()["job"]
+    assert detail["error"]["message"] == "2nd"
+    assert [episode["status"] for episode in detail["episodes"]] == ["retried", "dead"]
+    dead_rows = "SELECT COUNT(*) FROM dead_letters WHERE status = 'dead'"
+    assert await count_rows(service, dead_rows) == 1
 
 
 # --- batch-level refusals -----------------------------------------------------------------------
@@ -660,22 +700,21 @@ async def test_enqueue_batch_reusing_an_existing_id_inserts_nothing(
 async def test_enqueue_batch_keeps_fifo_order_for_equal_priority(
     client: httpx.AsyncClient, clock: ManualClock
 ) -> None:
-    ids = [client_job_id(clock.now_ms() + offset) for offset in range(30)]
+    ids = [client_job_id(clock.now_ms() + offset) for offset in range(350)]
     random.Random(5).shuffle(ids)
     assert sorted(ids) != ids
-    jobs = [{"id": job_id, "type": "fifo.job", "args": [n], "options": {"queue": "fifo"}}
-            for n, job_id in enumerate(ids)]  # fmt: skip
-    response = await client.post("/ojs/v1/jobs/batch", json={"jobs": jobs[:20]})
+    jobs = [{"id": job_id, "type": "f", "args": [], "options": {"queue": "fifo"}} for job_id in ids]
+    response = await client.post("/ojs/v1/jobs/batch", json={"jobs": jobs[:300]})
     assert response.status_code == 201, response.text
-    assert [job["id"] for job in response.json()["jobs"]] == ids[:20]
-    later = await client.post("/ojs/v1/jobs/batch", json={"jobs": jobs[20:]})
+    assert [job["id"] for job in response.json()["jobs"]] == ids[:300]
+    later = await client.post("/ojs/v1/jobs/batch", json={"jobs": jobs[300:]})
     assert later.status_code == 201, later.text
 
     enqueued = [e["subject"] for e in await all_events(client) if e["type"] == "job.enqueued"]
     assert enqueued == ids
     fetched = [job["id"] for job in await fetch(client, ["fifo"], count=7)]
     fetched += [(await fetch_one(client, "fifo"))["id"] for _ in range(3)]
-    fetched += [job["id"] for job in await fetch(client, ["fifo"], count=50)]
+    fetched += [job["id"] for job in await fetch(client, ["fifo"], count=500)]
     assert fetched == ids
 
 
