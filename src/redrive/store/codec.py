@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from redrive.domain.dead_letter import DeadLetter
 from redrive.domain.events import Event
 from redrive.domain.job import Job
@@ -26,7 +28,14 @@ JOB_COLUMNS = (
 
 
 def dump(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Compact JSON text. orjson writes it several times faster; integers beyond 64 bits (and
+    anything else it refuses) go through the standard library, which keeps them exact."""
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def load(value: Any) -> Any:
