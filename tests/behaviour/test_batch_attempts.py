@@ -568,6 +568,99 @@ async def test_a_job_that_dies_again_by_batch_is_one_dead_letter_with_two_episod
     assert await count_rows(service, dead_rows) == 1
 
 
+async def test_a_full_batch_of_a_thousand_acks_and_a_thousand_dead_nacks(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    plain = {"type": "big.job", "args": [], "options": {"queue": "big"}}
+    dying = {"type": "big.job", "args": [], "options": {"queue": "big-dead", "retry": {
+        "max_attempts": 1, "on_exhaustion": "dead_letter"}}}  # fmt: skip
+    for body in ([plain] * 1_000, [dying] * 500, [dying] * 500):
+        response = await client.post("/ojs/v1/jobs/batch", json={"jobs": body})
+        assert response.status_code == 201, response.text
+    done = [job["id"] for job in await fetch(client, ["big"], count=1_000)]
+    dead = [job["id"] for job in await fetch(client, ["big-dead"], count=1_000)]
+    assert (len(done), len(dead)) == (1_000, 1_000)
+
+    acked = await post_batch(client, ACK_BATCH, {"acks": [{"job_id": i} for i in done]})
+    assert (acked["succeeded"], acked["failed"]) == (1_000, 0)
+    nacked = await post_batch(client, NACK_BATCH, {"nacks": [{"job_id": i} for i in dead]})
+    assert (nacked["succeeded"], nacked["failed"]) == (1_000, 0)
+    assert {result["state"] for result in nacked["results"]} == {"discarded"}
+
+    completed = "SELECT COUNT(*) FROM jobs WHERE queue = 'big' AND state = 'completed'"
+    assert await count_rows(service, completed) == 1_000
+    assert await count_rows(service, "SELECT COUNT(*) FROM dead_letters") == 1_000
+    stats = (await client.get("/ojs/v1/dead-letter/stats")).json()
+    assert (stats["total"], stats["by_queue"]) == (1_000, {"big-dead": 1_000})
+    events = "SELECT COUNT(*) FROM events WHERE type = '{}'"
+    assert await count_rows(service, events.format("job.completed")) == 1_000
+    assert await count_rows(service, events.format("dead_letter.added")) == 1_000
+
+
+async def test_concurrent_enqueue_batches_sharing_an_id_insert_exactly_one_of_them(
+    client: httpx.AsyncClient, clock: ManualClock, service: Service
+) -> None:
+    shared = client_job_id(clock.now_ms())
+    batches = []
+    for name in ("a", "b", "c"):
+        ids = [client_job_id(clock.now_ms()) for _ in range(20)] + [shared]
+        queue = {"queue": f"race-{name}"}
+        batches.append([{"id": i, "type": "race.job", "args": [], "options": queue} for i in ids])
+    statuses: list[int] = []
+
+    async def send(batch: list[dict[str, Any]]) -> None:
+        response = await client.post("/ojs/v1/jobs/batch", json={"jobs": batch})
+        if response.status_code != 201:
+            assert_error(response, 409, "duplicate")
+        statuses.append(response.status_code)
+
+    async with anyio.create_task_group() as group:
+        for batch in batches:
+            group.start_soon(send, batch)
+    assert sorted(statuses) == [201, 409, 409]
+    assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == 21
+    winner = (await get_job(client, shared))["queue"]
+    assert await count_rows(service, f"SELECT COUNT(*) FROM jobs WHERE queue = '{winner}'") == 21
+    enqueued = [e for e in await all_events(client) if e["type"] == "job.enqueued"]
+    assert len(enqueued) == 21
+
+
+async def test_cancel_racing_an_ack_batch_ends_each_job_one_way(
+    client: httpx.AsyncClient,
+) -> None:
+    jobs = await leased(client, "cancel-race", 16)
+    ids = [job["id"] for job in jobs]
+    cancels: dict[str, int] = {}
+    batch: dict[str, Any] = {}
+
+    async def cancel(job_id: str) -> None:
+        cancels[job_id] = (await client.delete(f"/ojs/v1/jobs/{job_id}")).status_code
+
+    async def ack_all() -> None:
+        batch.update(await post_batch(client, ACK_BATCH, {"acks": [{"job_id": i} for i in ids]}))
+
+    async with anyio.create_task_group() as group:
+        for job_id in ids[::2]:
+            group.start_soon(cancel, job_id)
+        group.start_soon(ack_all)
+        for job_id in ids[1::2]:
+            group.start_soon(cancel, job_id)
+
+    acked = {result["job_id"] for result in batch["results"] if result["ok"]}
+    for job_id, result in zip(ids, batch["results"], strict=True):
+        state = await state_of(client, job_id)
+        if job_id in acked:
+            assert cancels[job_id] == 409
+            assert state == "completed"
+        else:
+            assert entry_error(result, 409, "conflict")["details"]["state"] == "cancelled"
+            assert cancels[job_id] == 200
+            assert state == "cancelled"
+    ends = Counter(e["type"] for e in await all_events(client))
+    assert ends["job.completed"] == len(acked)
+    assert ends["job.cancelled"] == len(ids) - len(acked)
+
+
 # --- batch-level refusals -----------------------------------------------------------------------
 
 
