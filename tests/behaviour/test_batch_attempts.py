@@ -504,7 +504,6 @@ async def test_nack_batch_retries_dead_letters_and_requeues(
     assert again["error"]["message"] == "worker stopping"
     refetched = await fetch_one(client, "nack-requeue")
     assert refetched["id"] == requeued["id"]
-    assert refetched["attempt"] == 2
 
     assert await event_types_of(client, retry["id"]) == [
         "job.enqueued", "job.started", "job.failed", "job.retrying",
@@ -659,6 +658,31 @@ async def test_cancel_racing_an_ack_batch_ends_each_job_one_way(
     ends = Counter(e["type"] for e in await all_events(client))
     assert ends["job.completed"] == len(acked)
     assert ends["job.cancelled"] == len(ids) - len(acked)
+
+
+@pytest.mark.parametrize("path", ["/ojs/v1/workers/nack", NACK_BATCH])
+async def test_a_requeued_attempt_does_not_use_up_the_retry_budget(
+    client: httpx.AsyncClient, path: str
+) -> None:
+    """openapi.yaml, NackRequest.requeue: "If true, immediately requeue the job without counting
+    as a retry attempt". A job allowed two attempts, released once by a requeue and then failing
+    once, has failed one counted attempt: it must be retryable, not discarded."""
+    job = (await leased(client, "budget", 1, retry=retry_policy(2, jitter=False)))[0]
+
+    async def send(entry: dict[str, Any]) -> dict[str, Any]:
+        if path == NACK_BATCH:
+            return (await post_batch(client, path, {"nacks": [entry]}))["results"][0]
+        response = await client.post(path, json=entry)
+        assert response.status_code == 200, response.text
+        return dict(response.json())
+
+    released = await send({"job_id": job["id"], "requeue": True, "error": {"code": "shutdown"}})
+    assert released["state"] == "available"
+    again = await fetch_one(client, "budget")
+    assert again["id"] == job["id"]
+    failed = await send({"job_id": job["id"], "error": {"message": "first real failure"}})
+    assert failed["state"] == "retryable", failed
+    assert (await get_job(client, job["id"]))["state"] == "retryable"
 
 
 # --- batch-level refusals -----------------------------------------------------------------------
