@@ -13,6 +13,7 @@ import anyio
 import httpx
 import pytest
 
+from redrive.api.app import create_app
 from redrive.domain.durations import format_timestamp
 from redrive.service.facade import Service
 from tests.behaviour.ojs_http import (
@@ -281,7 +282,8 @@ async def test_batch_results_follow_request_order(
 
     more = await leased(client, "order-nack", 6, retry=retry_policy(3))
     order = [more[index]["id"] for index in (4, 0, 5, 2, 1, 3)]
-    body = await post_batch(client, NACK_BATCH, {"nacks": [{"job_id": i} for i in order]})
+    nacks = [{"job_id": i, "error": {"message": "x"}} for i in order]
+    body = await post_batch(client, NACK_BATCH, {"nacks": nacks})
     assert [result["job_id"] for result in body["results"]] == order
     assert all(result["state"] == "retryable" for result in body["results"])
 
@@ -308,7 +310,8 @@ async def test_ack_batch_after_the_lease_expired_is_refused_for_that_entry(
     assert [error["type"] for error in reaped["errors"]] == ["visibility_timeout"]
     again = await post_batch(client, ACK_BATCH, {"acks": acks[:1]})
     assert entry_error(again["results"][0], 409, "conflict")["details"]["state"] == "available"
-    nacked = await post_batch(client, NACK_BATCH, {"nacks": [{"job_id": short["id"]}]})
+    nack_late = {"nacks": [{"job_id": short["id"], "error": {"message": "late"}}]}
+    nacked = await post_batch(client, NACK_BATCH, nack_late)
     entry_error(nacked["results"][0], 409, "conflict")
     assert await state_of(client, short["id"]) == "available"
     assert [job["id"] for job in await fetch(client, ["expiry-short"])] == [short["id"]]
@@ -330,7 +333,8 @@ async def test_ack_batch_only_reaches_jobs_of_the_callers_tenant(
     assert entry_error(results[0], 404, "not_found")["details"]["resource_id"] == theirs["id"]
     entry_ok(results[1], mine["id"], "completed")
     assert await state_of(client, theirs["id"]) == "active"
-    nacked = await client.post(NACK_BATCH, json={"nacks": acks[:1]}, headers=globex)
+    nacks = [{"job_id": theirs["id"], "error": {"message": "not yours"}}]
+    nacked = await client.post(NACK_BATCH, json={"nacks": nacks}, headers=globex)
     entry_error(nacked.json()["results"][0], 404, "not_found")
     assert (await get_job(client, theirs["id"]))["errors"] == []
 
@@ -570,6 +574,15 @@ async def test_a_job_that_dies_again_by_batch_is_one_dead_letter_with_two_episod
 async def test_a_full_batch_of_a_thousand_acks_and_a_thousand_dead_nacks(
     client: httpx.AsyncClient, service: Service
 ) -> None:
+    # 1,000 nacks with their errors need more than the 64 kB body the `client` fixture allows.
+    app = create_app(service, max_body_bytes=1_000_000)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://redrive.test") as wide:
+        forbid_server_errors(wide)
+        await full_batches(wide, service)
+
+
+async def full_batches(client: httpx.AsyncClient, service: Service) -> None:
     plain = {"type": "big.job", "args": [], "options": {"queue": "big"}}
     dying = {"type": "big.job", "args": [], "options": {"queue": "big-dead", "retry": {
         "max_attempts": 1, "on_exhaustion": "dead_letter"}}}  # fmt: skip
@@ -582,7 +595,8 @@ async def test_a_full_batch_of_a_thousand_acks_and_a_thousand_dead_nacks(
 
     acked = await post_batch(client, ACK_BATCH, {"acks": [{"job_id": i} for i in done]})
     assert (acked["succeeded"], acked["failed"]) == (1_000, 0)
-    nacked = await post_batch(client, NACK_BATCH, {"nacks": [{"job_id": i} for i in dead]})
+    nacks = [{"job_id": i, "error": {"type": "Boom", "message": "x"}} for i in dead]
+    nacked = await post_batch(client, NACK_BATCH, {"nacks": nacks})
     assert (nacked["succeeded"], nacked["failed"]) == (1_000, 0)
     assert {result["state"] for result in nacked["results"]} == {"discarded"}
 
@@ -591,6 +605,7 @@ async def test_a_full_batch_of_a_thousand_acks_and_a_thousand_dead_nacks(
     assert await count_rows(service, "SELECT COUNT(*) FROM dead_letters") == 1_000
     stats = (await client.get("/ojs/v1/dead-letter/stats")).json()
     assert (stats["total"], stats["by_queue"]) == (1_000, {"big-dead": 1_000})
+    assert stats["by_error_type"] == {"Boom": 1_000}
     events = "SELECT COUNT(*) FROM events WHERE type = '{}'"
     assert await count_rows(service, events.format("job.completed")) == 1_000
     assert await count_rows(service, events.format("dead_letter.added")) == 1_000
@@ -696,7 +711,8 @@ async def test_malformed_batch_is_400_and_changes_nothing(
     client: httpx.AsyncClient, path: str, field: str, shape: str
 ) -> None:
     job = (await leased(client, "whole", 1))[0]
-    first = {"job_id": job["id"]}
+    error = {"error": {"message": "x"}} if field == "nacks" else {}
+    first = {"job_id": job["id"], **error}
     bodies: dict[str, object] = {
         "empty": {field: []},
         "object": {field: first},
@@ -704,7 +720,7 @@ async def test_malformed_batch_is_400_and_changes_nothing(
         "missing": {"entries": [first]},
         "null": {field: None},
         "number": 5,
-        "too_many": {field: [first] + [{"job_id": f"m-{n:04}"} for n in range(1_000)]},
+        "too_many": {field: [first] + [{"job_id": f"m-{n:04}", **error} for n in range(1_000)]},
     }
     error = assert_error(await client.post(path, json=bodies[shape]), 400, "invalid_request")
     assert error["details"]["field"] == field
@@ -725,7 +741,9 @@ async def test_a_batch_of_exactly_the_limit_is_accepted(
     client: httpx.AsyncClient, path: str, field: str
 ) -> None:
     job = (await leased(client, "limit", 1, retry=retry_policy(3)))[0]
-    entries = [{"job_id": job["id"]}] + [{"job_id": f"m-{n:04}"} for n in range(999)]
+    error = {"error": {"message": "x"}} if field == "nacks" else {}
+    ids = [job["id"]] + [f"m-{n:04}" for n in range(999)]
+    entries = [{"job_id": job_id, **error} for job_id in ids]
     body = await post_batch(client, path, {field: entries})
     assert len(body["results"]) == 1_000
     assert (body["succeeded"], body["failed"]) == (1, 999)

@@ -116,7 +116,7 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
         },
     )
     retrying = await claim_everything(service, 300)
-    nacks = [{"job_id": job_id} for job_id in retrying]
+    nacks = [{"job_id": job_id, "error": {"message": "later"}} for job_id in retrying]
     assert states_of(await service.workers.nack_many({"nacks": nacks}, None)) == {"retryable"}
 
     await enqueue(200)
