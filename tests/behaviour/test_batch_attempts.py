@@ -705,7 +705,7 @@ async def test_a_requeued_attempt_does_not_use_up_the_retry_budget(
 
 @pytest.mark.parametrize(("path", "field"), [(ACK_BATCH, "acks"), (NACK_BATCH, "nacks")])
 @pytest.mark.parametrize(
-    "shape", ["empty", "object", "string", "missing", "null", "number", "too_many"]
+    "shape", ["empty", "bare_empty", "object", "string", "missing", "null", "number", "too_many"]
 )
 async def test_malformed_batch_is_400_and_changes_nothing(
     client: httpx.AsyncClient, path: str, field: str, shape: str
@@ -715,6 +715,7 @@ async def test_malformed_batch_is_400_and_changes_nothing(
     first = {"job_id": job["id"], **error}
     bodies: dict[str, object] = {
         "empty": {field: []},
+        "bare_empty": [],
         "object": {field: first},
         "string": {field: "x"},
         "missing": {"entries": [first]},
