@@ -218,7 +218,7 @@ def test_requeue_makes_the_job_available_without_backoff() -> None:
     outcome = fail(job, NOW, handler_error(retryable=False), jitter_factor=1.0, requeue=True)
     assert outcome.dead_letter_reason is None
     assert outcome.job.state == states.AVAILABLE
-    assert outcome.job.attempt == 2
+    assert outcome.job.attempt == 1  # the handed-back delivery does not count
     assert outcome.job.enqueued_at == NOW
     assert outcome.job.next_attempt_at is None
     assert outcome.job.worker_id is None

@@ -147,9 +147,13 @@ def fail(
     history = [*job.errors, record][-MAX_ERROR_HISTORY:]
     failed = replace(job, error=record, errors=history, **_released(job))
     if requeue:
+        # Handed back unrun (a worker shutting down): the delivery does not count against
+        # max_attempts ("requeue without counting as a retry attempt"), so the next fetch
+        # delivers the same attempt number again.
         return FailureOutcome(
             replace(
                 failed,
+                attempt=max(job.attempt - 1, 0),
                 state=states.AVAILABLE,
                 enqueued_at=now,
                 worker_id=None,

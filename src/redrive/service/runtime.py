@@ -64,7 +64,9 @@ class Runtime:
         self.archive = archive
         self.clock = clock or SystemClock()
         self.options = options or ServiceOptions()
-        self.rng = rng or random.SystemRandom()
+        # Seeded once from the OS: ids and jitter need spread, not secrecy (lease tokens use
+        # `secrets`), and a urandom read per job id showed in profiles.
+        self.rng = rng or random.Random(secrets.randbits(128))
         self.metrics = Metrics()
         self.started_at = self.clock.now_ms()
 
