@@ -8,7 +8,6 @@ from typing import Any
 from redrive.domain.job import Job
 from redrive.domain.retry import RetryPolicy, parse_retry_policy
 
-
 # Read once: these run for every job written or read on the hot path.
 RETRY_FIELDS = tuple(field.name for field in dataclasses.fields(RetryPolicy))
 JOB_FIELDS = tuple(field.name for field in dataclasses.fields(Job))
