@@ -7,6 +7,7 @@ import math
 import uuid
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -22,7 +23,10 @@ class OjsResponse(Response):
     media_type = OJS_MEDIA_TYPE
 
     def render(self, content: Any) -> bytes:
-        return json.dumps(content, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        try:
+            return orjson.dumps(content)
+        except TypeError:  # integers beyond 64 bits: the standard library writes them exactly
+            return json.dumps(content, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def ojs(content: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:

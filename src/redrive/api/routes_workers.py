@@ -18,7 +18,7 @@ from redrive.domain.job import Job
 router = APIRouter(prefix="/ojs/v1/workers", tags=["workers"])
 
 
-def _outcome(job: Job) -> dict[str, Any]:
+def _outcome(job: Job, with_document: bool = True) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": job.id,
         "job_id": job.id,
@@ -34,7 +34,8 @@ def _outcome(job: Job) -> dict[str, Any]:
         "dead_letter": True if job.dead_lettered else None,
     }
     body.update({key: value for key, value in optional.items() if value is not None})
-    body["job"] = job_document(job)
+    if with_document:
+        body["job"] = job_document(job)
     return body
 
 
@@ -57,7 +58,8 @@ def _batch_results(outcomes: list[Job | OjsError], request: Request, acked: bool
             results.append({"ok": False, "status": status_of(outcome), **error})
         else:
             extra = {"acknowledged": True} if acked else {}
-            results.append({"ok": True, **extra, **_outcome(outcome)})
+            # No job document per entry: a batch answer stays small (GET the job for it).
+            results.append({"ok": True, **extra, **_outcome(outcome, with_document=False)})
     succeeded = sum(1 for result in results if result["ok"])
     return ojs({"results": results, "succeeded": succeeded, "failed": len(results) - succeeded})
 

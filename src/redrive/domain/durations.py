@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+import time
+from datetime import datetime
 
 from redrive.domain.errors import InvalidRequest
 
@@ -49,8 +50,12 @@ def format_duration(milliseconds: int) -> str:
 
 def format_timestamp(milliseconds: int) -> str:
     """Epoch milliseconds -> `2026-03-01T10:00:02.120Z`."""
-    moment = datetime.fromtimestamp(milliseconds / 1000, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{milliseconds % 1000:03d}Z"
+    seconds, millis = divmod(milliseconds, 1000)
+    moment = time.gmtime(seconds)
+    return (
+        f"{moment.tm_year:04d}-{moment.tm_mon:02d}-{moment.tm_mday:02d}T"
+        f"{moment.tm_hour:02d}:{moment.tm_min:02d}:{moment.tm_sec:02d}.{millis:03d}Z"
+    )
 
 
 def parse_timestamp(text: object, field: str, now_ms: int) -> tuple[int, str | None]:
