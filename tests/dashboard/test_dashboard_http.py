@@ -356,8 +356,12 @@ async def test_an_episode_that_left_the_queue_keeps_its_page(
     assert "This episode is no longer dead: it was retried by dashboard" in page.text
     assert "The job is now <strong>available</strong> in queue mail" in page.text
     assert "Retry now" not in page.text
-    missing = await dashboard.get(f"/ui/dead-letters/{job_id}")
-    assert missing.status_code == 404
+    # Without the episode in the link, the job's latest episode is shown, with the same warning.
+    latest = await dashboard.get(f"/ui/dead-letters/{job_id}")
+    assert latest.status_code == 200, latest.text
+    assert "This episode is no longer dead: it was retried by dashboard" in latest.text
+    never = await dashboard.get("/ui/dead-letters/no-such-job")
+    assert never.status_code == 404
 
 
 async def test_pages_follow_the_cursor_and_stop_at_the_end(

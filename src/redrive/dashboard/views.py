@@ -145,18 +145,6 @@ async def dead_letter_list(
     }
 
 
-async def find_episode(
-    service: Service, job_id: str, episode_id: str, status: str, at: int
-) -> DeadLetter | None:
-    """An episode that has left `dead`: found by its status and the moment it died."""
-    moment = format_timestamp(at)
-    filters = service.dead_letters.filter(
-        {"status": status, "since": moment, "until": moment}, None
-    )
-    items, _ = await service.dead_letters.search(filters, Page(limit=100))
-    return next((dead for dead in items if dead.id == episode_id and dead.job_id == job_id), None)
-
-
 @dataclass
 class Detail:
     episode: DeadLetter
@@ -165,23 +153,19 @@ class Detail:
 
 
 async def detail(service: Service, job_id: str, where: dict[str, str]) -> Detail:
-    """The job's dead episode (or the one the link names) and the job as it is now."""
-    try:
-        dead, history = await service.dead_letters.get(job_id, None)
-        return Detail(dead, history, None)
-    except NotFound:
-        pass
-    episode = None
-    at = where.get("at", "")
-    if where.get("episode") and where.get("status") and at.isdigit():
-        episode = await find_episode(service, job_id, where["episode"], where["status"], int(at))
-    if episode is None:
-        raise NotFound("dead letter", job_id)
-    try:
-        current: Job | None = await service.jobs.get(job_id, None)
-    except NotFound:
-        current = None
-    return Detail(episode, [episode], current)
+    """The episode the link names (else the dead one, else the latest), every episode of the job,
+    and the job as it is now when it is no longer dead."""
+    history = await service.dead_letters.episodes(job_id, None)
+    named = [dead for dead in history if dead.id == where.get("episode")]
+    dead_now = [dead for dead in history if dead.status == DEAD]
+    episode = (named or dead_now or history)[-1]
+    current: Job | None = None
+    if not dead_now:
+        try:
+            current = await service.jobs.get(job_id, None)
+        except NotFound:
+            current = None
+    return Detail(episode, history, current)
 
 
 CHANGEABLE = ("queue", "priority", "args", "meta", "retry")

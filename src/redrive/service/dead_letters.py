@@ -64,6 +64,14 @@ class DeadLetterService:
             raise NotFound("dead letter", job_id)
         return dead, history
 
+    async def episodes(self, job_id: str, tenant: str | None) -> list[DeadLetter]:
+        """Every episode the job has had, oldest first, whether or not one is dead now."""
+        async with self.runtime.store.transaction() as transaction:
+            history = await transaction.dead_letter_episodes(job_id, tenant)
+        if not history:
+            raise NotFound("dead letter", job_id)
+        return history
+
     async def redrive(
         self,
         transaction: Transaction,
