@@ -6,14 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from redrive.cli import retention, rules
 from redrive.cli.output import (
     counts_table,
     dead_letter_table,
-    out,
     parse_json,
     parse_pairs,
     print_json,
@@ -31,6 +29,8 @@ from redrive.cli.remote import (
     confirm,
     fail,
     run,
+    stderr,
+    stdout,
 )
 from redrive.client import BulkResult, Client, DeadLetter, DeadLetterFilter, Job, Page
 
@@ -40,7 +40,6 @@ dead_letter_commands = typer.Typer(
 dead_letter_commands.add_typer(retention.policy, name="policy")
 dead_letter_commands.add_typer(retention.archive, name="archive")
 dead_letter_commands.add_typer(rules.rules, name="rules")
-err = Console(stderr=True)
 
 QUEUE = typer.Option(None, "--queue", help="only this queue")
 TYPE = typer.Option(None, "--type", help="only this job type (ending in * for a prefix)")
@@ -75,7 +74,7 @@ async def _every_page(client: Client, filters: DeadLetterFilter, limit: int) -> 
     first = await client.dead_letters(filters, limit=limit)
     found = list(first.items)
     columns = (TextColumn("fetching dead letters"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=err, transient=True) as progress:
+    with Progress(*columns, console=stderr(), transient=True) as progress:
         task = progress.add_task("pages", total=first.total, completed=len(found))
         cursor = first.next_cursor if first.has_more else None
         while cursor:
@@ -119,9 +118,9 @@ def list_dead_letters(
         print_json([item.raw for item in items])
     else:
         total = len(items) if page is None else page.total
-        out.print(dead_letter_table(items, f"Dead letters ({len(items)} of {total})"))
+        stdout().print(dead_letter_table(items, f"Dead letters ({len(items)} of {total})"))
     if page is not None and page.has_more and page.next_cursor:
-        err.print(f"more: add --cursor {page.next_cursor} (or --all)", highlight=False)
+        stderr().print(f"more: add --cursor {page.next_cursor} (or --all)", highlight=False)
 
 
 @dead_letter_commands.command("show")
@@ -153,7 +152,7 @@ def _print_bulk(result: BulkResult, verb: str, as_json: bool) -> None:
         return
     say(f"{verb}: {result.succeeded} of {result.matched} ({result.failed} failed)")
     for problem in result.errors:
-        err.print(f"  {problem}", highlight=False)
+        stderr().print(f"  {problem}", highlight=False)
 
 
 def bulk(
@@ -184,7 +183,7 @@ def bulk(
         )
 
     async def execute(client: Client) -> BulkResult:
-        with err.status(f"{verb} {counted.matched} dead letter(s)…"):
+        with stderr().status(f"{verb} {counted.matched} dead letter(s)…"):
             if action == "retry":
                 return await client.retry_dead_letters(filters)
             return await client.purge_dead_letters(filters)
@@ -296,7 +295,7 @@ def stats(
     }  # fmt: skip
     for title, counts in breakdown.items():
         if counts:
-            out.print(counts_table(title, counts))
+            stdout().print(counts_table(title, counts))
 
 
 dead_letter_commands.command("prune")(retention.prune)

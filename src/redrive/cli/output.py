@@ -7,22 +7,21 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from redrive.cli.remote import EXIT_USAGE, fail
+from redrive.cli.remote import EXIT_USAGE, fail, stdout
 from redrive.client import DeadLetter, Job
 
-out = Console()
 BACKTRACE_KEYS = ("backtrace", "stacktrace", "stack", "traceback")
 MESSAGE_WIDTH = 60
 
 
 def say(text: str) -> None:
     """A line for people on stdout, printed as is (no rich markup in names or messages)."""
-    out.print(text, markup=False, highlight=False)
+    stdout().print(text, markup=False, highlight=False)
 
 
 def print_json(value: Any) -> None:
@@ -136,9 +135,9 @@ def job_rows(job: Job) -> list[tuple[str, Any]]:
 
 
 def show_job(job: Job) -> None:
-    out.print(fields_table(f"job {job.id}", job_rows(job)))
+    stdout().print(fields_table(f"job {job.id}", job_rows(job)))
     if job.errors:
-        out.print(error_history(job.errors))
+        stdout().print(error_history(job.errors))
 
 
 def show_dead_letter(dead: DeadLetter) -> None:
@@ -146,8 +145,8 @@ def show_dead_letter(dead: DeadLetter) -> None:
         *job_rows(dead.job), ("dead letter status", dead.status), ("reason", dead.reason),
         ("error type", dead.error_type), ("moved_at", dead.moved_at), ("moved_by", dead.moved_by),
     ]  # fmt: skip
-    out.print(fields_table(f"dead letter {dead.id}", rows))
-    out.print(error_history(dead.errors))
+    stdout().print(fields_table(f"dead letter {dead.id}", rows))
+    stdout().print(error_history(dead.errors))
     if dead.episodes:
         table = Table(title="dead episodes (oldest first)")
         for column in ("episode", "status", "reason", "error type", "discarded at", "moved"):
@@ -156,7 +155,7 @@ def show_dead_letter(dead: DeadLetter) -> None:
             moved = f"{episode.moved_at} by {episode.moved_by}" if episode.moved_at else ""
             table.add_row(episode.episode_id, episode.status, episode.reason or "",
                           episode.error_type or "", episode.discarded_at or "", moved)  # fmt: skip
-        out.print(table)
+        stdout().print(table)
 
 
 def counts_table(title: str, counts: Mapping[str, int]) -> Table:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from redrive.cli.output import out, print_json, say
-from redrive.cli.remote import DATABASE, JSON, TENANT, URL, Target, run
+from redrive.cli.output import print_json, say
+from redrive.cli.remote import DATABASE, JSON, TENANT, URL, Target, run, stdout
 from redrive.client import Queue
 
 queues = typer.Typer(help="List, inspect, pause and resume queues.", no_args_is_help=True)
@@ -29,7 +29,7 @@ def list_queues(
     table.add_column("status")
     for queue in found:
         table.add_row(queue.name, queue.status)
-    out.print(table)
+    stdout().print(table)
 
 
 @queues.command("stats")
@@ -50,7 +50,7 @@ def stats(
     table.add_column("jobs", justify="right")
     for state, count in found.counts.items():
         table.add_row(state, str(count))
-    out.print(table)
+    stdout().print(table)
 
 
 def _changed(queue: Queue, as_json: bool) -> None:

@@ -28,7 +28,17 @@ from redrive.composition import ConfigurationError, build_app, open_store
 from redrive.ports import Store
 from redrive.settings import Settings
 
-err = Console(stderr=True)
+
+def stdout() -> Console:
+    """A console made when printing, so it measures the terminal (or COLUMNS) as it is then,
+    not as it was when the CLI was imported."""
+    return Console()
+
+
+def stderr() -> Console:
+    return Console(stderr=True)
+
+
 Result = TypeVar("Result")
 
 # Exit codes scripts can rely on (also in `redrive --help` and the README).
@@ -66,9 +76,9 @@ class Target:
 
 
 def fail(message: str, code: int, hint: str | None = None) -> NoReturn:
-    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+    stderr().print(f"[red]error:[/red] {escape(message)}", highlight=False)
     if hint:
-        err.print(f"hint: {escape(hint)}", highlight=False)
+        stderr().print(f"hint: {escape(hint)}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -79,7 +89,7 @@ def confirm(question: str) -> None:
     except typer.Abort:
         agreed = False
     if not agreed:
-        err.print("aborted; nothing changed")
+        stderr().print("aborted; nothing changed")
         raise typer.Exit(EXIT_ABORTED)
 
 

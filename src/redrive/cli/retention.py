@@ -5,8 +5,19 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from redrive.cli.output import out, print_json, say
-from redrive.cli.remote import DATABASE, EXIT_USAGE, JSON, TENANT, URL, Target, confirm, fail, run
+from redrive.cli.output import print_json, say
+from redrive.cli.remote import (
+    DATABASE,
+    EXIT_USAGE,
+    JSON,
+    TENANT,
+    URL,
+    Target,
+    confirm,
+    fail,
+    run,
+    stdout,
+)
 from redrive.client import Client, RetentionPolicy
 
 policy = typer.Typer(
@@ -42,14 +53,14 @@ def policy_show(
         if as_json:
             print_json({"policy": found.raw})
         else:
-            out.print(_policy_table([found], None))
+            stdout().print(_policy_table([found], None))
         return
     policies = run(target, lambda client: client.retention_policies())
     if as_json:
         print_json(policies.raw)
     else:
         rows = [policies.global_policy, *policies.queues]
-        out.print(_policy_table(rows, policies.next_prune_at))
+        stdout().print(_policy_table(rows, policies.next_prune_at))
 
 
 @policy.command("set")
@@ -78,7 +89,7 @@ def policy_set(
     if as_json:
         print_json({"policy": changed.raw})
     else:
-        out.print(_policy_table([changed], None))
+        stdout().print(_policy_table([changed], None))
 
 
 @policy.command("unset")
@@ -131,7 +142,7 @@ def archive_ls(
         table.add_column(column)
     for item in found:
         table.add_row(item.name, str(item.entries), item.created_at or "", item.restored_at or "")
-    out.print(table)
+    stdout().print(table)
 
 
 @archive.command("restore")

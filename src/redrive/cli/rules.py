@@ -7,8 +7,8 @@ import json
 import typer
 from rich.table import Table
 
-from redrive.cli.output import out, print_json, say
-from redrive.cli.remote import DATABASE, EXIT_USAGE, JSON, TENANT, URL, Target, fail, run
+from redrive.cli.output import print_json, say
+from redrive.cli.remote import DATABASE, EXIT_USAGE, JSON, TENANT, URL, Target, fail, run, stdout
 from redrive.client import Client, DeadLetterFilter, ReplayRule
 
 rules = typer.Typer(
@@ -47,7 +47,7 @@ def list_rules(
     if as_json:
         print_json({"rules": [rule.raw for rule in found]})
     else:
-        out.print(_table(found))
+        stdout().print(_table(found))
 
 
 @rules.command("add")
