@@ -191,6 +191,32 @@ def test_bulk_retry_asks_with_the_exact_count_and_dry_run_changes_nothing(
     assert purged["purged"] == 2 and dead_count(database_url) == 0
 
 
+def test_filter_pairs_select_like_the_flags(database_url: str) -> None:
+    mail = seed(database_url, ("email.send", "mail", "SmtpError", 2))
+    seed(database_url, ("report.build", "reports", "Timeout", 1))
+    listed = json_of(
+        redrive(database_url, "dlq", "ls", "--filter", "error_type=SmtpError", "--json")
+    )
+    assert sorted(item["id"] for item in listed) == sorted(mail)
+    both = ["--filter", "queue=mail", "--filter", "error-type=SmtpError"]
+    preview = json_of(redrive(database_url, "dlq", "retry", *both, "--dry-run", "--json"))
+    assert preview["matched"] == 2 and dead_count(database_url) == 3
+
+    unknown = redrive(database_url, "dlq", "retry", "--filter", "colour=red", "--yes")
+    assert unknown.exit_code == 2 and "unknown key" in unknown.stderr
+    malformed = redrive(database_url, "dlq", "purge", "--filter", "queue", "--yes")
+    assert malformed.exit_code == 2 and "KEY=VALUE" in malformed.stderr
+    clash = redrive(database_url, "dlq", "ls", "--queue", "mail", "--filter", "queue=reports")
+    assert clash.exit_code == 2 and "disagrees" in clash.stderr
+    with_id = redrive(database_url, "dlq", "retry", mail[0], "--filter", "queue=mail")
+    assert with_id.exit_code == 2
+    assert dead_count(database_url) == 3
+
+    retried = redrive(database_url, "dlq", "retry", "--filter", "error_type=SmtpError", "--yes")
+    assert retried.exit_code == 0 and "retried: 2 of 2" in retried.stdout
+    assert dead_count(database_url) == 1
+
+
 def test_single_retry_with_changes_and_delete(database_url: str) -> None:
     first, second = seed(database_url, ("email.send", "mail", "SmtpError", 2))
     retried = redrive(

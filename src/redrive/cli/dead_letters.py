@@ -3,6 +3,7 @@ and replay-rule groups are attached from their own modules."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import typer
@@ -51,6 +52,13 @@ ARGS_MATCH = typer.Option(None, "--args-match", help="e.g. '$.customer_id == \"c
 YES = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")
 DRY_RUN = typer.Option(False, "--dry-run", help="only count and show a sample; change nothing")
 META = typer.Option(None, "--meta", help="with ID: KEY=VALUE merged in, repeatable")
+FILTER = typer.Option(
+    None,
+    "--filter",
+    help="KEY=VALUE, repeatable, the same as the flags: queue, type, error_type, since, until, "
+    "args_contains, args_match (e.g. --filter error_type=SmtpError)",
+)
+FILTER_KEYS = ("queue", "type", "error_type", "since", "until", "args_contains", "args_match")
 SAMPLE_SHOWN = 10
 
 
@@ -63,6 +71,25 @@ def _filter(
         queue=queue, type=job_type, error_type=error_type, since=since, until=until,
         args_contains=args_contains, args_match=args_match, status=status,
     )  # fmt: skip
+
+
+def _with_pairs(filters: DeadLetterFilter, pairs: list[str] | None) -> DeadLetterFilter:
+    """The filter flags plus `--filter KEY=VALUE` pairs (a key given both ways must agree)."""
+    values: dict[str, str] = {}
+    for key, value in (parse_pairs(pairs, "--filter") or {}).items():
+        name = key.strip().replace("-", "_")
+        if name not in FILTER_KEYS:
+            fail(
+                f"--filter {key}=...: unknown key; use one of {', '.join(FILTER_KEYS)}", EXIT_USAGE
+            )
+        flag = getattr(filters, name)
+        if flag is not None and flag != value:
+            fail(
+                f"--filter {key}={value} disagrees with --{name.replace('_', '-')} {flag}",
+                EXIT_USAGE,
+            )
+        values[name] = value
+    return dataclasses.replace(filters, **values)
 
 
 def _describe(filters: DeadLetterFilter) -> str:
@@ -100,6 +127,7 @@ def list_dead_letters(
     limit: int = typer.Option(50, "--limit", min=1, max=1000, help="page size"),
     cursor: str | None = typer.Option(None, "--cursor", help="continue from a previous page"),
     every: bool = typer.Option(False, "--all", help="follow cursors and list every match"),
+    pairs: list[str] | None = FILTER,
     url: str = URL,
     database: str | None = DATABASE,
     tenant: str | None = TENANT,
@@ -107,6 +135,7 @@ def list_dead_letters(
 ) -> None:
     """List dead letters, newest first (--json prints a JSON array)."""
     filters = _filter(queue, job_type, error_type, since, until, args_contains, args_match, status)
+    filters = _with_pairs(filters, pairs)
     target = Target(url, database, tenant)
     if every:
         items = run(target, lambda client: _every_page(client, filters, limit))
@@ -206,6 +235,7 @@ def retry(
     until: str | None = UNTIL,
     args_contains: str | None = ARGS_CONTAINS,
     args_match: str | None = ARGS_MATCH,
+    pairs: list[str] | None = FILTER,
     dry_run: bool = DRY_RUN,
     yes: bool = YES,
     url: str = URL,
@@ -219,10 +249,10 @@ def retry(
     if job_id is None:
         if priority is not None or meta or args_json is not None:
             fail("--priority, --meta and --args change one dead letter: give its ID", EXIT_USAGE)
-        filters = _filter(queue, *filter_flags)
+        filters = _with_pairs(_filter(queue, *filter_flags), pairs)
         bulk(target, filters, "retry", (dry_run, yes, as_json))
         return
-    if any(value is not None for value in filter_flags) or dry_run:
+    if any(value is not None for value in filter_flags) or pairs or dry_run:
         fail("filter flags and --dry-run are for bulk retry: leave out the ID", EXIT_USAGE)
     args = parse_json(args_json, "--args", list)
     changes = parse_pairs(meta, "--meta")
@@ -248,6 +278,7 @@ def purge(
     until: str | None = UNTIL,
     args_contains: str | None = ARGS_CONTAINS,
     args_match: str | None = ARGS_MATCH,
+    pairs: list[str] | None = FILTER,
     dry_run: bool = DRY_RUN,
     yes: bool = YES,
     url: str = URL,
@@ -257,6 +288,7 @@ def purge(
 ) -> None:
     """Delete every dead letter matching the filter flags (all of them without any)."""
     filters = _filter(queue, job_type, error_type, since, until, args_contains, args_match)
+    filters = _with_pairs(filters, pairs)
     bulk(Target(url, database, tenant), filters, "purge", (dry_run, yes, as_json))
 
 
