@@ -65,6 +65,7 @@ from rich.console import Console
 from bench import dead_letters, hot_path
 from bench.postgres import admin_url, reachable, server_address, server_facts
 from bench.report import machine, print_table, save, versions
+from redrive.process import tune_garbage_collector
 
 BENCHMARKS = {
     "hot-path": "enqueue, process (ack, dead-letter), HTTP, retry all, RSS; both stores",
@@ -213,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold red]PostgreSQL at {admin_url()} is unreachable:[/] {problem}")
         return 2
     names = list(BENCHMARKS) if arguments.name == "all" else [arguments.name]
+    # This process plays the server and the embedded worker, so it is tuned as `redrive serve`
+    # and `redrive worker` tune themselves.
+    tune_garbage_collector()
     for name in names:
         RUNNERS[name](arguments, console)
     return 0

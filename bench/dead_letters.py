@@ -10,11 +10,15 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import httpx
 import psycopg
 
 from bench.postgres import database_copy, fresh_database
 from bench.report import Figure, percentile, repeats, summary
 from bench.seed import CATALOGUE, DAY_MS, ERRORS, RETRY_QUEUE, SeedPlan, SeedResult, seed
+from redrive.api.app import create_app
+from redrive.api.query import encode_cursor
+from redrive.dashboard import install_dashboard
 from redrive.domain.durations import format_timestamp
 from redrive.ports import Page
 from redrive.service.facade import Service
@@ -157,6 +161,32 @@ async def measure_list(
         if index >= warmup:
             samples.append(elapsed)
             by_kind.setdefault(case.kind, []).append(elapsed)
+    return samples, by_kind
+
+
+async def measure_dashboard(
+    service: Service, cases: list[ListCase], warmup: int
+) -> tuple[list[float], dict[str, list[float]]]:
+    """The same filter mix as whole dashboard pages (GET /ui/dead-letters, rendered HTML with
+    its counts and filter choices) through the ASGI transport: what an operator waits for."""
+    app = create_app(service)
+    install_dashboard(app, service)
+    samples: list[float] = []
+    by_kind: dict[str, list[float]] = {}
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://bench.test") as http:
+        for index, case in enumerate([*cases[:warmup], *cases]):
+            params = dict(case.raw)
+            if case.cursor_at is not None and case.cursor_id is not None:
+                params["cursor"] = encode_cursor(case.cursor_at, case.cursor_id)
+            started = time.perf_counter()
+            response = await http.get("/ui/dead-letters", params=params)
+            elapsed = (time.perf_counter() - started) * 1000
+            if response.status_code != 200 or "<table" not in response.text:
+                raise RuntimeError(f"dashboard case {case}: {response.status_code}")
+            if index >= warmup:
+                samples.append(elapsed)
+                by_kind.setdefault(case.kind, []).append(elapsed)
     return samples, by_kind
 
 
@@ -326,6 +356,8 @@ async def _read_phase(
         samples, by_kind = await measure_list(service, cases, settings.warmup)
         log(f"stats: {settings.stats_samples} samples")
         stats = await measure_stats(service, settings.stats_samples, settings.warmup // 4)
+        log(f"dashboard list page: {len(cases)} samples after {settings.warmup} warm-up")
+        pages, pages_by_kind = await measure_dashboard(service, cases, settings.warmup)
     figures = outcome.figures
     figures.append(_ms("list page p50", samples, "p50"))
     figures.append(_ms("list page p95", samples, "p95", LIST_P95_MS))
@@ -336,6 +368,11 @@ async def _read_phase(
         figures.append(figure)
     figures.append(_ms("stats p50", stats, "p50"))
     figures.append(_ms("stats p95", stats, "p95", STATS_P95_MS))
+    figures.append(_ms("dashboard list page p50", pages, "p50"))
+    figures.append(_ms("dashboard list page p95", pages, "p95"))
+    slowest = max(pages_by_kind, key=lambda kind: percentile(pages_by_kind[kind], 0.95))
+    figures.append(_ms(f"  dashboard p95: {slowest} (slowest)", pages_by_kind[slowest], "p95"))
+    outcome.details["dashboard_samples_ms"] = pages_by_kind
     outcome.details["list_cases"] = [asdict(case) for case in cases]
     outcome.details["list_samples_ms"] = by_kind
     outcome.details["stats_samples_ms"] = stats

@@ -6,7 +6,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from redrive.domain.dead_letter import DeadLetter, DeadLetterFilter
+from redrive.domain.dead_letter import DeadLetter, DeadLetterFilter, MovedEpisode
 from redrive.domain.events import Event
 from redrive.domain.job import Job
 from redrive.domain.replay import ReplayRule
@@ -114,8 +114,9 @@ class Transaction(Protocol):
     async def count_dead_letters(self, filters: DeadLetterFilter) -> int: ...
     async def get_dead_letter(self, job_id: str, tenant_id: str | None) -> DeadLetter | None: ...
     async def move_dead_letters(
-        self, dead_letters: list[DeadLetter], status: str, now: int, moved_by: str
-    ) -> list[DeadLetter]: ...
+        self, filters: DeadLetterFilter, limit: int, status: str, now: int, moved_by: str
+    ) -> list[MovedEpisode]: ...
+    async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]: ...
     async def redrive_jobs(self, job_ids: list[str], now: int) -> set[str]: ...
     async def delete_dead_jobs(self, job_ids: list[str]) -> None: ...
     async def dead_letter_episodes(
@@ -165,6 +166,10 @@ class Store(Protocol):
     """A database holding redrive's tables."""
 
     backend: str
+
+    # How many write transactions are worth running at once: bulk operations spread their
+    # chunks over this many (1 where writers queue up anyway).
+    write_lanes: int
 
     def transaction(self) -> AbstractAsyncContextManager[Transaction]: ...
     async def migrate(self) -> list[str]: ...

@@ -508,6 +508,40 @@ async def test_bulk_retry_of_a_filtered_set_retries_exactly_those(
     assert sorted(job["id"] for job in fetched) == sorted([ids["b"], ids["c"]])
 
 
+async def test_bulk_retry_and_purge_with_a_limit_move_only_the_newest(
+    client: httpx.AsyncClient, clock: ManualClock
+) -> None:
+    ids = await populate(client, clock)
+    mail = {"queue": "mail"}
+    preview = await client.post(
+        "/ojs/v1/dead-letter/retry", json={"filter": mail, "dry_run": True, "limit": 2}
+    )
+    assert (preview.json()["matched"], len(preview.json()["sample"])) == (2, 2)
+    retried = await client.post(
+        "/ojs/v1/dead-letter/retry", json={"filter": mail, "confirm": True, "limit": 2}
+    )
+    assert retried.status_code == 200, retried.text
+    assert (retried.json()["matched"], retried.json()["retried"]) == (2, 2)
+    assert sorted(await dead_ids(client)) == sorted([ids["a"], ids["b"], ids["c"]])
+    for name in ("d", "e"):
+        assert await state_of(client, ids[name]) == "available"
+
+    purged = await client.request(
+        "DELETE", "/ojs/v1/dead-letter", params={"confirm": "true", "limit": "1"}
+    )
+    assert purged.status_code == 200, purged.text
+    assert purged.json()["purged"] == 1
+    assert sorted(await dead_ids(client)) == sorted([ids["a"], ids["b"]])
+
+    for bad in (0, -1, "many", 2.5, True):
+        refused = await client.post(
+            "/ojs/v1/dead-letter/retry", json={"filter": {}, "confirm": True, "limit": bad}
+        )
+        assert refused.status_code == 400, (bad, refused.text)
+        assert refused.json()["error"]["details"]["field"] == "limit"
+    assert sorted(await dead_ids(client)) == sorted([ids["a"], ids["b"]])
+
+
 async def test_bulk_retry_by_type_prefix_on_the_admin_path(
     client: httpx.AsyncClient, clock: ManualClock
 ) -> None:

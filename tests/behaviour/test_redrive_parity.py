@@ -37,3 +37,55 @@ async def test_bulk_redrive_statement_matches_domain_redrive(
         revived = await transaction.get_job(job.id, None)
     assert revived is not None
     assert replace(revived, sequence=None) == replace(expected, sequence=None)
+
+
+async def test_bulk_retry_revives_in_place_and_from_snapshots_alike(
+    service: Service, store: Store, clock: ManualClock
+) -> None:
+    """Dead jobs whose rows left the jobs table come back from their episode's snapshot, the
+    others in place; either way as the domain's redrive() makes them, each once."""
+    policy = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
+
+    async def kill(count: int) -> list[str]:
+        bodies = [
+            {"type": "billing.charge", "args": [{"n": n}], "meta": {"n": n},
+             "options": {"queue": "billing", "retry": policy, "priority": n % 3}}
+            for n in range(count)
+        ]  # fmt: skip
+        jobs = await service.jobs.enqueue_batch({"jobs": bodies}, None)
+        fetched = await service.workers.fetch({"queues": ["billing"], "count": count}, None)
+        nacks = [
+            {"job_id": job.id, "lease_token": job.lease_token, "error": {"type": "Declined"}}
+            for job in fetched
+        ]
+        await service.workers.nack_many({"nacks": nacks}, None)
+        return [job.id for job in jobs]
+
+    pruned = await kill(5)
+    clock.advance(60_000)
+    async with store.transaction() as transaction:
+        assert await transaction.prune_finished_jobs(clock.now_ms(), 100) == 5
+        assert all([await transaction.get_job(job_id, None) is None for job_id in pruned])
+    in_place = await kill(4)
+    dead = {
+        job_id: (await service.dead_letters.get(job_id, None))[0] for job_id in pruned + in_place
+    }
+    clock.advance(1_000)
+    now = clock.now_ms()
+
+    filters = service.dead_letters.filter({"queue": "billing"}, None)
+    result = await service.dead_letters.bulk_retry(filters, {"confirm": True}, "ops")
+
+    assert (result.matched, result.succeeded, result.failed) == (9, 9, 0)
+    async with store.transaction() as transaction:
+        for job_id, episode in dead.items():
+            revived = await transaction.get_job(job_id, None)
+            assert revived is not None, job_id
+            expected = episodes.redrive(episode.job, now)
+            assert replace(revived, sequence=None) == replace(expected, sequence=None)
+    assert (await service.dead_letters.stats(None))["total"] == 0
+    again = await service.dead_letters.bulk_retry(filters, {"confirm": True}, "ops")
+    assert (again.matched, again.succeeded) == (0, 0)
+    for job_id in dead:
+        history = await service.dead_letters.episodes(job_id, None)
+        assert [(e.status, e.moved_by) for e in history] == [(episodes.RETRIED, "ops")]

@@ -122,7 +122,7 @@ def test_an_operator_session(page: Page, api: Api, backend: str) -> None:
     expect(page.locator("[data-selected-count]")).to_have_text("1")
     page.get_by_role("button", name="Delete selected…").click()
     expect(page.get_by_test_id("dry-run-count")).to_have_text("1")
-    page.get_by_role("button", name="Delete these 1 dead letter").click()
+    page.get_by_role("button", name="Delete this dead letter").click()
     expect(page.locator(".flash")).to_contain_text("Deleted 1 dead letter.")
     expect(page.get_by_text("The dead-letter queue is empty")).to_be_visible()
     screenshot(page, "dead-letters-empty", backend)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -189,6 +190,45 @@ def test_bulk_retry_asks_with_the_exact_count_and_dry_run_changes_nothing(
         redrive(database_url, "dlq", "purge", "--type", "report.build", "--yes", "--json")
     )
     assert purged["purged"] == 2 and dead_count(database_url) == 0
+
+
+def test_bulk_retry_acts_on_the_counted_set_only(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead letter arriving while the prompt waits is not swept into the confirmed retry."""
+    seed(database_url, ("email.send", "mail", "SmtpError", 2))
+    late: list[str] = []
+
+    def another_dies_while_asking(question: str) -> None:
+        assert "Retry 2 dead letter(s)" in question
+        time.sleep(0.005)  # a later millisecond than the counted ones
+        late.extend(seed(database_url, ("email.send", "mail", "SmtpError", 1)))
+
+    monkeypatch.setattr("redrive.cli.dead_letters.confirm", another_dies_while_asking)
+    retried = redrive(database_url, "dlq", "retry", "--queue", "mail", "--since", "-PT1H")
+    assert retried.exit_code == 0 and "retried: 2 of 2" in retried.stdout, retried.output
+    assert [item["id"] for item in json_of(redrive(database_url, "dlq", "ls", "--json"))] == late
+
+
+def test_bulk_retry_goes_in_requests_of_a_limited_size(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each request moves at most BULK_REQUEST (a step of the progress bar); all of them go."""
+    seed(database_url, ("email.send", "mail", "SmtpError", 5))
+    monkeypatch.setattr("redrive.cli.dead_letters.BULK_REQUEST", 2)
+    limits: list[int | None] = []
+    retry_dead_letters = Client.retry_dead_letters
+
+    async def recorded(client: Client, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("dry_run"):
+            limits.append(kwargs.get("limit"))
+        return await retry_dead_letters(client, *args, **kwargs)
+
+    monkeypatch.setattr(Client, "retry_dead_letters", recorded)
+    retried = json_of(redrive(database_url, "dlq", "retry", "--queue", "mail", "--yes", "--json"))
+    assert (retried["matched"], retried["retried"], retried["queues"]) == (5, 5, ["mail"])
+    assert limits == [2, 2, 1]
+    assert dead_count(database_url) == 0
 
 
 def test_filter_pairs_select_like_the_flags(database_url: str) -> None:

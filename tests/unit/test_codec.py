@@ -34,3 +34,49 @@ def test_json_is_compact_and_keeps_unicode() -> None:
 def test_none_stays_sql_null() -> None:
     assert dump(None) is None
     assert load(None) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"id": 123456789012345678901234567890}', {"id": 123456789012345678901234567890}),
+        ("[9223372036854775807, -9223372036854775808]", [2**63 - 1, -(2**63)]),
+        ('"\\ud800 lone"', "\ud800 lone"),
+        (b'{"bytes": [1, 2.5]}', {"bytes": [1, 2.5]}),
+    ],
+)
+def test_json_read_exactly_whatever_reader_is_fastest(text: str | bytes, value: object) -> None:
+    loaded = load(text)
+    assert loaded == value
+    assert type(loaded) is type(value)
+    if isinstance(value, dict) and isinstance(value.get("id"), int):
+        assert isinstance(loaded["id"], int)
+
+
+def test_batch_rows_are_the_single_job_records_without_nulls() -> None:
+    from dataclasses import replace
+
+    from redrive.domain.job import Job
+    from redrive.domain.retry import RetryPolicy
+    from redrive.store.codec import job_record, job_records
+
+    shared = RetryPolicy(max_attempts=3, on_exhaustion="dead_letter")
+    base = Job(id="j1", tenant_id="t", type="a.b", queue="q", args=[1], state="available",
+               created_at=5, retry=shared, meta={"k": "v"}, enqueued_at=5)  # fmt: skip
+    jobs = [
+        base,
+        replace(base, id="j2", scheduled_at=9, state="scheduled", scheduled_at_text="+PT1S"),
+        replace(
+            base,
+            id="j3",
+            retry=RetryPolicy(max_attempts=1),
+            error={"type": "X"},
+            errors=[{"type": "X"}],
+            dead_lettered=True,
+            result={"ok": 1},
+        ),
+    ]
+    expected = [
+        {key: value for key, value in job_record(job).items() if value is not None} for job in jobs
+    ]
+    assert job_records(jobs) == expected

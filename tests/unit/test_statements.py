@@ -174,3 +174,30 @@ def test_every_statement_the_transaction_uses_exists(path: Path) -> None:
     defined = set(load_statements(path))
     missing = sorted(statement_names_used().names - defined)
     assert missing == [], f"used in transaction.py but missing from {path.parent.name}: {missing}"
+
+
+def test_fragments_are_included_where_named_and_are_not_statements(tmp_path: Path) -> None:
+    path = tmp_path / "statements.sql"
+    path.write_text(
+        "-- fragment: alive\n-- a comment\nstatus = 'alive'\n\n"
+        "-- name: count_alive\nSELECT COUNT(*) FROM t WHERE {alive};\n\n"
+        "-- name: list_alive\nSELECT * FROM t WHERE {alive} AND id > :after;\n",
+        encoding="utf-8",
+    )
+    assert load_statements(path) == {
+        "count_alive": "SELECT COUNT(*) FROM t WHERE status = 'alive';",
+        "list_alive": "SELECT * FROM t WHERE status = 'alive' AND id > :after;",
+    }
+    path.write_text("-- name: broken\nSELECT 1 WHERE {missing};\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="no fragment named missing"):
+        load_statements(path)
+
+
+@pytest.mark.parametrize("path", [SQLITE, POSTGRES], ids=["sqlite", "postgres"])
+def test_every_statement_sharing_the_dead_letter_filter_has_all_of_it(path: Path) -> None:
+    statements = load_statements(path)
+    for name in ("select_dead_letters", "count_dead_letters", "move_dead_letters"):
+        assert "{" not in statements[name]
+        assert {"queue", "type_prefix", "args_path", "replay_count_below"} <= parameter_names(
+            statements[name]
+        ), name

@@ -118,7 +118,7 @@ def build_router(prefix: str) -> APIRouter:
     async def purge(request: Request) -> Response:
         body = require_object(await read_json(request, required=False) or {})
         raw = {**query_dict(request), **require_object(body.get("filter") or {})}
-        for key in ("confirm", "dry_run"):
+        for key in ("confirm", "dry_run", "limit"):
             if key not in body and key in raw:
                 body[key] = raw[key]
         service = service_of(request).dead_letters

@@ -18,6 +18,7 @@ from redrive.cli.remote import EXIT_CODES_HELP
 from redrive.cli.worker import worker
 from redrive.composition import ConfigurationError, build_app, open_store
 from redrive.logs import configure_logging
+from redrive.process import tune_garbage_collector
 from redrive.settings import Settings
 
 log = logging.getLogger("redrive")
@@ -79,6 +80,7 @@ def serve(
     """Run the OJS HTTP server (migrates the database first)."""
     settings = _load_settings(host=host, port=port, database_url=database_url)
     configure_logging(settings.log_level, settings.log_format)
+    tune_garbage_collector()
     try:
         asyncio.run(_serve(settings))
     except ConfigurationError as error:

@@ -7,7 +7,13 @@ import dataclasses
 from typing import Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 from redrive.cli import retention, rules
 from redrive.cli.output import (
@@ -34,6 +40,7 @@ from redrive.cli.remote import (
     stdout,
 )
 from redrive.client import BulkResult, Client, DeadLetter, DeadLetterFilter, Job, Page
+from redrive.client.requests import timestamp
 
 dead_letter_commands = typer.Typer(
     help="Inspect and manage the dead-letter queue.", no_args_is_help=True, epilog=EXIT_CODES_HELP
@@ -51,15 +58,19 @@ ARGS_CONTAINS = typer.Option(None, "--args-contains", help="args contain this te
 ARGS_MATCH = typer.Option(None, "--args-match", help="e.g. '$.customer_id == \"c_1\"'")
 YES = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")
 DRY_RUN = typer.Option(False, "--dry-run", help="only count and show a sample; change nothing")
-META = typer.Option(None, "--meta", help="with ID: KEY=VALUE merged in, repeatable")
+META = typer.Option(
+    None, "--meta", metavar="KEY=VALUE", help="with ID: merged into meta, repeatable"
+)
 FILTER = typer.Option(
     None,
     "--filter",
-    help="KEY=VALUE, repeatable, the same as the flags: queue, type, error_type, since, until, "
+    metavar="KEY=VALUE",
+    help="repeatable, the same keys as the flags: queue, type, error_type, since, until, "
     "args_contains, args_match (e.g. --filter error_type=SmtpError)",
 )
 FILTER_KEYS = ("queue", "type", "error_type", "since", "until", "args_contains", "args_match")
 SAMPLE_SHOWN = 10
+BULK_REQUEST = 10_000  # dead letters per bulk request: a step of the progress bar
 
 
 def _filter(
@@ -168,7 +179,7 @@ def show(
         show_dead_letter(dead)
 
 
-def _print_bulk(result: BulkResult, verb: str, as_json: bool) -> None:
+def _print_bulk(result: BulkResult, verb: str, as_json: bool, confirmed: int) -> None:
     if as_json:
         print_json(result.raw)
         return
@@ -179,26 +190,38 @@ def _print_bulk(result: BulkResult, verb: str, as_json: bool) -> None:
         if result.matched > len(result.sample[:SAMPLE_SHOWN]):
             say(f"  … and {result.matched - len(result.sample[:SAMPLE_SHOWN])} more")
         return
-    say(f"{verb}: {result.succeeded} of {result.matched} ({result.failed} failed)")
-    for problem in result.errors:
-        stderr().print(f"  {problem}", highlight=False)
+    say(f"{verb}: {result.succeeded} of {confirmed}")
+    if result.succeeded < confirmed:
+        say(f"  {confirmed - result.succeeded} left the dead-letter queue otherwise meanwhile")
+
+
+async def pin(client: Client, filters: DeadLetterFilter) -> DeadLetterFilter:
+    """The same filter frozen at this moment: a relative --since becomes absolute and --until
+    becomes the newest match, so what is counted and confirmed is exactly what is acted on
+    (dead letters arriving after the count are left alone)."""
+    since = None if filters.since is None else timestamp(filters.since, "since")
+    newest = await client.dead_letters(filters, limit=1)
+    until = newest.items[0].discarded_at if newest.items else filters.until
+    return dataclasses.replace(filters, since=since, until=until)
 
 
 def bulk(
     target: Target, filters: DeadLetterFilter, action: str, flags: tuple[bool, bool, bool]
 ) -> None:
-    """Count first (dry run), then ask with the exact count unless --yes, then do it."""
+    """Count first (dry run), then ask with the exact count unless --yes, then do it to that
+    set only (the filter is pinned at the count)."""
     dry_run, yes, as_json = flags
     verb = "retry" if action == "retry" else "purge"
 
-    async def preview(client: Client) -> BulkResult:
+    async def preview(client: Client) -> tuple[DeadLetterFilter, BulkResult]:
+        pinned = await pin(client, filters)
         if action == "retry":
-            return await client.retry_dead_letters(filters, dry_run=True)
-        return await client.purge_dead_letters(filters, dry_run=True)
+            return pinned, await client.retry_dead_letters(pinned, dry_run=True)
+        return pinned, await client.purge_dead_letters(pinned, dry_run=True)
 
-    counted = run(target, preview)
+    pinned, counted = run(target, preview)
     if dry_run:
-        _print_bulk(counted, verb, as_json)
+        _print_bulk(counted, verb, as_json, counted.matched)
         return
     if counted.matched == 0:
         if as_json:
@@ -211,13 +234,30 @@ def bulk(
             f"{verb.capitalize()} {counted.matched} dead letter(s) matching {_describe(filters)}?"
         )
 
-    async def execute(client: Client) -> BulkResult:
-        with stderr().status(f"{verb} {counted.matched} dead letter(s)…"):
-            if action == "retry":
-                return await client.retry_dead_letters(filters)
-            return await client.purge_dead_letters(filters)
+    done = "retried" if action == "retry" else "purged"
 
-    _print_bulk(run(target, execute), "retried" if action == "retry" else "purged", as_json)
+    async def execute(client: Client) -> BulkResult:
+        """In requests of BULK_REQUEST each, so the bar moves and an interrupted run has done
+        whole requests (each job either back in its queue or still dead)."""
+        call = client.retry_dead_letters if action == "retry" else client.purge_dead_letters
+        moved, queues = 0, set()
+        columns = (TextColumn(done), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=stderr(), transient=True) as progress:
+            task = progress.add_task(verb, total=counted.matched)
+            while moved < counted.matched:
+                step = await call(pinned, limit=min(BULK_REQUEST, counted.matched - moved))
+                if step.succeeded == 0:
+                    break
+                moved += step.succeeded
+                queues.update(step.queues)
+                progress.update(task, completed=moved)
+        document = {
+            "action": action, "matched": moved, "succeeded": moved, "failed": 0, "errors": [],
+            "queues": sorted(queues), "dry_run": False, done: moved,
+        }  # fmt: skip
+        return BulkResult.from_document(document)
+
+    _print_bulk(run(target, execute), done, as_json, counted.matched)
 
 
 @dead_letter_commands.command("retry")

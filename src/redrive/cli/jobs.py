@@ -8,8 +8,8 @@ from redrive.cli.output import parse_json, parse_pairs, print_json, say, show_jo
 from redrive.cli.remote import DATABASE, JSON, TENANT, URL, Target, run
 from redrive.client import Client, Job, RetryPolicy
 
-META = typer.Option(None, "--meta", help="KEY=VALUE, repeatable")
-TAGS = typer.Option(None, "--tag", help="tag, repeatable")
+META = typer.Option(None, "--meta", metavar="KEY=VALUE", help="merged into meta, repeatable")
+TAGS = typer.Option(None, "--tag", metavar="TAG", help="repeatable")
 jobs = typer.Typer(help="Look up and cancel jobs.", no_args_is_help=True)
 
 

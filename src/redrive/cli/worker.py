@@ -16,6 +16,7 @@ from rich.console import Console
 from redrive.composition import ConfigurationError, build_service, open_store
 from redrive.logs import configure_logging
 from redrive.maintenance.loop import SweepLoop
+from redrive.process import tune_garbage_collector
 from redrive.settings import Settings
 from redrive.worker.embedded_source import EmbeddedJobSource
 from redrive.worker.http_source import HttpJobSource
@@ -161,6 +162,7 @@ def worker(
         raise _usage("--database-url only applies with --embedded")
     found = load_worker(target)
     _configure(found, queues, concurrency, prefetch, shutdown_timeout, worker_id)
+    tune_garbage_collector()  # after the handlers' module is imported: that is start-up too
     try:
         if embedded:
             asyncio.run(run_embedded(found, settings))

@@ -15,6 +15,7 @@ from redrive.client.requests import (
     Delay,
     JobSpec,
     Moment,
+    bulk_body,
     filter_params,
     override_document,
 )
@@ -251,10 +252,12 @@ class Client(Administration):
         filters: DeadLetterFilter | Mapping[str, Any] | None = None,
         *,
         dry_run: bool = False,
+        limit: int | None = None,
     ) -> BulkResult:
-        """Retry every dead letter matching `filters` (all of them when empty). With dry_run the
-        server only counts and samples; otherwise the client confirms the change for you."""
-        body = {"filter": filter_params(filters), "dry_run" if dry_run else "confirm": True}
+        """Retry every dead letter matching `filters` (all of them when empty), or only the
+        `limit` newest. With dry_run the server only counts and samples; otherwise the client
+        confirms the change for you."""
+        body = bulk_body(filters, dry_run, limit)
         return BulkResult.from_document(await self._request("POST", f"{DEAD_LETTER}/retry", body))
 
     async def purge_dead_letters(
@@ -262,9 +265,11 @@ class Client(Administration):
         filters: DeadLetterFilter | Mapping[str, Any] | None = None,
         *,
         dry_run: bool = False,
+        limit: int | None = None,
     ) -> BulkResult:
-        """Delete every dead letter matching `filters` (all when empty); dry_run only counts."""
-        body = {"filter": filter_params(filters), "dry_run" if dry_run else "confirm": True}
+        """Delete every dead letter matching `filters` (all when empty), or only the `limit`
+        newest; dry_run only counts."""
+        body = bulk_body(filters, dry_run, limit)
         return BulkResult.from_document(await self._request("DELETE", DEAD_LETTER, body))
 
     async def delete_dead_letter(self, job_id: str) -> None:

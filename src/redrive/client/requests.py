@@ -160,6 +160,18 @@ def filter_params(filters: DeadLetterFilter | Mapping[str, Any] | None) -> dict[
     return {str(key): str(value) for key, value in filters.items() if value is not None}
 
 
+def bulk_body(
+    filters: DeadLetterFilter | Mapping[str, Any] | None, dry_run: bool, limit: int | None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "filter": filter_params(filters),
+        "dry_run" if dry_run else "confirm": True,
+    }
+    if limit is not None:
+        body["limit"] = limit
+    return body
+
+
 def override_document(
     queue: str | None,
     priority: int | None,

@@ -284,19 +284,23 @@ class SyncClient:
         filters: DeadLetterFilter | Mapping[str, Any] | None = None,
         *,
         dry_run: bool = False,
+        limit: int | None = None,
     ) -> BulkResult:
-        """Retry every dead letter matching `filters` (all of them when empty). With dry_run the
-        server only counts and samples; otherwise the client confirms the change for you."""
-        return self._run(self._client.retry_dead_letters(filters, dry_run=dry_run))
+        """Retry every dead letter matching `filters` (all of them when empty), or only the
+        `limit` newest. With dry_run the server only counts and samples; otherwise the client
+        confirms the change for you."""
+        return self._run(self._client.retry_dead_letters(filters, dry_run=dry_run, limit=limit))
 
     def purge_dead_letters(
         self,
         filters: DeadLetterFilter | Mapping[str, Any] | None = None,
         *,
         dry_run: bool = False,
+        limit: int | None = None,
     ) -> BulkResult:
-        """Delete every dead letter matching `filters` (all when empty); dry_run only counts."""
-        return self._run(self._client.purge_dead_letters(filters, dry_run=dry_run))
+        """Delete every dead letter matching `filters` (all when empty), or only the `limit`
+        newest; dry_run only counts."""
+        return self._run(self._client.purge_dead_letters(filters, dry_run=dry_run, limit=limit))
 
     def delete_dead_letter(self, job_id: str) -> None:
         """Delete one dead letter (its history is kept as status `deleted`)."""

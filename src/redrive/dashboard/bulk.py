@@ -151,9 +151,10 @@ async def execute(service: Service, plan: BulkPlan, expected: int) -> tuple[str 
         return None, check.matched
     now = service.runtime.now()
     filters = service.dead_letters.filter(plan.list_filter.service_raw(now), None)
-    body = {"confirm": True}
+    body = {"confirm": True, "limit": expected}  # never more than the operator confirmed
     if plan.action == "retry":
         result = await service.dead_letters.bulk_retry(filters, body, ACTOR)
     else:
         result = await service.dead_letters.purge(filters, body, ACTOR)
-    return _summary(plan.action, result.succeeded, result.failed, result.queues), result.matched
+    missing = expected - result.succeeded  # moved by someone else since the check
+    return _summary(plan.action, result.succeeded, missing, result.queues), result.matched

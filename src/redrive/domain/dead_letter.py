@@ -42,6 +42,24 @@ class DeadLetter:
         return self.job.id
 
 
+@dataclass(frozen=True)
+class MovedEpisode:
+    """An episode a bulk operation moved out of `dead`, as the move returns it: enough for the
+    tallies, the events and requeueing, without the job snapshot."""
+
+    id: str
+    job_id: str
+    tenant_id: str
+    queue: str
+    type: str
+    error_type: str | None
+
+    @classmethod
+    def of(cls, dead: DeadLetter) -> MovedEpisode:
+        job = dead.job
+        return cls(dead.id, job.id, job.tenant_id, job.queue, job.type, dead.error_type)
+
+
 REPLAY_COUNT = "ojs.replay_count"
 LAST_REPLAYED_AT = "ojs.last_replayed_at"
 REPLAY_RULE = "ojs.replay_rule"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from redrive.domain.dead_letter import MovedEpisode
 from redrive.domain.durations import format_timestamp
 from redrive.domain.job import Job
 
@@ -19,12 +20,24 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+def _event(
+    kind: str, tenant_id: str, queue: str, job_type: str, subject: str, /, **data: Any
+) -> Event:
+    """Positional-only, so `data` may carry any key (a cron's event names its `job_id`)."""
+    event_type = kind if "." in kind else f"job.{kind}"
+    payload: dict[str, Any] = {"job_type": job_type, "queue": queue}
+    payload.update({key: value for key, value in data.items() if value is not None})
+    return Event(event_type, tenant_id, queue, job_type, subject, payload)
+
+
 def job_event(kind: str, job: Job, **data: Any) -> Event:
     """An event about one job; `kind` is the part after `job.` or a full dotted name."""
-    event_type = kind if "." in kind else f"job.{kind}"
-    payload: dict[str, Any] = {"job_type": job.type, "queue": job.queue}
-    payload.update({key: value for key, value in data.items() if value is not None})
-    return Event(event_type, job.tenant_id, job.queue, job.type, job.id, payload)
+    return _event(kind, job.tenant_id, job.queue, job.type, job.id, **data)
+
+
+def episode_event(kind: str, episode: MovedEpisode, **data: Any) -> Event:
+    """The same event about the job of an episode a bulk operation moved."""
+    return _event(kind, episode.tenant_id, episode.queue, episode.type, episode.job_id, **data)
 
 
 def started_event(job: Job) -> Event:

@@ -145,41 +145,26 @@ def fail(
     """Apply one failed attempt: requeue, schedule a retry, or end the job (maybe as dead)."""
     record = error_record(failure, job.attempt, now)
     history = [*job.errors, record][-MAX_ERROR_HISTORY:]
-    failed = replace(job, error=record, errors=history, **_released(job))
+    changes: dict[str, Any] = {"error": record, "errors": history, **_released(job)}
     if requeue:
         # Handed back unrun (a worker shutting down): the delivery does not count against
         # max_attempts ("requeue without counting as a retry attempt"), so the next fetch
         # delivers the same attempt number again.
-        return FailureOutcome(
-            replace(
-                failed,
-                attempt=max(job.attempt - 1, 0),
-                state=states.AVAILABLE,
-                enqueued_at=now,
-                worker_id=None,
-                next_attempt_at=None,
-                retry_delay_ms=None,
-            ),
-            None,
-        )
+        changes.update(
+            attempt=max(job.attempt - 1, 0), state=states.AVAILABLE, enqueued_at=now,
+            worker_id=None, next_attempt_at=None, retry_delay_ms=None,
+        )  # fmt: skip
+        return FailureOutcome(replace(job, **changes), None)
     terminal, reason = _terminal(job, failure)
     if terminal:
-        return FailureOutcome(
-            replace(
-                failed,
-                state=states.DISCARDED,
-                discarded_at=now,
-                completed_at=now,
-                next_attempt_at=None,
-                dead_lettered=reason is not None,
-            ),
-            reason,
-        )
+        changes.update(
+            state=states.DISCARDED, discarded_at=now, completed_at=now, next_attempt_at=None,
+            dead_lettered=reason is not None,
+        )  # fmt: skip
+        return FailureOutcome(replace(job, **changes), reason)
     delay = retry_delay_ms(job.retry, job.attempt, jitter_factor)
-    return FailureOutcome(
-        replace(failed, state=states.RETRYABLE, next_attempt_at=now + delay, retry_delay_ms=delay),
-        None,
-    )
+    changes.update(state=states.RETRYABLE, next_attempt_at=now + delay, retry_delay_ms=delay)
+    return FailureOutcome(replace(job, **changes), None)
 
 
 def reap(job: Job, now: int, jitter_factor: float) -> FailureOutcome:

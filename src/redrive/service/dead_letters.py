@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from redrive.domain import dead_letter as episodes
-from redrive.domain.dead_letter import DeadLetter, DeadLetterFilter, apply_override, parse_filter
+from redrive.domain.dead_letter import (
+    DeadLetter,
+    DeadLetterFilter,
+    MovedEpisode,
+    apply_override,
+    parse_filter,
+)
 from redrive.domain.errors import InvalidRequest, NotFound
-from redrive.domain.events import job_event
+from redrive.domain.events import episode_event, job_event
 from redrive.domain.job import Job
 from redrive.ports import Page, Transaction
 from redrive.service.runtime import Runtime
@@ -27,6 +35,18 @@ class BulkResult:
     dry_run: bool = False
     sample: list[str] = field(default_factory=list)
     queues: list[str] = field(default_factory=list)
+
+
+def bulk_limit(body: dict[str, Any]) -> int | None:
+    """`limit`: move at most this many (the newest first); absent means every match."""
+    value = body.get("limit")
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)  # from a query string
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidRequest("limit must be a positive integer", {"field": "limit"})
+    return value
 
 
 def require_confirmation(body: dict[str, Any], filters: DeadLetterFilter) -> bool:
@@ -121,78 +141,102 @@ class DeadLetterService:
                 dead, episodes.DELETED, now, moved_by
             ):
                 raise NotFound("dead letter", job_id)
-            await self._forget(transaction, [dead], moved_by, now)
+            await self._forget(transaction, [MovedEpisode.of(dead)], moved_by, now)
 
-    async def _preview(self, filters: DeadLetterFilter, result: BulkResult) -> BulkResult:
+    async def _preview(
+        self, filters: DeadLetterFilter, result: BulkResult, limit: int | None
+    ) -> BulkResult:
         async with self.runtime.store.transaction() as transaction:
             result.matched = await transaction.count_dead_letters(filters)
             sample = await transaction.list_dead_letters(filters, Page(limit=SAMPLE_SIZE))
             stats = await transaction.dead_letter_stats(filters.tenant_id)
-        result.sample = [dead.job_id for dead in sample]
+        if limit is not None:
+            result.matched = min(result.matched, limit)
+        result.sample = [dead.job_id for dead in sample][: result.matched]
         result.queues = sorted(stats["by_queue"]) if filters.queue is None else [filters.queue]
         return result
 
     async def _bulk(
         self, filters: DeadLetterFilter, action: str, body: dict[str, Any], moved_by: str
     ) -> BulkResult:
-        """Set-based, in chunks of one transaction each: a failure half-way leaves every job
-        either back in its queue or still dead, and the status flip makes each episode move once
-        even when several operators or replicas run the same bulk operation."""
+        """Set-based, in chunks of one transaction each, spread over the store's write lanes: a
+        failure half-way leaves every job either back in its queue or still dead, and the status
+        flip makes each episode move once even when several operators or replicas run the same
+        bulk operation (each sees only what it moved). `limit` in the body caps how many move."""
+        limit = bulk_limit(body)
         result = BulkResult(action=action, dry_run=require_confirmation(body, filters))
         if result.dry_run:
-            return await self._preview(filters, result)
-        status = episodes.RETRIED if action == "retry" else episodes.DELETED
+            return await self._preview(filters, result, limit)
         queues: set[str] = set()
-        while True:
-            now = self.runtime.now()
-            async with self.runtime.store.transaction() as transaction:
-                chunk = await transaction.list_dead_letters(filters, Page(limit=BULK_CHUNK))
-                moved = await transaction.move_dead_letters(chunk, status, now, moved_by)
-                if action == "retry":
-                    await self._revive(transaction, moved, moved_by, now)
-                else:
-                    await self._forget(transaction, moved, moved_by, now)
-            moved_ids = {dead.id for dead in moved}
-            result.matched += len(chunk)
-            result.succeeded += len(moved)
-            result.failed += len(chunk) - len(moved)
-            result.errors += [
-                {"job_id": dead.job_id, "error": "moved by someone else meanwhile"}
-                for dead in chunk
-                if dead.id not in moved_ids
-            ][: SAMPLE_SIZE - len(result.errors)]
-            queues |= {dead.job.queue for dead in moved}
-            if len(chunk) < BULK_CHUNK:
-                break
+        budget = sys.maxsize if limit is None else limit  # what the lanes may still take
+
+        async def lane() -> None:
+            nonlocal budget
+            while (take := min(BULK_CHUNK, budget)) > 0:
+                budget -= take
+                moved = await self._move_chunk(filters, action, moved_by, take)
+                budget += take - len(moved)
+                if not moved:
+                    return
+                result.matched += len(moved)
+                result.succeeded += len(moved)
+                queues.update(episode.queue for episode in moved)
+
+        async with asyncio.TaskGroup() as lanes:
+            for _ in range(self.runtime.store.write_lanes):
+                lanes.create_task(lane())
         result.queues = sorted(queues)
         return result
 
+    async def _move_chunk(
+        self, filters: DeadLetterFilter, action: str, moved_by: str, limit: int
+    ) -> list[MovedEpisode]:
+        now = self.runtime.now()
+        status = episodes.RETRIED if action == "retry" else episodes.DELETED
+        async with self.runtime.store.transaction() as transaction:
+            moved = await transaction.move_dead_letters(filters, limit, status, now, moved_by)
+            if action == "retry":
+                await self._revive(transaction, moved, moved_by, now)
+            else:
+                await self._forget(transaction, moved, moved_by, now)
+        return moved
+
     async def _revive(
-        self, transaction: Transaction, moved: list[DeadLetter], moved_by: str, now: int
+        self, transaction: Transaction, moved: list[MovedEpisode], moved_by: str, now: int
     ) -> None:
         """Requeue the jobs of moved episodes: in place where the dead job's row is still in the
         jobs table, from the episode's snapshot where it was pruned from there."""
-        revived = await transaction.redrive_jobs([dead.job_id for dead in moved], now)
+        if not moved:
+            return
+        revived = await transaction.redrive_jobs([episode.job_id for episode in moved], now)
+        pruned = [episode.id for episode in moved if episode.job_id not in revived]
         await transaction.insert_jobs(
-            [episodes.redrive(dead.job, now) for dead in moved if dead.job_id not in revived]
+            [
+                episodes.redrive(dead.job, now)
+                for dead in await transaction.dead_letters_by_id(pruned)
+            ]
         )
-        for queue, tenant in sorted({(dead.job.queue, dead.job.tenant_id) for dead in moved}):
+        for queue, tenant in sorted({(episode.queue, episode.tenant_id) for episode in moved}):
             await transaction.ensure_queue(queue, tenant, now)
-        await transaction.notify({dead.job.queue for dead in moved})
+        await transaction.notify({episode.queue for episode in moved})
         events = [
-            job_event("dead_letter.retried", dead.job, moved_by=moved_by, episode_id=dead.id)
-            for dead in moved
+            episode_event("dead_letter.retried", episode, moved_by=moved_by, episode_id=episode.id)
+            for episode in moved
         ]
         await self.runtime.emit(transaction, events, now)
-        self.runtime.metrics.dead_letter_retried.update(dead.job.queue for dead in moved)
+        self.runtime.metrics.dead_letter_retried.update(episode.queue for episode in moved)
 
     async def _forget(
-        self, transaction: Transaction, moved: list[DeadLetter], moved_by: str, now: int
+        self, transaction: Transaction, moved: list[MovedEpisode], moved_by: str, now: int
     ) -> None:
-        await transaction.delete_dead_jobs([dead.job_id for dead in moved])
-        events = [job_event("dead_letter.deleted", dead.job, deleted_by=moved_by) for dead in moved]
+        if not moved:
+            return
+        await transaction.delete_dead_jobs([episode.job_id for episode in moved])
+        events = [
+            episode_event("dead_letter.deleted", episode, deleted_by=moved_by) for episode in moved
+        ]
         await self.runtime.emit(transaction, events, now)
-        self.runtime.metrics.dead_letter_deleted.update(dead.job.queue for dead in moved)
+        self.runtime.metrics.dead_letter_deleted.update(episode.queue for episode in moved)
 
     async def bulk_retry(
         self, filters: DeadLetterFilter, body: dict[str, Any], moved_by: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -38,35 +39,83 @@ def dump(value: Any) -> str | None:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+# orjson reads integers beyond 64 bits as floats: text with a run of 19 or more digits (maybe
+# such an integer) goes to the standard library, which keeps them exact.
+LONG_DIGITS = re.compile(r"\d{19}")
+
+
 def load(value: Any) -> Any:
+    """The value of JSON text: orjson reads it several times faster; what it would read
+    inexactly (long integers) or refuses (lone surrogates) the standard library reads."""
     if value is None:
         return None
-    if isinstance(value, str | bytes):
-        return json.loads(value)
+    if isinstance(value, bytes):
+        value = value.decode()
+    if isinstance(value, str):
+        if LONG_DIGITS.search(value):
+            return json.loads(value)
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return json.loads(value)
     return value
+
+
+# Job fields that are not columns of their own: the envelope column holds them.
+ENVELOPE_FIELDS = ("args", "meta", "options", "extra", "scheduled_at_text", "expires_at_text")
+NOT_COLUMNS = frozenset({*ENVELOPE_FIELDS, "retry", "sequence"})
+
+
+def _envelope(job: Job, retry: dict[str, Any]) -> dict[str, Any]:
+    envelope = {name: getattr(job, name) for name in ENVELOPE_FIELDS}
+    envelope["retry"] = retry
+    return envelope
+
+
+def _columns(job: Job, retry: dict[str, Any], keep_nulls: bool) -> dict[str, Any]:
+    record = {
+        name: value
+        for name, value in vars(job).items()
+        if name not in NOT_COLUMNS and (keep_nulls or value is not None)
+    }
+    record["max_attempts"] = job.max_attempts
+    record["envelope"] = _envelope(job, retry)
+    if keep_nulls or job.run_at is not None:
+        record["run_at"] = job.run_at
+    return record
 
 
 def job_record(job: Job) -> dict[str, Any]:
     """A job as one element of the JSON `rows` the set-based statements read (JSON columns
-    nested, not encoded twice)."""
-    record = {column: getattr(job, column) for column in JOB_COLUMNS}
-    record.update(
-        max_attempts=job.max_attempts,
-        envelope={
-            "args": job.args,
-            "meta": job.meta,
-            "options": job.options,
-            "extra": job.extra,
-            "retry": retry_to_record(job.retry),
-            "scheduled_at_text": job.scheduled_at_text,
-            "expires_at_text": job.expires_at_text,
-        },
-        run_at=job.run_at,
-        error=job.error,
-        errors=job.errors,
-        result=job.result,
-        dead_lettered=job.dead_lettered,
-    )
+    nested, not encoded twice); every column is present, null or not."""
+    return _columns(job, retry_to_record(job.retry), keep_nulls=True)
+
+
+def job_records(jobs: list[Job]) -> list[dict[str, Any]]:
+    """Many jobs as `rows` elements, each without its null columns (a statement reads an absent
+    key as NULL). The jobs of a batch usually share one retry policy object: it is encoded once."""
+    policies: dict[int, dict[str, Any]] = {}
+    records = []
+    for job in jobs:
+        retry = policies.get(id(job.retry))
+        if retry is None:
+            retry = policies[id(job.retry)] = retry_to_record(job.retry)
+        records.append(_columns(job, retry, keep_nulls=False))
+    return records
+
+
+# What a transition may change (update_jobs writes only these): never the job's definition.
+LIFECYCLE_COLUMNS = (
+    "state", "attempt", "enqueued_at", "started_at", "completed_at", "cancelled_at",
+    "discarded_at", "expired_at", "next_attempt_at", "retry_delay_ms", "run_at", "worker_id",
+    "lease_token", "lease_expires_at", "timeout_at", "error", "errors", "result", "dead_lettered",
+)  # fmt: skip
+
+
+def lifecycle_record(job: Job) -> dict[str, Any]:
+    """The id and lifecycle columns of a job, as one element of update_jobs' JSON `rows`."""
+    record = {column: getattr(job, column) for column in LIFECYCLE_COLUMNS}
+    record["id"] = job.id
     return record
 
 

@@ -5,20 +5,29 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"\{(\w+)\}")
 _PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 
 
 def load_statements(path: Path) -> dict[str, str]:
-    """`-- name: x` headers split the file; each body runs the statements it holds in order."""
-    text = path.read_text(encoding="utf-8")
-    parts = _NAME.split(text)
-    statements: dict[str, str] = {}
-    for index in range(1, len(parts), 2):
-        name, body = parts[index], parts[index + 1]
+    """`-- name: x` headers split the file; each body runs the statements it holds in order.
+    A `-- fragment: y` body is SQL that several statements share, written `{y}` where it goes
+    (the dead-letter filter, for one)."""
+    parts = _HEADER.split(path.read_text(encoding="utf-8"))
+    found: dict[str, dict[str, str]] = {"name": {}, "fragment": {}}
+    for index in range(1, len(parts), 3):
+        kind, name, body = parts[index : index + 3]
         lines = [line for line in body.strip().splitlines() if not line.startswith("--")]
-        statements[name] = "\n".join(lines).strip()
-    return statements
+        found[kind][name] = "\n".join(lines).strip()
+    fragments = found["fragment"]
+
+    def include(match: re.Match[str]) -> str:
+        if match.group(1) not in fragments:
+            raise ValueError(f"{path}: no fragment named {match.group(1)}")
+        return fragments[match.group(1)]
+
+    return {name: _INCLUDE.sub(include, sql) for name, sql in found["name"].items()}
 
 
 def parameter_names(sql: str) -> set[str]:

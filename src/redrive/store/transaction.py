@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any, Protocol
 
-from redrive.domain.dead_letter import DEAD, DeadLetter, DeadLetterFilter
+from redrive.domain.dead_letter import DEAD, DeadLetter, DeadLetterFilter, MovedEpisode
 from redrive.domain.job import Job
 from redrive.domain.replay import ReplayRule
 from redrive.ports import Claim, EventQuery, JobChange, Page, PruneScope, StoredEvent
@@ -18,7 +18,8 @@ from redrive.store.codec import (
     event_record,
     job_from_row,
     job_parameters,
-    job_record,
+    job_records,
+    lifecycle_record,
     load,
     replay_rule_from_row,
     replay_rule_parameters,
@@ -75,6 +76,20 @@ class SqlTransaction:
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
         self.notified: set[str] = set()
+        # Tally changes wait for finish(): the tally rows are the hottest in the dead-letter
+        # tables, so they are locked for the last moment of a transaction, not the whole of it.
+        self.tally_changes: Counter[tuple[str, str, str, str]] = Counter()
+
+    async def finish(self) -> None:
+        """Write what waited for the end of the transaction; the store calls it before COMMIT
+        (so tallies read inside a transaction do not yet count that transaction's changes)."""
+        for (tenant_id, queue, job_type, error_type), delta in sorted(self.tally_changes.items()):
+            if delta:
+                await self._run(
+                    "adjust_dead_letter_tally", tenant_id=tenant_id, queue=queue, type=job_type,
+                    error_type=error_type, delta=delta,
+                )  # fmt: skip
+        self.tally_changes.clear()
 
     async def notify(self, queues: set[str]) -> None:
         """Tell waiting fetches (in every replica) that these queues have work, on commit."""
@@ -96,7 +111,7 @@ class SqlTransaction:
         Returns the ids actually inserted."""
         if not jobs:
             return set()
-        rows = await self._rows("insert_jobs", rows=dump([_present(job_record(j)) for j in jobs]))
+        rows = await self._rows("insert_jobs", rows=dump(job_records(jobs)))
         return {row["id"] for row in rows}
 
     async def insert_job(self, job: Job) -> bool:
@@ -106,14 +121,15 @@ class SqlTransaction:
         await self.executor.run("upsert_job", job_parameters(job))
 
     async def update_jobs(self, changes: list[JobChange]) -> set[str]:
-        """Write many decided jobs in one statement, each guarded by the state and lease it was
-        decided from; returns the ids written (a missing id lost a race)."""
+        """Write the lifecycle (state, attempt, timestamps, lease, errors, result) of many decided
+        jobs in one statement, each guarded by the state and lease it was decided from; returns
+        the ids written (a missing id lost a race). A job's definition is never changed here."""
         if not changes:
             return set()
         records = [
             _present(
                 {
-                    **job_record(change.job),
+                    **lifecycle_record(change.job),
                     "expected_state": change.expected_state,
                     "expected_lease_token": change.expected_lease_token,
                 }
@@ -214,30 +230,20 @@ class SqlTransaction:
 
     # dead letters
 
-    async def _tally(self, rows: list[dict[str, Any]], sign: int) -> None:
-        """Add (sign 1) or take off (sign -1) dead episodes from the tallies, one statement per
-        distinct group."""
-        groups: Counter[tuple[str, str, str, str]] = Counter(
-            (row["tenant_id"], row["queue"], row["type"], row["error_type"] or "")
-            for row in rows
-            if row["status"] == DEAD
-        )
-        for (tenant_id, queue, job_type, error_type), count in sorted(groups.items()):
-            await self._run(
-                "adjust_dead_letter_tally",
-                tenant_id=tenant_id,
-                queue=queue,
-                type=job_type,
-                error_type=error_type,
-                delta=sign * count,
-            )
+    def _tally(self, rows: list[dict[str, Any]], sign: int) -> None:
+        """Add (sign 1) or take off (sign -1) dead episodes from the tallies when the transaction
+        finishes, one statement per distinct group."""
+        for row in rows:
+            if row["status"] == DEAD:
+                group = (row["tenant_id"], row["queue"], row["type"], row["error_type"] or "")
+                self.tally_changes[group] += sign
 
     async def insert_dead_letters(self, dead_letters: list[DeadLetter]) -> None:
         """Insert many episodes in one statement and count them in the tallies."""
         if dead_letters:
             rows = [dead_letter_record(dead_letter) for dead_letter in dead_letters]
             await self._run("insert_dead_letters", rows=dump(rows))
-            await self._tally(rows, 1)
+            self._tally(rows, 1)
 
     async def list_dead_letters(self, filters: DeadLetterFilter, page: Page) -> list[DeadLetter]:
         rows = await self._rows(
@@ -275,22 +281,28 @@ class SqlTransaction:
         return int(rows[0]["count"])
 
     async def move_dead_letters(
-        self, dead_letters: list[DeadLetter], status: str, now: int, moved_by: str
-    ) -> list[DeadLetter]:
-        """Flip many episodes out of `dead` at once; returns those this call moved."""
-        if not dead_letters:
-            return []
+        self, filters: DeadLetterFilter, limit: int, status: str, now: int, moved_by: str
+    ) -> list[MovedEpisode]:
+        """Flip up to `limit` dead episodes matching the filter (newest first) to `status` in
+        one statement and take them off the tallies; returns those this call moved."""
+        parameters = _filter_parameters(filters)
+        del parameters["status"]  # the filter selects dead episodes; :moved_to is where they go
         rows = await self._rows(
-            "move_dead_letters",
-            ids=self.executor.list_parameter([dead.id for dead in dead_letters]),
-            status=status,
-            now=now,
-            moved_by=moved_by,
-        )
-        moved_ids = {row["id"] for row in rows}
-        moved = [dead for dead in dead_letters if dead.id in moved_ids]
-        await self._tally([_tally_row(dead) for dead in moved], -1)
+            "move_dead_letters", limit=limit, moved_to=status, now=now, moved_by=moved_by,
+            **parameters,
+        )  # fmt: skip
+        moved = [MovedEpisode(**row) for row in rows]
+        self._tally([{**row, "status": DEAD} for row in rows], -1)
         return moved
+
+    async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]:
+        if not episode_ids:
+            return []
+        ids = self.executor.list_parameter(episode_ids)
+        return [
+            dead_letter_from_row(row)
+            for row in await self._rows("select_dead_letters_by_id", ids=ids)
+        ]
 
     async def redrive_jobs(self, job_ids: list[str], now: int) -> set[str]:
         """Put dead jobs whose rows are still in the jobs table back in their queues."""
@@ -319,7 +331,7 @@ class SqlTransaction:
             "move_dead_letter", id=dead_letter.id, status=status, now=now, moved_by=moved_by
         )
         if changed == 1:
-            await self._tally([_tally_row(dead_letter)], -1)
+            self._tally([_tally_row(dead_letter)], -1)
         return changed == 1
 
     async def dead_letter_stats(self, tenant_id: str | None) -> dict[str, Any]:
@@ -348,13 +360,13 @@ class SqlTransaction:
         if by_age:
             parameters["before"] = scope.before
         rows = await self.executor.rows(name, parameters)
-        await self._tally(rows, -1)
+        self._tally(rows, -1)
         return rows
 
     async def restore_dead_letter(self, row: dict[str, Any]) -> bool:
         restored = await self.executor.rows("restore_dead_letter", row)
         if restored:
-            await self._tally([row], 1)
+            self._tally([row], 1)
         return bool(restored)
 
     async def dead_letter_policies(self, tenant_id: str) -> list[dict[str, Any]]:

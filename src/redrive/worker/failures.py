@@ -51,9 +51,25 @@ def _handler_frames(error: BaseException) -> TracebackType | None:
     return frames
 
 
+def _without_carets(summary: traceback.TracebackException, seen: set[int]) -> None:
+    """Drop the column positions of every frame, chained exceptions included: Python 3.11
+    parses each source line again to draw `^^^` under it, which costs more than the rest of
+    the traceback and tells a dead-letter reader nothing the line itself does not."""
+    if id(summary) in seen:
+        return
+    seen.add(id(summary))
+    for frame in summary.stack:
+        frame.colno = frame.end_colno = None
+    for chained in (summary.__cause__, summary.__context__, *(summary.exceptions or ())):
+        if chained is not None:
+            _without_carets(chained, seen)
+
+
 def backtrace_lines(error: BaseException) -> list[str]:
     """The traceback of `error`, one entry per line, keeping the innermost frames."""
-    text = "".join(traceback.format_exception(type(error), error, _handler_frames(error)))
+    summary = traceback.TracebackException(type(error), error, _handler_frames(error))
+    _without_carets(summary, set())
+    text = "".join(summary.format())
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[-MAX_BACKTRACE_LINES:]
 

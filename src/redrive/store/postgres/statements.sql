@@ -58,14 +58,13 @@ INSERT INTO jobs (
 
 -- name: update_jobs
 -- Many guarded updates in one statement: a row is written only if it is still in the state and
--- lease its record expects; the ids written come back. :ids repeats the records' ids so the
--- planner reaches the rows by primary key whatever it guesses of the JSON's size.
+-- lease its record expects; the ids written come back. Only the lifecycle columns are written
+-- (state, attempt, timestamps, lease, errors, result): no transition changes what a job is
+-- (queue, priority, envelope, limits), which only insert_jobs and upsert_job write. :ids repeats
+-- the records' ids so the planner reaches the rows by primary key whatever it guesses of the
+-- JSON's size.
 UPDATE jobs SET
-    tenant_id = r.tenant_id, queue = r.queue, type = r.type, state = r.state,
-    priority = r.priority, attempt = r.attempt, max_attempts = r.max_attempts,
-    envelope = r.envelope, timeout_ms = r.timeout_ms,
-    visibility_timeout_ms = r.visibility_timeout_ms, created_at = r.created_at,
-    enqueued_at = r.enqueued_at, scheduled_at = r.scheduled_at, expires_at = r.expires_at,
+    state = r.state, attempt = r.attempt, enqueued_at = r.enqueued_at,
     started_at = r.started_at, completed_at = r.completed_at, cancelled_at = r.cancelled_at,
     discarded_at = r.discarded_at, expired_at = r.expired_at,
     next_attempt_at = r.next_attempt_at, retry_delay_ms = r.retry_delay_ms, run_at = r.run_at,
@@ -73,14 +72,12 @@ UPDATE jobs SET
     lease_expires_at = r.lease_expires_at, timeout_at = r.timeout_at, error = r.error,
     errors = r.errors, result = r.result, dead_lettered = r.dead_lettered
 FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
-        id text, tenant_id text, queue text, type text, state text, priority integer,
-        attempt integer, max_attempts integer, envelope jsonb, timeout_ms bigint,
-        visibility_timeout_ms bigint, created_at bigint, enqueued_at bigint,
-        scheduled_at bigint, expires_at bigint, started_at bigint, completed_at bigint,
-        cancelled_at bigint, discarded_at bigint, expired_at bigint, next_attempt_at bigint,
-        retry_delay_ms bigint, run_at bigint, worker_id text, lease_token text,
-        lease_expires_at bigint, timeout_at bigint, error jsonb, errors jsonb, result jsonb,
-        dead_lettered boolean, expected_state text, expected_lease_token text
+        id text, state text, attempt integer, enqueued_at bigint, started_at bigint,
+        completed_at bigint, cancelled_at bigint, discarded_at bigint, expired_at bigint,
+        next_attempt_at bigint, retry_delay_ms bigint, run_at bigint, worker_id text,
+        lease_token text, lease_expires_at bigint, timeout_at bigint, error jsonb,
+        errors jsonb, result jsonb, dead_lettered boolean, expected_state text,
+        expected_lease_token text
 )
 WHERE jobs.id = ANY(CAST(:ids AS text[])) AND jobs.id = r.id
   AND jobs.state = r.expected_state
@@ -118,7 +115,8 @@ WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
   AND (CAST(:type AS text) IS NULL OR type = :type);
 
 -- name: claim_jobs
-WITH candidates AS (
+-- MATERIALIZED: the pick runs once, so no more than :limit are claimed whatever the plan.
+WITH candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE queue = :queue AND state = 'available'
       AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
@@ -213,9 +211,9 @@ FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
     replay_count integer
 );
 
--- name: select_dead_letters
-SELECT * FROM dead_letters
-WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = :status
+-- fragment: dead_letter_filter
+-- Which dead letters a list, count or bulk move means (every filter field; NULL is any).
+(CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
   AND (CAST(:queue AS text) IS NULL OR queue = :queue)
   AND (CAST(:type AS text) IS NULL OR type = :type)
   AND (CAST(:type_prefix AS text) IS NULL OR starts_with(type, :type_prefix))
@@ -229,6 +227,10 @@ WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = 
           element, CAST('strict ' || :args_path || ' ? (@ == $value)' AS jsonpath),
           jsonb_build_object('value', CAST(:args_value AS jsonb)), true)))
   AND (CAST(:replay_count_below AS integer) IS NULL OR replay_count < :replay_count_below)
+
+-- name: select_dead_letters
+SELECT * FROM dead_letters
+WHERE status = :status AND {dead_letter_filter}
   AND (CAST(:cursor_at AS bigint) IS NULL
        OR (discarded_at, id) < (CAST(:cursor_at AS bigint), CAST(:cursor_id AS text)))
 ORDER BY discarded_at DESC, id DESC
@@ -236,20 +238,7 @@ LIMIT :limit OFFSET :offset;
 
 -- name: count_dead_letters
 SELECT COUNT(*) AS count FROM dead_letters
-WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND status = :status
-  AND (CAST(:queue AS text) IS NULL OR queue = :queue)
-  AND (CAST(:type AS text) IS NULL OR type = :type)
-  AND (CAST(:type_prefix AS text) IS NULL OR starts_with(type, :type_prefix))
-  AND (CAST(:error_type AS text) IS NULL OR error_type = :error_type)
-  AND (CAST(:since AS bigint) IS NULL OR discarded_at >= :since)
-  AND (CAST(:until AS bigint) IS NULL OR discarded_at <= :until)
-  AND (CAST(:args_contains AS text) IS NULL OR strpos(args, :args_contains) > 0)
-  AND (CAST(:args_path AS text) IS NULL OR EXISTS (
-      SELECT 1 FROM jsonb_array_elements(CAST(args AS jsonb)) AS element
-      WHERE jsonb_path_exists(
-          element, CAST('strict ' || :args_path || ' ? (@ == $value)' AS jsonpath),
-          jsonb_build_object('value', CAST(:args_value AS jsonb)), true)))
-  AND (CAST(:replay_count_below AS integer) IS NULL OR replay_count < :replay_count_below);
+WHERE status = :status AND {dead_letter_filter};
 
 -- name: select_dead_letter
 SELECT * FROM dead_letters
@@ -279,42 +268,50 @@ SELECT * FROM dead_letters WHERE job_id = :job_id AND (CAST(:tenant_id AS text) 
 ORDER BY discarded_at, id;
 
 -- name: prune_dead_letters_by_age
-DELETE FROM dead_letters WHERE id IN (
+-- Each prune picks its batch in a materialised CTE, so the pick runs once and no more than
+-- :limit rows go (see move_dead_letters).
+WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
     WHERE discarded_at < :before AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, tenant_id, queue, type, error_type, status;
+DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
+RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
+    dead_letters.error_type, dead_letters.status;
 
 -- name: archive_dead_letters_by_age
-DELETE FROM dead_letters WHERE id IN (
+WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
     WHERE discarded_at < :before AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-RETURNING *;
+DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
+RETURNING dead_letters.*;
 
 -- name: prune_oldest_dead_letters
-DELETE FROM dead_letters WHERE id IN (
+WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
     WHERE status = 'dead' AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
     ORDER BY discarded_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-RETURNING id, tenant_id, queue, type, error_type, status;
+DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
+RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
+    dead_letters.error_type, dead_letters.status;
 
 -- name: archive_oldest_dead_letters
-DELETE FROM dead_letters WHERE id IN (
+WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
     WHERE status = 'dead' AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
     ORDER BY discarded_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-RETURNING *;
+DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
+RETURNING dead_letters.*;
 
 -- name: restore_dead_letter
 INSERT INTO dead_letters (
@@ -373,9 +370,25 @@ SELECT * FROM dead_letter_archives ORDER BY created_at DESC, name DESC;
 UPDATE dead_letter_archives SET restored_at = :now WHERE name = :name;
 
 -- name: move_dead_letters
-UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by
-WHERE id = ANY(CAST(:ids AS text[])) AND status = 'dead'
-RETURNING id;
+-- Up to :limit dead episodes matching the filter, newest first, leave `dead` for :moved_to in one
+-- statement: the status flip is the exactly-once guard of bulk retry and purge. Rows another
+-- transaction holds are skipped, never waited for, so bulk operations can run side by side.
+-- Returns what tallies, events and requeueing need, never the snapshot. The pick is a
+-- materialised CTE: as an IN (subquery) the planner may run it again per row, and each run
+-- skips the rows this statement already changed and locks the next ones, past :limit.
+WITH picked AS MATERIALIZED (
+    SELECT id FROM dead_letters
+    WHERE status = 'dead' AND {dead_letter_filter}
+    ORDER BY discarded_at DESC, id DESC
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE dead_letters SET status = :moved_to, moved_at = :now, moved_by = :moved_by
+FROM picked WHERE dead_letters.id = picked.id AND dead_letters.status = 'dead'
+RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type;
+
+-- name: select_dead_letters_by_id
+SELECT * FROM dead_letters WHERE id = ANY(CAST(:ids AS text[]));
 
 -- name: redrive_jobs
 -- The set-based form of domain.dead_letter.redrive(); a test keeps the two in step.

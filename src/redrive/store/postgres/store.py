@@ -30,7 +30,14 @@ CHANNEL = "redrive_jobs"
 log = logging.getLogger("redrive.store.postgres")
 # Filter queries keep custom plans: a generic prepared plan is slow on skewed data.
 UNPREPARED = frozenset(
-    {"select_dead_letters", "count_dead_letters", "select_jobs", "count_jobs", "select_events"}
+    {
+        "select_dead_letters",
+        "count_dead_letters",
+        "move_dead_letters",
+        "select_jobs",
+        "count_jobs",
+        "select_events",
+    }
 )
 
 
@@ -73,6 +80,9 @@ class PostgresStore:
 
     def __init__(self, url: str, min_size: int = 1, max_size: int = 10) -> None:
         self.url = url
+        # Bulk chunks side by side: the server's cores share the work; a quarter of the pool
+        # (at most 4) leaves the rest of it to workers and producers meanwhile.
+        self.write_lanes = max(1, min(4, max_size // 4))
         self.wakeups = Wakeups()
         self._listener: asyncio.Task[None] | None = None
         raw = load_statements(HERE / "statements.sql")
@@ -114,7 +124,9 @@ class PostgresStore:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqlTransaction]:
         async with self.pool.connection() as connection, connection.transaction():
-            yield SqlTransaction(PostgresExecutor(connection, self))
+            transaction = SqlTransaction(PostgresExecutor(connection, self))
+            yield transaction
+            await transaction.finish()
 
     async def migrate(self) -> list[str]:
         done: list[str] = []

@@ -73,22 +73,17 @@ INSERT INTO jobs (
 
 -- name: update_jobs
 -- Many guarded updates in one statement: a row is written only if it is still in the state and
--- lease its record expects; the ids written come back. :ids repeats the records' ids so the
--- planner reaches the rows by primary key whatever it guesses of the JSON's size.
+-- lease its record expects; the ids written come back. Only the lifecycle columns are written
+-- (state, attempt, timestamps, lease, errors, result): no transition changes what a job is
+-- (queue, priority, envelope, limits), which only insert_jobs and upsert_job write. :ids repeats
+-- the records' ids so the planner reaches the rows by primary key whatever it guesses of the
+-- JSON's size.
 WITH r AS MATERIALIZED (
     SELECT
-        value ->> '$.id' AS id, value ->> '$.tenant_id' AS tenant_id,
-        value ->> '$.queue' AS queue, value ->> '$.type' AS type, value ->> '$.state' AS state,
-        value ->> '$.priority' AS priority, value ->> '$.attempt' AS attempt,
-        value ->> '$.max_attempts' AS max_attempts,
-        NULLIF(value -> '$.envelope', 'null') AS envelope,
-        value ->> '$.timeout_ms' AS timeout_ms,
-        value ->> '$.visibility_timeout_ms' AS visibility_timeout_ms,
-        value ->> '$.created_at' AS created_at, value ->> '$.enqueued_at' AS enqueued_at,
-        value ->> '$.scheduled_at' AS scheduled_at, value ->> '$.expires_at' AS expires_at,
-        value ->> '$.started_at' AS started_at, value ->> '$.completed_at' AS completed_at,
-        value ->> '$.cancelled_at' AS cancelled_at, value ->> '$.discarded_at' AS discarded_at,
-        value ->> '$.expired_at' AS expired_at,
+        value ->> '$.id' AS id, value ->> '$.state' AS state, value ->> '$.attempt' AS attempt,
+        value ->> '$.enqueued_at' AS enqueued_at, value ->> '$.started_at' AS started_at,
+        value ->> '$.completed_at' AS completed_at, value ->> '$.cancelled_at' AS cancelled_at,
+        value ->> '$.discarded_at' AS discarded_at, value ->> '$.expired_at' AS expired_at,
         value ->> '$.next_attempt_at' AS next_attempt_at,
         value ->> '$.retry_delay_ms' AS retry_delay_ms, value ->> '$.run_at' AS run_at,
         value ->> '$.worker_id' AS worker_id, value ->> '$.lease_token' AS lease_token,
@@ -102,11 +97,7 @@ WITH r AS MATERIALIZED (
     FROM json_each(:rows)
 )
 UPDATE jobs SET
-    tenant_id = r.tenant_id, queue = r.queue, type = r.type, state = r.state,
-    priority = r.priority, attempt = r.attempt, max_attempts = r.max_attempts,
-    envelope = r.envelope, timeout_ms = r.timeout_ms,
-    visibility_timeout_ms = r.visibility_timeout_ms, created_at = r.created_at,
-    enqueued_at = r.enqueued_at, scheduled_at = r.scheduled_at, expires_at = r.expires_at,
+    state = r.state, attempt = r.attempt, enqueued_at = r.enqueued_at,
     started_at = r.started_at, completed_at = r.completed_at, cancelled_at = r.cancelled_at,
     discarded_at = r.discarded_at, expired_at = r.expired_at,
     next_attempt_at = r.next_attempt_at, retry_delay_ms = r.retry_delay_ms, run_at = r.run_at,
@@ -233,9 +224,9 @@ SELECT
     value ->> '$.moved_by', value ->> '$.args', value ->> '$.replay_count'
 FROM json_each(:rows) ORDER BY key;
 
--- name: select_dead_letters
-SELECT * FROM dead_letters
-WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = :status
+-- fragment: dead_letter_filter
+-- Which dead letters a list, count or bulk move means (every filter field; NULL is any).
+(:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:queue IS NULL OR queue = :queue)
   AND (:type IS NULL OR type = :type)
   AND (:type_prefix IS NULL OR substr(type, 1, length(:type_prefix)) = :type_prefix)
@@ -254,31 +245,17 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = :status
                OR json_extract(element.value, :args_path) = json_extract(:args_value, '$'))
       ELSE 0 END))
   AND (:replay_count_below IS NULL OR replay_count < :replay_count_below)
+
+-- name: select_dead_letters
+SELECT * FROM dead_letters
+WHERE status = :status AND {dead_letter_filter}
   AND (:cursor_at IS NULL OR (discarded_at, id) < (:cursor_at, :cursor_id))
 ORDER BY discarded_at DESC, id DESC
 LIMIT :limit OFFSET :offset;
 
 -- name: count_dead_letters
 SELECT COUNT(*) AS count FROM dead_letters
-WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND status = :status
-  AND (:queue IS NULL OR queue = :queue)
-  AND (:type IS NULL OR type = :type)
-  AND (:type_prefix IS NULL OR substr(type, 1, length(:type_prefix)) = :type_prefix)
-  AND (:error_type IS NULL OR error_type = :error_type)
-  AND (:since IS NULL OR discarded_at >= :since)
-  AND (:until IS NULL OR discarded_at <= :until)
-  AND (:args_contains IS NULL OR instr(args, :args_contains) > 0)
-  AND (:args_path IS NULL OR EXISTS (
-      SELECT 1 FROM json_each(dead_letters.args) AS element
-      WHERE CASE WHEN element.type IN ('object', 'array') THEN
-          (CASE WHEN json_type(element.value, :args_path) IN ('integer', 'real') THEN 'number'
-                ELSE json_type(element.value, :args_path) END)
-          = (CASE WHEN json_type(:args_value) IN ('integer', 'real') THEN 'number'
-                  ELSE json_type(:args_value) END)
-          AND (json_type(:args_value) = 'null'
-               OR json_extract(element.value, :args_path) = json_extract(:args_value, '$'))
-      ELSE 0 END))
-  AND (:replay_count_below IS NULL OR replay_count < :replay_count_below);
+WHERE status = :status AND {dead_letter_filter};
 
 -- name: select_dead_letter
 SELECT * FROM dead_letters
@@ -398,9 +375,22 @@ SELECT * FROM dead_letter_archives ORDER BY created_at DESC, name DESC;
 UPDATE dead_letter_archives SET restored_at = :now WHERE name = :name;
 
 -- name: move_dead_letters
-UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'dead'
-RETURNING id;
+-- Up to :limit dead episodes matching the filter, newest first, leave `dead` for :moved_to in one
+-- statement: the status flip is the exactly-once guard of bulk retry and purge.
+-- Returns what tallies, events and requeueing need, never the snapshot. The pick is
+-- materialised once, so no more than :limit move.
+WITH picked AS MATERIALIZED (
+    SELECT id FROM dead_letters
+    WHERE status = 'dead' AND {dead_letter_filter}
+    ORDER BY discarded_at DESC, id DESC
+    LIMIT :limit
+)
+UPDATE dead_letters SET status = :moved_to, moved_at = :now, moved_by = :moved_by
+WHERE status = 'dead' AND id IN (SELECT id FROM picked)
+RETURNING id, job_id, tenant_id, queue, type, error_type;
+
+-- name: select_dead_letters_by_id
+SELECT * FROM dead_letters WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: redrive_jobs
 -- The set-based form of domain.dead_letter.redrive(); a test keeps the two in step.

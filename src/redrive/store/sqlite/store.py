@@ -55,6 +55,7 @@ class SqliteExecutor:
 
 class SqliteStore:
     backend = "sqlite"
+    write_lanes = 1  # one connection, one writer at a time
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -91,6 +92,7 @@ class SqliteStore:
             transaction = SqlTransaction(SqliteExecutor(self))
             try:
                 yield transaction
+                await transaction.finish()
             except BaseException:
                 self._owner = None
                 await self.call(lambda: self.connection.execute("ROLLBACK"))

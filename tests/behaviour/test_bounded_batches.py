@@ -1,0 +1,61 @@
+"""Batch statements that pick rows with LIMIT ... SKIP LOCKED change no more rows than the limit,
+whatever plan the database chooses (a re-run pick would skip what the statement already changed
+and take the next rows: a count-based prune would then remove dead letters it must keep)."""
+
+from __future__ import annotations
+
+import pytest
+
+from redrive.ports import PruneScope, Store
+from redrive.service.facade import Service
+from tests.behaviour.test_dead_letters import make_dead_letters
+from tests.support.clock import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("count", [5, 40])
+@pytest.mark.parametrize("archive", [False, True], ids=["delete", "archive"])
+@pytest.mark.parametrize("by_age", [False, True], ids=["oldest", "by-age"])
+async def test_a_prune_batch_removes_at_most_its_limit(
+    service: Service, store: Store, clock: ManualClock, archive: bool, by_age: bool, count: int
+) -> None:
+    await make_dead_letters(service, count, "prunable")
+    clock.advance(60_000)
+    before = clock.now_ms() if by_age else None
+    scope = PruneScope(queue="prunable", excluded_queues=None, before=before, archive=archive)
+    for limit in (1, 3):
+        async with store.transaction() as transaction:
+            removed = await transaction.prune_dead_letters(scope, limit)
+        assert len(removed) == limit
+    assert (await service.dead_letters.stats(None))["total"] == count - 4
+
+
+@pytest.mark.parametrize("count", [5, 40])
+async def test_a_bulk_move_moves_at_most_its_limit(
+    service: Service, store: Store, count: int
+) -> None:
+    await make_dead_letters(service, count, "movable")
+    filters = service.dead_letters.filter({"queue": "movable"}, None)
+    for limit in (1, 3):
+        async with store.transaction() as transaction:
+            moved = await transaction.move_dead_letters(filters, limit, "deleted", 1, "test")
+        assert len(moved) == limit
+    assert (await service.dead_letters.stats(None))["total"] == count - 4
+
+
+@pytest.mark.parametrize("count", [5, 40])
+async def test_a_claim_takes_at_most_the_count_asked_for(
+    service: Service, store: Store, count: int
+) -> None:
+    jobs = [
+        {"type": "claim.item", "args": [n], "options": {"queue": "claims"}} for n in range(count)
+    ]
+    await service.jobs.enqueue_batch({"jobs": jobs}, None)
+    for asked in (1, 3):
+        assert (
+            len(await service.workers.fetch({"queues": ["claims"], "count": asked}, None)) == asked
+        )
+    async with store.transaction() as transaction:
+        counts = await transaction.count_jobs(None, "claims")
+    assert (counts.get(("claims", "active")), counts.get(("claims", "available"))) == (4, count - 4)
