@@ -160,6 +160,10 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
             "select_jobs_for_update": {"ids": id_list, "tenant_id": None},
             "select_jobs_for_update_for_a_tenant": {"ids": id_list, "tenant_id": DEFAULT_TENANT},
             "promote_due_jobs": {"now": now},
+            "promote_due_jobs_in": {
+                "now": now,
+                "queues": json.dumps([CLAIM_QUEUE]) if is_sqlite else [CLAIM_QUEUE],
+            },
         },
     )
 
@@ -280,6 +284,7 @@ POSTGRES_INDEX = {
     "select_jobs_for_update": "jobs_pkey",
     "select_jobs_for_update_for_a_tenant": "jobs_pkey",
     "promote_due_jobs": "jobs_due",
+    "promote_due_jobs_in": "jobs_due",
 }
 # Statements whose access path must not depend on the values at all (update_jobs says so).
 GENERIC_SAFE = ["claim_jobs", "select_jobs_for_update", "update_jobs"]
@@ -378,6 +383,7 @@ SQLITE_INDEX = {
     "select_jobs_for_update": "sqlite_autoindex_jobs_1",
     "select_jobs_for_update_for_a_tenant": "sqlite_autoindex_jobs_1",
     "promote_due_jobs": "jobs_due",
+    "promote_due_jobs_in": "jobs_due",
 }
 
 

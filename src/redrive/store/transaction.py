@@ -179,7 +179,16 @@ class SqlTransaction:
         return sorted(jobs, key=lambda job: (-job.priority, job.sequence or 0))
 
     async def promote_due_jobs(self, now: int) -> set[str]:
+        """Background promotion: every due job no other transaction holds."""
         rows = await self._rows("promote_due_jobs", now=now)
+        return {row["queue"] for row in rows}
+
+    async def promote_due_jobs_in(self, queues: list[str], now: int) -> set[str]:
+        """A fetch's promotion: every due job of these queues, waiting for one another
+        transaction is promoting, so a job due before the fetch is never missed."""
+        rows = await self._rows(
+            "promote_due_jobs_in", queues=self.executor.list_parameter(queues), now=now
+        )
         return {row["queue"] for row in rows}
 
     async def expired_jobs(self, now: int, limit: int) -> list[Job]:

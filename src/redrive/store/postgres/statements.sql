@@ -145,6 +145,22 @@ WHERE id IN (
 )
 RETURNING queue;
 
+-- name: promote_due_jobs_in
+-- A fetch's promotion WAITS for rows another transaction holds (a sweeper promoting them): with
+-- SKIP LOCKED the fetch would miss a job that was due before it. Locks are taken in id order, and
+-- the background promotion never waits, so promoters cannot deadlock.
+WITH due AS MATERIALIZED (
+    SELECT id FROM jobs
+    WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
+      AND queue = ANY(CAST(:queues AS text[]))
+      AND (expires_at IS NULL OR expires_at > :now)
+    ORDER BY id
+    FOR UPDATE
+)
+UPDATE jobs SET state = 'available', enqueued_at = :now, run_at = NULL
+FROM due WHERE jobs.id = due.id
+RETURNING jobs.queue;
+
 -- name: select_expired_jobs
 SELECT * FROM jobs
 WHERE expires_at <= :now AND state IN ('scheduled', 'available', 'retryable', 'pending')

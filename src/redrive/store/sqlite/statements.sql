@@ -161,6 +161,13 @@ WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
   AND (expires_at IS NULL OR expires_at > :now)
 RETURNING queue;
 
+-- name: promote_due_jobs_in
+UPDATE jobs SET state = 'available', enqueued_at = :now, run_at = NULL
+WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
+  AND queue IN (SELECT value FROM json_each(:queues))
+  AND (expires_at IS NULL OR expires_at > :now)
+RETURNING queue;
+
 -- name: select_expired_jobs
 SELECT * FROM jobs
 WHERE expires_at <= :now AND state IN ('scheduled', 'available', 'retryable', 'pending')
