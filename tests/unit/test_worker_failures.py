@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import traceback
+from collections.abc import Callable
+
 import pytest
 
 from redrive.domain.lifecycle import parse_failure
 from redrive.worker import DeadLetter, JobContext, NonRetryable
 from redrive.worker.context import HandlerRegistry
-from redrive.worker.failures import error_document, handler_not_found, shutdown_error
+from redrive.worker.failures import (
+    MAX_BACKTRACE_LINES,
+    backtrace_lines,
+    error_document,
+    handler_not_found,
+    shutdown_error,
+)
 
 
 class PaymentDeclined(NonRetryable):
@@ -32,6 +41,92 @@ def test_an_exception_keeps_its_class_message_and_backtrace() -> None:
     assert backtrace[-1] == "KeyError: 'customer_id'"
     failure = parse_failure(document)
     assert (failure.type, failure.retryable) == ("KeyError", True)
+
+
+def is_frame_caret(lines: list[str], index: int) -> bool:
+    """A `^^^` line under the source of a frame (not a SyntaxError's own position marker)."""
+    line = lines[index].strip()
+    return (
+        bool(line)
+        and set(line) <= set("^~")
+        and index >= 2
+        and lines[index - 2].startswith('  File "')
+        and ", in " in lines[index - 2]
+    )
+
+
+def python_backtrace(error: BaseException) -> list[str]:
+    """What Python itself prints for `error`, without the `^^^` under frames (backtraces leave
+    them out)."""
+    lines = "".join(traceback.format_exception(error)).splitlines()
+    return [
+        line
+        for index, line in enumerate(lines)
+        if line.strip() and not is_frame_caret(lines, index)
+    ]
+
+
+def inner(depth: int) -> None:
+    if depth:
+        inner(depth - 1)
+    raise LookupError("no such customer")
+
+
+def with_note() -> None:
+    error = ValueError("bad amount")
+    error.add_note("while charging order 42")
+    raise error
+
+
+def chained() -> None:
+    try:
+        inner(0)
+    except LookupError as cause:
+        raise RuntimeError("charge failed") from cause
+
+
+def context_hidden() -> None:
+    try:
+        inner(0)
+    except LookupError:
+        raise RuntimeError("charge failed") from None
+
+
+def syntax() -> None:
+    compile("def broken(:\n", "handler.py", "exec")
+
+
+def recursion() -> None:
+    inner(20)
+
+
+def group() -> None:
+    raise ExceptionGroup("two failures", [ValueError("a"), KeyError("b")])
+
+
+def caught(call: Callable[[], None]) -> BaseException:
+    try:
+        call()
+    except BaseException as error:
+        return error
+    raise AssertionError(f"{call.__name__} raised nothing")
+
+
+@pytest.mark.parametrize(
+    "call", [with_note, chained, context_hidden, syntax, recursion, group], ids=lambda c: c.__name__
+)
+def test_a_backtrace_reads_as_python_prints_it(call: Callable[[], None]) -> None:
+    error = caught(call)
+    expected = python_backtrace(error)[-MAX_BACKTRACE_LINES:]
+    assert backtrace_lines(error) == expected
+    assert any(call.__name__ in line for line in expected)
+
+
+def test_the_backtrace_shows_the_source_of_each_frame() -> None:
+    lines = backtrace_lines(caught(lambda: inner(2)))
+    assert lines.count('    raise LookupError("no such customer")') == 1
+    assert lines.count("    inner(depth - 1)") == 2
+    assert lines[-1] == "LookupError: no such customer"
 
 
 def test_module_qualified_class_goes_in_error_class() -> None:

@@ -41,7 +41,7 @@ def dump(value: Any) -> str | None:
 
 # orjson reads integers beyond 64 bits as floats: text with a run of 19 or more digits (maybe
 # such an integer) goes to the standard library, which keeps them exact.
-LONG_DIGITS = re.compile(r"\d{19}")
+LONG_DIGITS = re.compile(r"[0-9]{19}")  # JSON numbers are ASCII digits; [0-9] scans faster than \d
 
 
 def load(value: Any) -> Any:

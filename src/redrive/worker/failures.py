@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import linecache
 import os
 import traceback
 from types import TracebackType
@@ -65,12 +66,52 @@ def _without_carets(summary: traceback.TracebackException, seen: set[int]) -> No
             _without_carets(chained, seen)
 
 
+# Python prints a run of more than this many identical frames as "[Previous line repeated ...]".
+RECURSION_CUTOFF = 3
+
+
+def _plain_frame_lines(frames: TracebackType | None) -> list[str] | None:
+    """The frame lines Python would print for this traceback (without `^^^`), or None where
+    it would collapse a recursion. Unlike TracebackException, no stat of every source file
+    (linecache.checkcache) and no column positions: together those were most of the cost of a
+    failed attempt in the worker."""
+    lines: list[str] = []
+    previous: tuple[str, int, str] | None = None
+    repeats = 0
+    while frames is not None:
+        frame = frames.tb_frame
+        code = frame.f_code
+        key = (code.co_filename, frames.tb_lineno, code.co_name)
+        repeats = repeats + 1 if key == previous else 1
+        if repeats > RECURSION_CUTOFF:
+            return None
+        previous = key
+        lines.append(f'  File "{key[0]}", line {key[1]}, in {key[2]}\n')
+        source = linecache.getline(key[0], key[1], frame.f_globals).strip()
+        if source:
+            lines.append(f"    {source}\n")
+        frames = frames.tb_next
+    return lines
+
+
+def _formatted(error: BaseException) -> str:
+    frames = _handler_frames(error)
+    shows_chain = error.__cause__ is not None or (
+        error.__context__ is not None and not error.__suppress_context__
+    )
+    if frames is not None and not shows_chain and not isinstance(error, BaseExceptionGroup):
+        frame_lines = _plain_frame_lines(frames)
+        if frame_lines is not None:
+            only = traceback.format_exception_only(type(error), error)
+            return "".join(["Traceback (most recent call last):\n", *frame_lines, *only])
+    summary = traceback.TracebackException(type(error), error, frames)
+    _without_carets(summary, set())
+    return "".join(summary.format())
+
+
 def backtrace_lines(error: BaseException) -> list[str]:
     """The traceback of `error`, one entry per line, keeping the innermost frames."""
-    summary = traceback.TracebackException(type(error), error, _handler_frames(error))
-    _without_carets(summary, set())
-    text = "".join(summary.format())
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = [line for line in _formatted(error).splitlines() if line.strip()]
     return lines[-MAX_BACKTRACE_LINES:]
 
 
