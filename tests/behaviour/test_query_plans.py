@@ -159,8 +159,8 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
             "update_jobs": {"rows": dump(records), "ids": id_list},
             "select_jobs_for_update": {"ids": id_list, "tenant_id": None},
             "select_jobs_for_update_for_a_tenant": {"ids": id_list, "tenant_id": DEFAULT_TENANT},
-            "promote_due_jobs": {"now": now},
-            "promote_due_jobs_in": {
+            "promote_due_jobs": {"now": now, "queues": None},
+            "promote_due_jobs_for_a_fetch": {
                 "now": now,
                 "queues": json.dumps([CLAIM_QUEUE]) if is_sqlite else [CLAIM_QUEUE],
             },
@@ -179,7 +179,7 @@ EXPECTED_COUNTS = {
 
 
 def statement_name(case: str) -> str:
-    return case.removesuffix("_for_a_tenant")
+    return case.removesuffix("_for_a_tenant").removesuffix("_for_a_fetch")
 
 
 # --- PostgreSQL -----------------------------------------------------------------------------------
@@ -284,7 +284,7 @@ POSTGRES_INDEX = {
     "select_jobs_for_update": "jobs_pkey",
     "select_jobs_for_update_for_a_tenant": "jobs_pkey",
     "promote_due_jobs": "jobs_due",
-    "promote_due_jobs_in": "jobs_due",
+    "promote_due_jobs_for_a_fetch": "jobs_due",
 }
 # Statements whose access path must not depend on the values at all (update_jobs says so).
 GENERIC_SAFE = ["claim_jobs", "select_jobs_for_update", "update_jobs"]
@@ -383,7 +383,7 @@ SQLITE_INDEX = {
     "select_jobs_for_update": "sqlite_autoindex_jobs_1",
     "select_jobs_for_update_for_a_tenant": "sqlite_autoindex_jobs_1",
     "promote_due_jobs": "jobs_due",
-    "promote_due_jobs_in": "jobs_due",
+    "promote_due_jobs_for_a_fetch": "jobs_due",
 }
 
 

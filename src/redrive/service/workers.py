@@ -73,7 +73,7 @@ class WorkerService:
         token = self.runtime.new_token()
         claimed: list[Job] = []
         async with self.runtime.store.transaction() as transaction:
-            await transaction.notify(await transaction.promote_due_jobs_in(queues, now))
+            await transaction.notify(await transaction.promote_due_jobs(now, queues))
             paused = await transaction.paused_queue_names()
             for queue in queues:
                 if queue in paused or len(claimed) >= count:

@@ -178,16 +178,11 @@ class SqlTransaction:
         jobs = [job_from_row(row) for row in rows]
         return sorted(jobs, key=lambda job: (-job.priority, job.sequence or 0))
 
-    async def promote_due_jobs(self, now: int) -> set[str]:
-        """Background promotion: every due job no other transaction holds."""
-        rows = await self._rows("promote_due_jobs", now=now)
-        return {row["queue"] for row in rows}
-
-    async def promote_due_jobs_in(self, queues: list[str], now: int) -> set[str]:
-        """A fetch's promotion: every due job of these queues, waiting for one another
-        transaction is promoting, so a job due before the fetch is never missed."""
+    async def promote_due_jobs(self, now: int, queues: list[str] | None = None) -> set[str]:
+        """Make every due job (of these queues; of all without) available, waiting for one
+        another transaction is promoting: a fetch never misses a job due before it."""
         rows = await self._rows(
-            "promote_due_jobs_in", queues=self.executor.list_parameter(queues), now=now
+            "promote_due_jobs", queues=self.executor.list_parameter(queues), now=now
         )
         return {row["queue"] for row in rows}
 

@@ -135,24 +135,13 @@ FROM candidates WHERE jobs.id = candidates.id
 RETURNING jobs.*;
 
 -- name: promote_due_jobs
--- SKIP LOCKED: concurrent fetches in several replicas never wait on (or deadlock over) each other.
-UPDATE jobs SET state = 'available', enqueued_at = :now, run_at = NULL
-WHERE id IN (
-    SELECT id FROM jobs
-    WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
-      AND (expires_at IS NULL OR expires_at > :now)
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING queue;
-
--- name: promote_due_jobs_in
--- A fetch's promotion WAITS for rows another transaction holds (a sweeper promoting them): with
--- SKIP LOCKED the fetch would miss a job that was due before it. Locks are taken in id order, and
--- the background promotion never waits, so promoters cannot deadlock.
+-- Due jobs of :queues (of every queue when NULL) become available. This WAITS for rows another
+-- transaction holds (a sweeper or a fetch promoting them): with SKIP LOCKED a fetch would miss a
+-- job that was due before it. Locks are taken in id order, so promoters cannot deadlock.
 WITH due AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
-      AND queue = ANY(CAST(:queues AS text[]))
+      AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
       AND (expires_at IS NULL OR expires_at > :now)
     ORDER BY id
     FOR UPDATE

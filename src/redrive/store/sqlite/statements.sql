@@ -156,15 +156,10 @@ WHERE sequence IN (
 RETURNING *;
 
 -- name: promote_due_jobs
+-- Due jobs of :queues (a JSON array; every queue when NULL) become available.
 UPDATE jobs SET state = 'available', enqueued_at = :now, run_at = NULL
 WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
-  AND (expires_at IS NULL OR expires_at > :now)
-RETURNING queue;
-
--- name: promote_due_jobs_in
-UPDATE jobs SET state = 'available', enqueued_at = :now, run_at = NULL
-WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
-  AND queue IN (SELECT value FROM json_each(:queues))
+  AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
   AND (expires_at IS NULL OR expires_at > :now)
 RETURNING queue;
 
