@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import operator
-import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -17,21 +16,12 @@ from typing import Any, NamedTuple
 
 import httpx
 
+from tests.conformance.suites import CONFORMANCE_FOLDERS, missing_suites, suites_directory
+
 # --------------------------------------------------------------------------------------------------
-# Suite location and constants
+# Constants (where the suites live and what happens without them: suites.py)
 # --------------------------------------------------------------------------------------------------
 
-SUITES_DIRECTORY_VARIABLE = "REDRIVE_OJS_SUITES"
-DEFAULT_SUITES_DIRECTORY = Path(__file__).resolve().parents[3] / "shared" / "ojs" / "suites"
-CONFORMANCE_FOLDERS: tuple[str, ...] = (
-    "level-0-core",
-    "level-1-reliable",
-    "level-2-scheduled",
-    "ext-dead-letter",
-    "ext-admin-api",
-    "ext-multi-tenancy",
-    "ext-observability",
-)
 EXPECTED_CASE_COUNT = 126
 
 MEDIA_TYPE = "application/openjobspec+json"
@@ -103,11 +93,6 @@ class ConformanceCase:
         )
 
 
-def suites_directory() -> Path:
-    configured = os.environ.get(SUITES_DIRECTORY_VARIABLE)
-    return Path(configured) if configured else DEFAULT_SUITES_DIRECTORY
-
-
 def load_case(file_path: Path, root: Path) -> ConformanceCase:
     document = json.loads(file_path.read_text(encoding="utf-8"))
     setup_steps = (document.get("setup") or {}).get("steps") or []
@@ -129,12 +114,9 @@ def load_cases(
 ) -> list[ConformanceCase]:
     """Every case under the given suite folders, sorted by test_id like the official runner."""
     root = root or suites_directory()
-    missing = [folder for folder in folders if not (root / folder).is_dir()]
-    if missing:
-        raise FileNotFoundError(
-            f"OJS conformance suites {missing} not found under {root}; "
-            f"set {SUITES_DIRECTORY_VARIABLE} to the suites directory"
-        )
+    missing = missing_suites(folders, root)
+    if missing is not None:
+        raise FileNotFoundError(missing)
     files = sorted(path for folder in folders for path in (root / folder).rglob("*.json"))
     cases = [load_case(path, root) for path in files]
     cases.sort(key=lambda case: (case.test_id, case.relative_path))

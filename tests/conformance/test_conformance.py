@@ -18,16 +18,22 @@ from tests.conformance.dsl import (
     load_cases,
 )
 from tests.conformance.server import RedriveServer, running_server
+from tests.conformance.suites import missing_suites, without_suites
 from tests.support.postgres import fresh_database
 
 CASE_TIMEOUT_SECONDS = 400
 SLOW_CASE_DELAY_MS = 2000
 STORES = ("sqlite", "postgres")
-CASES = load_cases()
+SUITES_MISSING = missing_suites()
+CASES = [] if SUITES_MISSING else load_cases()
 
 
 def case_parameters() -> list[pytest.ParameterSet]:
     """(store, case) pairs; each store is an xdist group so that one worker runs one server."""
+    if SUITES_MISSING:
+        # One stand-in case: a run without the suites says so in one line (a skip, or a failure
+        # under CI=true) instead of failing to collect.
+        return [pytest.param("sqlite", None, id="suites-missing")]
     parameters = []
     for store in STORES:
         for case in CASES:
@@ -58,8 +64,11 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redriv
 
 @pytest.mark.parametrize(("store", "case"), case_parameters())
 def test_conformance_case(
-    store: str, case: ConformanceCase, request: pytest.FixtureRequest
+    store: str, case: ConformanceCase | None, request: pytest.FixtureRequest
 ) -> None:
+    if case is None:
+        assert SUITES_MISSING is not None
+        without_suites(SUITES_MISSING)
     server: RedriveServer = request.getfixturevalue(f"{store}_server")
     log_position = server.log_position()
     with httpx.Client(timeout=REQUEST_TIMEOUT_SECONDS) as client:

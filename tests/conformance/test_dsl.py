@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -37,6 +38,12 @@ from tests.conformance.dsl import (
     match_value,
     resolve_path,
     step_groups,
+)
+from tests.conformance.suites import (
+    SUITES_DIRECTORY_VARIABLE,
+    missing_suites,
+    require_suites,
+    suites_directory,
 )
 
 BASE_URL = "http://conformance.test"
@@ -783,12 +790,82 @@ def test_known_defect_rejects_any_other_outcome(
 
 
 # --------------------------------------------------------------------------------------------------
-# The real suite files
+# Finding the suites (small fixtures of our own; the real suites are third-party data)
 # --------------------------------------------------------------------------------------------------
 
 
+def write_case(root: Path, folder: str, test_id: str, steps: list[dict[str, Any]]) -> None:
+    (root / folder).mkdir(parents=True, exist_ok=True)
+    document = {"test_id": test_id, "name": test_id, "level": 0, "steps": steps}
+    (root / folder / f"{test_id.lower()}.json").write_text(json.dumps(document), encoding="utf-8")
+
+
+def test_cases_load_from_the_configured_directory_sorted_by_test_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    step = {"id": "step-1", "action": "GET", "path": "/", "assertions": {"status": 200}}
+    write_case(tmp_path, "level-a", "B-002", [step])
+    write_case(tmp_path, "level-b", "A-001", [step, {**step, "id": "step-2"}])
+    monkeypatch.setenv(SUITES_DIRECTORY_VARIABLE, str(tmp_path))
+    assert suites_directory() == tmp_path
+    assert require_suites(("level-a", "level-b")) == tmp_path
+    cases = load_cases(("level-a", "level-b"))
+    assert [(case.test_id, case.relative_path, len(case.steps)) for case in cases] == [
+        ("A-001", "level-b/a-001.json", 2),
+        ("B-002", "level-a/b-002.json", 1),
+    ]
+
+
+def test_missing_suites_say_where_to_get_them_in_one_line(tmp_path: Path) -> None:
+    message = missing_suites(root=tmp_path / "nowhere")
+    assert message == (
+        f"OJS conformance suites not found at {tmp_path / 'nowhere'}: get them from "
+        "https://github.com/openjobspec/ojs-conformance (its `suites` folder) and set "
+        "REDRIVE_OJS_SUITES=/path/to/ojs-conformance/suites"
+    )
+    with pytest.raises(FileNotFoundError) as raised:
+        load_cases(root=tmp_path / "nowhere")
+    assert str(raised.value) == message
+
+
+def test_incomplete_suites_name_the_missing_folders(tmp_path: Path) -> None:
+    (tmp_path / "level-0-core").mkdir()
+    message = missing_suites(("level-0-core", "level-1-reliable", "ext-admin-api"), tmp_path)
+    assert message is not None
+    assert message.startswith(
+        f"OJS conformance suites at {tmp_path} lack level-1-reliable, ext-admin-api: get them"
+    )
+
+
+def test_missing_suites_skip_outside_ci(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception) as raised:
+        require_suites(root=tmp_path)
+    assert str(raised.value) == missing_suites(root=tmp_path)
+
+
+def test_missing_suites_fail_under_ci(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception) as raised:
+        require_suites(root=tmp_path)
+    assert str(raised.value) == missing_suites(root=tmp_path)
+
+
+# --------------------------------------------------------------------------------------------------
+# The real suite files (skipped without them, required under CI=true)
+# --------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def suite_cases() -> tuple[ConformanceCase, ...]:
+    """The real cases, read once. Called in the test (not a fixture) so that every skip comes from
+    `require_suites` and the summary shows the missing suites in one line."""
+    require_suites()
+    return tuple(load_cases())
+
+
 def test_the_suite_loads_with_unique_ids_and_only_known_dsl_keys() -> None:
-    cases = load_cases()
+    cases = suite_cases()
     assert len(cases) == EXPECTED_CASE_COUNT
     assert len({case.pytest_id for case in cases}) == len(cases)
     for case in cases:
@@ -802,7 +879,7 @@ def test_the_suite_loads_with_unique_ids_and_only_known_dsl_keys() -> None:
 
 
 def test_the_known_defect_case_asserts_error_types_at_its_final_step() -> None:
-    cases = {case.test_id: case for case in load_cases()}
+    cases = {case.test_id: case for case in suite_cases()}
     for test_id, pattern in KNOWN_SUITE_DEFECT_FIELDS.items():
         final_assertions = cases[test_id].steps[-1]["assertions"]["body"]
         assert any(pattern.fullmatch(path) for path in final_assertions)
