@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-from redrive.service.runtime import Metrics
+from redrive.service.metrics import MetricsSnapshot
 
 
 def _escape(value: str) -> str:
@@ -25,9 +24,10 @@ def _family(
     return lines
 
 
-def render_metrics(
-    metrics: Metrics, depth: dict[tuple[str, str], int], dead_by_queue: dict[str, Any]
-) -> str:
+def render_metrics(snapshot: MetricsSnapshot) -> str:
+    metrics = snapshot.counters
+    depth = snapshot.queue_depth
+    dead_by_queue = snapshot.dead_letters_by_queue
     lines: list[str] = []
     pairs = (
         ("ojs_job_enqueued_total", "Jobs enqueued", metrics.enqueued),

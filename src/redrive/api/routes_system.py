@@ -18,7 +18,7 @@ router = APIRouter(tags=["system"])
 
 @router.get("/ojs/manifest", summary="What this server implements")
 async def manifest(request: Request) -> Response:
-    backend = service_of(request).runtime.store.backend
+    backend = service_of(request).metrics.backend
     return ojs(
         {
             "specversion": "1.0",
@@ -65,17 +65,15 @@ async def manifest(request: Request) -> Response:
 
 
 async def _health(request: Request) -> Response:
-    service = service_of(request)
-    healthy = await service.healthy()
-    runtime = service.runtime
+    status = await service_of(request).metrics.health()
     body = {
-        "status": "ok" if healthy else "degraded",
+        "status": "ok" if status.healthy else "degraded",
         "version": "1.0",
         "server_version": __version__,
-        "uptime_seconds": (runtime.now() - runtime.started_at) // 1000,
-        "backend": {"type": runtime.store.backend, "status": "ok" if healthy else "unhealthy"},
+        "uptime_seconds": status.uptime_seconds,
+        "backend": {"type": status.backend, "status": "ok" if status.healthy else "unhealthy"},
     }
-    return ojs(body, 200 if healthy else 503)
+    return ojs(body, 200 if status.healthy else 503)
 
 
 @router.get("/ojs/v1/health", summary="Health")
@@ -97,11 +95,7 @@ async def ready(request: Request) -> Response:
 
 @router.get("/metrics", summary="Prometheus metrics")
 async def metrics(request: Request) -> Response:
-    service = service_of(request)
-    async with service.runtime.store.transaction() as transaction:
-        depth = await transaction.count_jobs(None, None)
-        dead = await transaction.dead_letter_stats(None)
-    text = render_metrics(service.runtime.metrics, depth, dead["by_queue"])
+    text = render_metrics(await service_of(request).metrics.snapshot())
     return Response(text, headers={"content-type": "text/plain"})
 
 

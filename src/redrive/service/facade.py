@@ -6,6 +6,7 @@ from redrive.service.crons import CronService
 from redrive.service.dead_letters import DeadLetterService
 from redrive.service.events import EventService
 from redrive.service.jobs import JobService
+from redrive.service.metrics import MetricsService
 from redrive.service.queues import QueueService
 from redrive.service.replay import ReplayService
 from redrive.service.retention import RetentionService
@@ -23,6 +24,7 @@ class Service:
         self.queues = QueueService(runtime)
         self.crons = CronService(runtime)
         self.events = EventService(runtime)
+        self.metrics = MetricsService(runtime)
         self.retention = RetentionService(runtime)
         self.replay = ReplayService(runtime, self.dead_letters)
         self.sweeper = Sweeper(runtime, self.crons, self.retention, self.replay)

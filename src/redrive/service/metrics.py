@@ -1,0 +1,53 @@
+"""What the server reports about itself: the /metrics snapshot, health with uptime, its backend."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+from redrive.service.runtime import Metrics, Runtime
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """This process's counters and the database's gauges, read at one moment, across tenants."""
+
+    counters: Metrics
+    # (queue, state) -> jobs in that state now
+    queue_depth: dict[tuple[str, str], int]
+    # queue -> dead letters held now (status `dead`)
+    dead_letters_by_queue: dict[str, int]
+
+
+@dataclass(frozen=True)
+class HealthStatus:
+    healthy: bool
+    backend: str
+    uptime_seconds: int
+
+
+class MetricsService:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    @property
+    def backend(self) -> str:
+        """The store this server runs on: "sqlite" or "postgres"."""
+        return self.runtime.store.backend
+
+    async def snapshot(self) -> MetricsSnapshot:
+        """Server-wide: the counters belong to the process and /metrics is for its operators."""
+        async with self.runtime.store.transaction() as transaction:
+            depth = await transaction.count_jobs(None, None)
+            dead = await transaction.dead_letter_stats(None)
+        return MetricsSnapshot(
+            counters=copy.deepcopy(self.runtime.metrics),
+            queue_depth=dict(depth),
+            dead_letters_by_queue={queue: int(count) for queue, count in dead["by_queue"].items()},
+        )
+
+    async def health(self) -> HealthStatus:
+        """Whether the database answers, and how long this process has been up."""
+        healthy = await self.runtime.store.ping()
+        uptime_seconds = (self.runtime.now() - self.runtime.started_at) // 1000
+        return HealthStatus(healthy=healthy, backend=self.backend, uptime_seconds=uptime_seconds)
