@@ -9,11 +9,13 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from redrive.client import Client, SyncClient
+    from redrive.worker import JobContext, NonRetryable, SendToDeadLetter, Worker
 
 __all__ = [
-    "Client", "DeadLetter", "JobContext", "NonRetryable", "SyncClient", "Worker", "__version__",
+    "Client", "JobContext", "NonRetryable", "SendToDeadLetter", "SyncClient", "Worker",
+    "__version__",
 ]  # fmt: skip
-WORKER_NAMES = ("DeadLetter", "JobContext", "NonRetryable", "Worker")
+WORKER_NAMES = ("JobContext", "NonRetryable", "SendToDeadLetter", "Worker")
 
 
 def __getattr__(name: str) -> Any:

@@ -201,7 +201,7 @@ def test_worker_outcomes(
 
     poison = found["poison"]
     assert (poison["state"], poison["attempt"]) == ("discarded", 1)
-    assert poison["error"]["type"] == "DeadLetter"
+    assert poison["error"]["type"] == "SendToDeadLetter"
     entry = dead_letter(http, ids["poison"])
     assert entry is not None and entry["dead_letter_reason"] == "handler_requested"
 

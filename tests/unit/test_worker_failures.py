@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from redrive.domain.lifecycle import parse_failure
-from redrive.worker import DeadLetter, JobContext, NonRetryable
+from redrive.worker import JobContext, NonRetryable, SendToDeadLetter
 from redrive.worker.context import HandlerRegistry
 from redrive.worker.failures import (
     MAX_BACKTRACE_LINES,
@@ -137,11 +137,11 @@ def test_module_qualified_class_goes_in_error_class() -> None:
 
 
 def test_dead_letter_uses_the_server_directive_code() -> None:
-    document = error_document(raised(DeadLetter("unparseable payload")))
-    assert (document["code"], document["type"]) == ("DEAD_LETTER", "DeadLetter")
+    document = error_document(raised(SendToDeadLetter("unparseable payload")))
+    assert (document["code"], document["type"]) == ("DEAD_LETTER", "SendToDeadLetter")
     assert document["message"] == "unparseable payload"
     assert parse_failure(document).code == "DEAD_LETTER"
-    assert DeadLetter().reason
+    assert SendToDeadLetter().reason
 
 
 def test_fixed_errors_parse_as_the_server_expects() -> None:

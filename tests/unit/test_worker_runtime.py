@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from redrive.worker import DeadLetter, JobContext, NonRetryable, Worker
+from redrive.worker import JobContext, NonRetryable, SendToDeadLetter, Worker
 from redrive.worker.source import Completion, Failure, HeartbeatReply, Outcome, each_in_lanes
 
 pytestmark = pytest.mark.anyio
@@ -134,7 +134,7 @@ async def test_exceptions_become_nacks_with_type_message_and_backtrace() -> None
 
     @worker.handler("poison")
     async def poison(context: JobContext) -> None:
-        raise DeadLetter("payload can never work")
+        raise SendToDeadLetter("payload can never work")
 
     @worker.handler("declined")
     def declined(context: JobContext) -> None:
@@ -156,7 +156,7 @@ async def test_exceptions_become_nacks_with_type_message_and_backtrace() -> None
     assert smtp_error["details"]["error_class"].endswith("SmtpError")
     assert any("raise SmtpError" in line for line in smtp_error["details"]["backtrace"])
     assert errors["job-2"]["code"] == "DEAD_LETTER"
-    assert errors["job-2"]["type"] == "DeadLetter"
+    assert errors["job-2"]["type"] == "SendToDeadLetter"
     assert errors["job-2"]["message"] == "payload can never work"
     assert errors["job-3"]["retryable"] is False
     assert errors["job-3"]["type"] == "NonRetryable"

@@ -20,7 +20,7 @@ RUNTIME_FRAMES = (
 )
 
 
-class DeadLetter(Exception):
+class SendToDeadLetter(Exception):
     """Raise from a handler to send the job straight to the dead-letter queue."""
 
     def __init__(self, reason: str = "handler requested the dead-letter queue") -> None:
@@ -125,15 +125,15 @@ def error_document(error: BaseException) -> dict[str, Any]:
 
     `type` is the exception's class name (`details.error_class` the module-qualified one, so
     `non_retryable_errors` may list either); `details.backtrace` the traceback as lines.
-    DeadLetter uses the DEAD_LETTER directive code, which the server honours whatever the job's
-    on_exhaustion says; NonRetryable sets `retryable: false`.
+    SendToDeadLetter uses the DEAD_LETTER directive code, which the server honours whatever the
+    job's on_exhaustion says; NonRetryable sets `retryable: false`.
     """
-    code = DEAD_LETTER_CODE if isinstance(error, DeadLetter) else HANDLER_ERROR_CODE
+    code = DEAD_LETTER_CODE if isinstance(error, SendToDeadLetter) else HANDLER_ERROR_CODE
     return {
         "code": code,
         "type": type(error).__name__,
         "message": _message(error),
-        "retryable": not isinstance(error, NonRetryable | DeadLetter),
+        "retryable": not isinstance(error, NonRetryable | SendToDeadLetter),
         "details": {"error_class": qualified_name(error), "backtrace": backtrace_lines(error)},
     }
 

@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any
 
-from redrive import DeadLetter, JobContext, NonRetryable, Worker
+from redrive import JobContext, NonRetryable, SendToDeadLetter, Worker
 
 worker = Worker(queues=["default"], concurrency=8)
 
@@ -34,7 +34,7 @@ def smtp_down(job: JobContext) -> None:
 
 @worker.handler("poison")
 async def poison(job: JobContext) -> None:
-    raise DeadLetter("cannot parse the payload")
+    raise SendToDeadLetter("cannot parse the payload")
 
 
 @worker.handler("declined")
