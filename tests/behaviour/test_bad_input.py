@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -674,3 +675,131 @@ async def test_bulk_actions_without_confirm_are_400(client: httpx.AsyncClient) -
         assert_error(response, 400, "invalid_request")
     listed = (await client.get("/ojs/v1/dead-letter")).json()["jobs"]
     assert [item["id"] for item in listed] == [job_id]
+
+
+# --- raw surrogate bytes and out-of-range cursors -----------------------------------------------
+
+# A lone surrogate encoded straight into the bytes (not as a \u escape): not UTF-8 at all.
+RAW_SURROGATE = b"\xed\xa0\x80"
+
+
+async def test_raw_surrogate_bytes_in_enqueue_args_are_refused(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    raw = b'{"type": "a.b", "args": ["x' + RAW_SURROGATE + b'y"]}'
+    error = assert_error(await post_raw(client, "/ojs/v1/jobs", raw), 400, "invalid_payload")
+    assert error["type"] == "validation_error"
+    assert error["retryable"] is False
+    assert "UTF-8" in error["message"]
+    assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == 0
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"jobs": [{"type": "a.b", "args": []}, {"type": "a.b", "args": ["'
+        + RAW_SURROGATE
+        + b'"]}]}',
+        b'{"jobs": [{"type": "a.b", "args": [], "meta": {"k' + RAW_SURROGATE + b'": 1}}]}',
+    ],
+    ids=["in-args", "in-meta-key"],
+)
+async def test_raw_surrogate_bytes_in_an_enqueue_batch_are_refused(
+    client: httpx.AsyncClient, service: Service, raw: bytes
+) -> None:
+    assert_error(await post_raw(client, "/ojs/v1/jobs/batch", raw), 400, "invalid_payload")
+    assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == 0
+
+
+async def test_raw_surrogate_bytes_in_a_nack_message_change_nothing(
+    client: httpx.AsyncClient,
+) -> None:
+    job = await enqueue(client, queue="surrogate", retry=retry_policy(3))
+    leased = await fetch_one(client, "surrogate")
+    raw = (
+        b'{"job_id": "' + job["id"].encode() + b'", "error": {"code": "handler_error", '
+        b'"message": "broke ' + RAW_SURROGATE + b'"}}'
+    )
+    for path in ("/ojs/v1/workers/nack", "/ojs/v1/workers/nack/batch"):
+        body = raw if path.endswith("nack") else b'{"nacks": [' + raw + b"]}"
+        assert_error(await post_raw(client, path, body), 400, "invalid_payload")
+        after = await get_job(client, job["id"])
+        assert after["state"] == "active"
+        assert after["attempt"] == 1
+        assert after["errors"] == []
+        assert "error" not in after
+        assert after["lease_token"] == leased["lease_token"]
+    done = await nack(client, job["id"], message="broke properly")
+    assert done.status_code == 200, done.text
+    assert done.json()["state"] == "retryable"
+    stored = await get_job(client, job["id"])
+    assert [entry["message"] for entry in stored["errors"]] == ["broke properly"]
+
+
+async def test_raw_surrogate_bytes_in_an_ack_batch_are_refused(client: httpx.AsyncClient) -> None:
+    job = await enqueue(client, queue="surrogate-ack")
+    await fetch_one(client, "surrogate-ack")
+    raw = b'{"acks": [{"job_id": "' + job["id"].encode() + b'", "result": "' + RAW_SURROGATE
+    raw += b'"}]}'
+    assert_error(await post_raw(client, "/ojs/v1/workers/ack/batch", raw), 400, "invalid_payload")
+    assert (await get_job(client, job["id"]))["state"] == "active"
+
+
+async def test_escaped_lone_surrogate_in_a_utf16_body_is_refused(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """The escape check must look at the text, not at the bytes: UTF-16 spells `\\u` apart."""
+    raw = '{"type": "a.b", "args": ["\\ud800"]}'.encode("utf-16")
+    response = await post_raw(client, "/ojs/v1/jobs", raw)
+    assert_error(response, 400, response.json()["error"]["code"])
+    assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == 0
+
+
+async def test_well_formed_non_ascii_text_is_stored_exactly(client: httpx.AsyncClient) -> None:
+    args = ["é", "日本", "😀", "\U0001f600 by escape"]
+    raw = b'{"type": "a.b", "args": ["\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac", "\xf0\x9f\x98\x80", '
+    raw += b'"\\ud83d\\ude00 by escape"]}'
+    response = await post_raw(client, "/ojs/v1/jobs", raw)
+    assert response.status_code == 201, response.text
+    assert (await get_job(client, response.json()["job"]["id"]))["args"] == args
+
+
+def cursor_of(text: str) -> str:
+    """A cursor spelled the way this server spells them, around any text."""
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "99999999999999999999999:abc",
+        "-99999999999999999999999:abc",
+        f"{2**63}:abc",
+        "-1:abc",
+        "1_000:abc",
+        "12:",
+        "12",
+        ":abc",
+        "12:a\x00b",
+    ],
+    ids=[
+        "beyond-64-bits", "below-64-bits", "just-beyond", "negative", "underscored",
+        "empty-id", "no-id", "no-moment", "nul-in-id",
+    ],
+)  # fmt: skip
+async def test_dead_letter_cursor_out_of_range_is_400(client: httpx.AsyncClient, text: str) -> None:
+    response = await client.get("/ojs/v1/dead-letter", params={"cursor": cursor_of(text)})
+    error = assert_error(response, 400, "invalid_request")
+    assert error["message"] == "cursor is not one this server issued"
+    assert error["details"]["field"] == "cursor"
+
+
+async def test_dead_letter_cursor_at_the_edge_of_the_range_is_accepted(
+    client: httpx.AsyncClient,
+) -> None:
+    first = await kill_job(client, queue="edge")
+    second = await kill_job(client, queue="edge")
+    cursor = cursor_of(f"{2**63 - 1}:{UNKNOWN_ID}")
+    response = await client.get("/ojs/v1/dead-letter", params={"cursor": cursor, "limit": 10})
+    assert response.status_code == 200, response.text
+    assert {item["id"] for item in response.json()["jobs"]} == {first, second}

@@ -47,12 +47,18 @@ async def read_json(request: Request, required: bool = True) -> Any:
             {"content_type": media_type},
         )
     try:
-        value = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
-    except (ValueError, UnicodeDecodeError) as error:
+        # Strict decoding, unlike json.loads(bytes), which lets a lone surrogate encoded
+        # straight into the bytes through ('surrogatepass') for the store to choke on.
+        text = raw.decode(json.detect_encoding(raw))
+    except UnicodeDecodeError as error:
+        raise InvalidPayload(f"the request body is not well-formed UTF-8 text: {error}") from error
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except ValueError as error:
         raise InvalidPayload(f"the request body is not valid JSON: {error}") from error
     except RecursionError as error:
         raise InvalidPayload("the request body nests too deeply") from error
-    if b"\\u" in raw:
+    if "\\u" in text:
         _check_strings(value)
     return value
 

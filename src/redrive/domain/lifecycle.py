@@ -14,6 +14,8 @@ from redrive.domain.retry import matches_non_retryable, retry_delay_ms
 MAX_ERROR_HISTORY = 50
 DIRECTIVE_DEAD_LETTER = "DEAD_LETTER"
 DIRECTIVES_DISCARD = frozenset({"DISCARD", "FAIL"})
+# Where workers put a failure's backtrace (the CLI and dashboard read the same names).
+BACKTRACE_KEYS = ("backtrace", "stack", "stacktrace", "traceback")
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,14 @@ def acknowledge(job: Job, now: int, result: Any) -> Job:
 
 
 def parse_failure(raw: object) -> Failure:
-    """The `error` object of a nack; type falls back to details.error_class, then code."""
+    """The `error` object of a nack; type falls back to details.error_class, then code.
+
+    Wrong types are refused (naming the field) rather than stored as their Python spelling:
+    code, type and message are strings, retryable a boolean, details an object, and a
+    backtrace (`backtrace`, `stack`, `stacktrace`, `traceback`, in `error` or in its details) a
+    string or an array of strings. null means absent, except for message (the one field the
+    OJS JobError schema requires). Other keys are accepted: the schema leaves the object open.
+    """
     if raw is None:
         return Failure(code="handler_error", message="")
     if not isinstance(raw, dict):
@@ -88,19 +97,43 @@ def parse_failure(raw: object) -> Failure:
     details = raw.get("details")
     if details is not None and not isinstance(details, dict):
         raise InvalidRequest("error.details must be an object", {"field": "error.details"})
-    code = raw.get("code") or "handler_error"
     message = raw.get("message", "")
-    if not isinstance(code, str) or not isinstance(message, str):
-        raise InvalidRequest("error.code and error.message must be strings", {"field": "error"})
-    error_type = raw.get("type") or (details or {}).get("error_class") or code
-    retryable = raw.get("retryable", True)
+    if not isinstance(message, str):
+        raise InvalidRequest("error.message must be a string", {"field": "error.message"})
+    code = _optional_string(raw, "code", "error") or "handler_error"
+    error_type = _optional_string(raw, "type", "error")
+    error_class = _optional_string(details or {}, "error_class", "error.details")
+    retryable = raw.get("retryable")
+    if retryable is not None and not isinstance(retryable, bool):
+        raise InvalidRequest("error.retryable must be a boolean", {"field": "error.retryable"})
+    _check_backtraces(raw, "error")
+    _check_backtraces(details or {}, "error.details")
     return Failure(
         code=code,
         message=message,
-        type=str(error_type),
+        type=error_type or error_class or code,
         retryable=retryable is not False,
         details=details,
     )
+
+
+def _optional_string(source: dict[str, Any], name: str, parent: str) -> str | None:
+    value = source.get(name)
+    if value is not None and not isinstance(value, str):
+        field = f"{parent}.{name}"
+        raise InvalidRequest(f"{field} must be a string", {"field": field})
+    return value
+
+
+def _check_backtraces(source: dict[str, Any], parent: str) -> None:
+    for name in BACKTRACE_KEYS:
+        value = source.get(name)
+        if value is None or isinstance(value, str):
+            continue
+        if isinstance(value, list) and all(isinstance(line, str) for line in value):
+            continue
+        field = f"{parent}.{name}"
+        raise InvalidRequest(f"{field} must be a string or an array of strings", {"field": field})
 
 
 def error_record(failure: Failure, attempt: int, now: int) -> dict[str, Any]:
