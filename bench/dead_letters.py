@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import psycopg
+from tests.support.callers import CALLER
 
 from bench.postgres import database_copy, fresh_database
 from bench.report import Figure, percentile, repeats, summary
@@ -151,7 +152,7 @@ async def measure_list(
     samples: list[float] = []
     by_kind: dict[str, list[float]] = {}
     for index, case in enumerate([*cases[:warmup], *cases]):
-        filters = service.dead_letters.filter(case.raw, None)
+        filters = service.dead_letters.filter(CALLER, case.raw)
         page = case.page()
         started = time.perf_counter()
         items, total = await service.dead_letters.search(filters, page)
@@ -193,7 +194,7 @@ async def measure_dashboard(
 async def measure_stats(service: Service, count: int, warmup: int) -> list[float]:
     samples = []
     for index in range(warmup + count):
-        elapsed, stats = await _timed(lambda: service.dead_letters.stats(None))
+        elapsed, stats = await _timed(lambda: service.dead_letters.stats(CALLER))
         if not stats["total"]:
             raise RuntimeError("stats saw no dead letters")
         if index >= warmup:
@@ -206,7 +207,7 @@ async def measure_stats(service: Service, count: int, warmup: int) -> list[float
 
 async def bulk_retry_once(url: str, settings: Settings, expected: int) -> dict[str, Any]:
     async with opened(url, settings.pool_size) as service:
-        filters = service.dead_letters.filter({"queue": RETRY_QUEUE}, None)
+        filters = service.dead_letters.filter(CALLER, {"queue": RETRY_QUEUE})
         started = time.perf_counter()
         result = await service.dead_letters.bulk_retry(filters, {"confirm": True}, "bench")
         seconds = time.perf_counter() - started
@@ -253,7 +254,7 @@ async def _enqueue(service: Service, number: int) -> float:
         "args": [{"n": number}],
         "options": {"queue": "bench-enqueue"},
     }
-    elapsed, _ = await _timed(lambda: service.jobs.enqueue(body, None))
+    elapsed, _ = await _timed(lambda: service.jobs.enqueue(CALLER, body))
     return elapsed
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests.support.callers import CALLER
 
 from bench.postgres import database_copy, fresh_database
 from bench.report import Figure, repeats
@@ -132,7 +133,7 @@ async def enqueue(service: Service, count: int, failing: bool, batch: int) -> fl
     bodies = [job_body(index, failing) for index in range(count)]
     started = time.perf_counter()
     for offset in range(0, count, batch):
-        await service.jobs.enqueue_batch({"jobs": bodies[offset : offset + batch]}, None)
+        await service.jobs.enqueue_batch(CALLER, {"jobs": bodies[offset : offset + batch]})
     return time.perf_counter() - started
 
 
@@ -180,7 +181,7 @@ async def process(service: Service, source: JobSource, count: int, failing: bool
 
 
 async def dead_letters_count(service: Service) -> int:
-    return int((await service.dead_letters.stats(None))["total"])
+    return int((await service.dead_letters.stats(CALLER))["total"])
 
 
 # the server, for the HTTP paths
@@ -295,14 +296,14 @@ async def seed_dead_letters(service: Service, count: int, batch: int) -> None:
     for offset in range(0, count, batch):
         size = min(batch, count - offset)
         await service.jobs.enqueue_batch(
-            {"jobs": [job_body(offset + index, True) for index in range(size)]}, None
+            CALLER, {"jobs": [job_body(offset + index, True) for index in range(size)]}
         )
-        jobs = await service.workers.fetch({"queues": [QUEUE], "count": size}, None)
+        jobs = await service.workers.fetch(CALLER, {"queues": [QUEUE], "count": size})
         nacks = [
             {"job_id": job.id, "lease_token": job.lease_token, "error": {"type": "Boom"}}
             for job in jobs
         ]
-        await service.workers.nack_many({"nacks": nacks}, None)
+        await service.workers.nack_many(CALLER, {"nacks": nacks})
 
 
 async def retry_all(kind: str, settings: Settings, runs: Runs, log: Log) -> None:
@@ -316,7 +317,7 @@ async def retry_all(kind: str, settings: Settings, runs: Runs, log: Log) -> None
         for _ in range(settings.repeats):
             with copied(template) as url:
                 async with opened(url) as service:
-                    filters = service.dead_letters.filter({"queue": QUEUE}, None)
+                    filters = service.dead_letters.filter(CALLER, {"queue": QUEUE})
                     started = time.perf_counter()
                     result = await service.dead_letters.bulk_retry(
                         filters, {"confirm": True}, "bench"

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from redrive.api.app import create_app
 from redrive.dashboard import install_dashboard
 from redrive.domain.errors import InvalidRequest
-from redrive.domain.retention import RetentionPolicy, parse_policy
+from redrive.domain.retention import RetentionPolicy, parse_policy_changes
 from redrive.maintenance.loop import SweepLoop
 from redrive.ports import Store
 from redrive.service.facade import Service
@@ -44,14 +44,13 @@ async def open_store(settings: Settings) -> Store:
 
 def service_options(settings: Settings) -> ServiceOptions:
     try:
-        retention = parse_policy(
+        retention = parse_policy_changes(
             {
                 "max_age": settings.dead_letter_max_age,
                 "max_count": settings.dead_letter_max_count,
                 "pruning_policy": settings.dead_letter_pruning_policy,
-            },
-            RetentionPolicy(),
-        )
+            }
+        ).applied_to(RetentionPolicy())
     except InvalidRequest as error:
         raise ConfigurationError(f"REDRIVE_DEAD_LETTER_*: {error.message}") from error
     return ServiceOptions(

@@ -6,7 +6,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from redrive.domain.dead_letter import DeadLetter, DeadLetterFilter, MovedEpisode
+from redrive.domain.dead_letter import DeadLetter, MovedEpisode
+from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.events import Event
 from redrive.domain.job import Job
 from redrive.domain.replay import ReplayRule
@@ -66,6 +67,15 @@ class Page:
 
 
 @dataclass(frozen=True)
+class JobFilter:
+    """Which jobs an admin search means; None is any."""
+
+    queue: str | None = None
+    state: str | None = None
+    type: str | None = None
+
+
+@dataclass(frozen=True)
 class JobChange:
     """A decided job to write, guarded by the state and lease it was decided from."""
 
@@ -89,7 +99,7 @@ class Transaction(Protocol):
     ) -> Job | None: ...
     async def lock_jobs(self, job_ids: list[str], tenant_id: str | None) -> dict[str, Job]: ...
     async def list_jobs(
-        self, filters: dict[str, Any], limit: int, offset: int
+        self, tenant_id: str | None, filters: JobFilter, limit: int, offset: int
     ) -> tuple[list[Job], int]: ...
     async def claim_jobs(self, claim: Claim, now: int) -> list[Job]: ...
     async def promote_due_jobs(self, now: int, queues: list[str] | None = None) -> set[str]: ...
@@ -112,6 +122,7 @@ class Transaction(Protocol):
         self, filters: DeadLetterFilter, page: Page
     ) -> list[DeadLetter]: ...
     async def count_dead_letters(self, filters: DeadLetterFilter) -> int: ...
+    async def count_dead_letters_by_queue(self, filters: DeadLetterFilter) -> dict[str, int]: ...
     async def get_dead_letter(self, job_id: str, tenant_id: str | None) -> DeadLetter | None: ...
     async def move_dead_letters(
         self, filters: DeadLetterFilter, limit: int, status: str, now: int, moved_by: str

@@ -114,6 +114,7 @@ async def nack(
     job_id: str,
     code: str = "handler_error",
     message: str = "it failed",
+    headers: dict[str, str] | None = None,
     **more: Any,
 ) -> httpx.Response:
     error: dict[str, Any] = {"code": code, "message": message}
@@ -121,19 +122,23 @@ async def nack(
         if key in more:
             error[key] = more.pop(key)
     return await client.post(
-        "/ojs/v1/workers/nack", json={"job_id": job_id, "error": error, **more}
+        "/ojs/v1/workers/nack", json={"job_id": job_id, "error": error, **more}, headers=headers
     )
 
 
-async def get_job(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
-    response = await client.get(f"/ojs/v1/jobs/{job_id}")
+async def get_job(
+    client: httpx.AsyncClient, job_id: str, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    response = await client.get(f"/ojs/v1/jobs/{job_id}", headers=headers)
     assert response.status_code == 200, response.text
     job: dict[str, Any] = response.json()["job"]
     return job
 
 
-async def state_of(client: httpx.AsyncClient, job_id: str) -> str:
-    return str((await get_job(client, job_id))["state"])
+async def state_of(
+    client: httpx.AsyncClient, job_id: str, headers: dict[str, str] | None = None
+) -> str:
+    return str((await get_job(client, job_id, headers))["state"])
 
 
 async def kill_job(
@@ -151,7 +156,9 @@ async def kill_job(
     )  # fmt: skip
     fetched = await fetch(client, [queue], headers=headers)
     assert [item["id"] for item in fetched] == [job["id"]]
-    failed = await nack(client, job["id"], type=error_type, message=f"{error_type} happened")
+    failed = await nack(
+        client, job["id"], type=error_type, message=f"{error_type} happened", headers=headers
+    )
     assert failed.status_code == 200, failed.text
     assert failed.json()["state"] == "discarded"
     return str(job["id"])

@@ -331,11 +331,11 @@ async def test_ack_batch_only_reaches_jobs_of_the_callers_tenant(
     results = response.json()["results"]
     assert entry_error(results[0], 404, "not_found")["details"]["resource_id"] == theirs["id"]
     entry_ok(results[1], mine["id"], "completed")
-    assert await state_of(client, theirs["id"]) == "active"
+    assert await state_of(client, theirs["id"], acme) == "active"
     nacks = [{"job_id": theirs["id"], "error": {"message": "not yours"}}]
     nacked = await client.post(NACK_BATCH, json={"nacks": nacks}, headers=globex)
     entry_error(nacked.json()["results"][0], 404, "not_found")
-    assert (await get_job(client, theirs["id"]))["errors"] == []
+    assert (await get_job(client, theirs["id"], acme))["errors"] == []
 
 
 async def test_odd_job_ids_are_echoed_in_their_refusals(client: httpx.AsyncClient) -> None:

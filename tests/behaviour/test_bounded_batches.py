@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from redrive.domain.dead_letter_filter import parse_filter
 from redrive.ports import PruneScope, Store
 from redrive.service.facade import Service
 from tests.behaviour.test_dead_letters import make_dead_letters
+from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -28,7 +30,7 @@ async def test_a_prune_batch_removes_at_most_its_limit(
         async with store.transaction() as transaction:
             removed = await transaction.prune_dead_letters(scope, limit)
         assert len(removed) == limit
-    assert (await service.dead_letters.stats(None))["total"] == count - 4
+    assert (await service.dead_letters.stats(CALLER))["total"] == count - 4
 
 
 @pytest.mark.parametrize("count", [5, 40])
@@ -36,12 +38,12 @@ async def test_a_bulk_move_moves_at_most_its_limit(
     service: Service, store: Store, count: int
 ) -> None:
     await make_dead_letters(service, count, "movable")
-    filters = service.dead_letters.filter({"queue": "movable"}, None)
+    filters = parse_filter({"queue": "movable"}, service.now()).scoped(CALLER.tenant_id)
     for limit in (1, 3):
         async with store.transaction() as transaction:
             moved = await transaction.move_dead_letters(filters, limit, "deleted", 1, "test")
         assert len(moved) == limit
-    assert (await service.dead_letters.stats(None))["total"] == count - 4
+    assert (await service.dead_letters.stats(CALLER))["total"] == count - 4
 
 
 @pytest.mark.parametrize("count", [5, 40])
@@ -51,10 +53,11 @@ async def test_a_claim_takes_at_most_the_count_asked_for(
     jobs = [
         {"type": "claim.item", "args": [n], "options": {"queue": "claims"}} for n in range(count)
     ]
-    await service.jobs.enqueue_batch({"jobs": jobs}, None)
+    await service.jobs.enqueue_batch(CALLER, {"jobs": jobs})
     for asked in (1, 3):
         assert (
-            len(await service.workers.fetch({"queues": ["claims"], "count": asked}, None)) == asked
+            len(await service.workers.fetch(CALLER, {"queues": ["claims"], "count": asked}))
+            == asked
         )
     async with store.transaction() as transaction:
         counts = await transaction.count_jobs(None, "claims")

@@ -8,7 +8,9 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.durations import format_timestamp
+from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
 from tests.behaviour.ojs_http import (
     OJS_MEDIA_TYPE,
@@ -25,6 +27,7 @@ from tests.behaviour.ojs_http import (
     retry_policy,
     state_of,
 )
+from tests.support.callers import CALLER, acting_as
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -573,11 +576,14 @@ async def make_dead_letters(service: Service, count: int, queue: str) -> list[st
          "options": {"queue": queue, "retry": {"max_attempts": 1, "on_exhaustion": "dead_letter"}}}
         for index in range(count)
     ]  # fmt: skip
-    created = await service.jobs.enqueue_batch({"jobs": jobs}, None)
-    claimed = await service.workers.fetch({"queues": [queue], "count": count}, None)
+    created = await service.jobs.enqueue_batch(CALLER, {"jobs": jobs})
+    claimed = await service.workers.fetch(CALLER, {"queues": [queue], "count": count})
     assert len(claimed) == count
     failed = await asyncio.gather(
-        *(service.workers.nack({"job_id": job.id, "error": {"code": "x"}}, None) for job in claimed)
+        *(
+            service.workers.nack(CALLER, {"job_id": job.id, "error": {"code": "x"}})
+            for job in claimed
+        )
     )
     assert {job.state for job in failed} == {"discarded"}
     return [job.id for job in created]
@@ -587,10 +593,10 @@ async def test_concurrent_bulk_retries_redrive_each_dead_letter_once(
     client: httpx.AsyncClient, service: Service
 ) -> None:
     ids = await make_dead_letters(service, 200, "crowd")
-    filters = service.dead_letters.filter({"queue": "crowd"}, None)
+    request = BulkRequest(parse_filter({"queue": "crowd"}, service.now()), confirm=True)
     results = await asyncio.gather(
-        service.dead_letters.bulk_retry(filters, {"confirm": True}, "operator-1"),
-        service.dead_letters.bulk_retry(filters, {"confirm": True}, "operator-2"),
+        service.dead_letters.bulk_retry(acting_as("operator-1"), request),
+        service.dead_letters.bulk_retry(acting_as("operator-2"), request),
     )
     assert sum(result.succeeded for result in results) == 200
     for result in results:

@@ -11,6 +11,7 @@ from redrive.domain.durations import format_timestamp
 from redrive.ports import Store
 from redrive.service.facade import Service
 from tests.conftest import open_test_store
+from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +25,7 @@ PATIENCE_SECONDS = 10
 async def schedule(service: Service, clock: ManualClock, queue: str = QUEUE) -> str:
     """A job due RUN_IN_MS from the clock's now."""
     options = {"queue": queue, "delay_until": format_timestamp(clock.now_ms() + RUN_IN_MS)}
-    job = await service.jobs.enqueue({"type": "due.job", "args": [], "options": options}, None)
+    job = await service.jobs.enqueue(CALLER, {"type": "due.job", "args": [], "options": options})
     assert job.state == "scheduled"
     return job.id
 
@@ -49,7 +50,7 @@ async def test_a_fetch_gets_a_due_job_another_replica_is_promoting(
         sweeper = asyncio.create_task(promote_and_hold(other_replica, clock.now_ms(), promoting))
         await asyncio.wait_for(promoting.wait(), PATIENCE_SECONDS)
         claimed = await asyncio.wait_for(
-            service.workers.fetch({"queues": [QUEUE]}, None), PATIENCE_SECONDS
+            service.workers.fetch(CALLER, {"queues": [QUEUE]}), PATIENCE_SECONDS
         )
         assert await sweeper == {QUEUE}
     finally:
@@ -63,8 +64,8 @@ async def test_a_fetch_promotes_due_jobs_of_its_own_queues_only(
     job_id = await schedule(service, clock)
     elsewhere_id = await schedule(service, clock, "elsewhere")
     clock.advance(RUN_IN_MS)
-    claimed = await service.workers.fetch({"queues": [QUEUE]}, None)
+    claimed = await service.workers.fetch(CALLER, {"queues": [QUEUE]})
     assert [job.id for job in claimed] == [job_id]
-    assert (await service.jobs.get(elsewhere_id, None)).state == "scheduled"
+    assert (await service.jobs.get(CALLER, elsewhere_id)).state == "scheduled"
     await service.sweeper.sweep()
-    assert (await service.jobs.get(elsewhere_id, None)).state == "available"
+    assert (await service.jobs.get(CALLER, elsewhere_id)).state == "available"

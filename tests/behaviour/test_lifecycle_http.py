@@ -367,8 +367,9 @@ async def test_tenants_cannot_see_each_others_jobs(client: httpx.AsyncClient) ->
 
     mine = await client.get(f"/ojs/v1/jobs/{job['id']}", headers=tenant_a)
     assert mine.json()["job"]["state"] == "available"
-    unscoped = await get_job(client, job["id"])
-    assert unscoped["state"] == "available"
+    # No tenant header means the default tenant, never "every tenant".
+    assert_error(await client.get(f"/ojs/v1/jobs/{job['id']}"), 404, "not_found")
+    assert await fetch(client, ["shared"]) == []
 
     fetched = await fetch(client, ["shared"], headers=tenant_a)
     assert [item["id"] for item in fetched] == [job["id"]]
@@ -386,8 +387,10 @@ async def test_tenant_fetch_only_takes_its_own_jobs(client: httpx.AsyncClient) -
     plain = await enqueue(client, args=["none"], queue="shared")
     fetched_b = await fetch(client, ["shared"], count=10, headers={"X-OJS-Tenant": "b"})
     assert [job["id"] for job in fetched_b] == [b_job["id"]]
-    fetched_any = await fetch(client, ["shared"], count=10)
-    assert [job["id"] for job in fetched_any] == [a_job["id"], plain["id"]]
+    fetched_plain = await fetch(client, ["shared"], count=10)
+    assert [job["id"] for job in fetched_plain] == [plain["id"]], "no header: default tenant only"
+    fetched_a = await fetch(client, ["shared"], count=10, headers={"X-OJS-Tenant": "a"})
+    assert [job["id"] for job in fetched_a] == [a_job["id"]]
 
 
 async def test_batch_enqueue_tags_every_job_with_the_tenant(client: httpx.AsyncClient) -> None:
@@ -409,7 +412,8 @@ async def test_tenant_dead_letters_are_scoped(client: httpx.AsyncClient) -> None
     assert_error(await client.get(f"/ojs/v1/dead-letter/{job_id}", headers=other), 404, "not_found")
     retry = await client.post(f"/ojs/v1/dead-letter/{job_id}/retry", headers=other)
     assert_error(retry, 404, "not_found")
-    assert (await get_job(client, job_id))["state"] == "discarded"
+    assert (await get_job(client, job_id, {"X-OJS-Tenant": "a"}))["state"] == "discarded"
+    assert (await client.get("/ojs/v1/dead-letter")).json()["jobs"] == [], "default tenant"
     own = (await client.get("/ojs/v1/dead-letter", headers={"X-OJS-Tenant": "a"})).json()
     assert [item["id"] for item in own["jobs"]] == [job_id]
 

@@ -31,6 +31,7 @@ from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.codec import dump, job_record
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
+from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
 from tests.support.postgres import database_from_template
 
@@ -67,7 +68,7 @@ async def claim_everything(service: Service, expected: int) -> list[str]:
     claimed: list[str] = []
     while len(claimed) < expected:
         jobs = await service.workers.fetch(
-            {"queues": QUEUES, "count": BATCH, "worker_id": "seeder"}, None
+            CALLER, {"queues": QUEUES, "count": BATCH, "worker_id": "seeder"}
         )
         assert jobs, f"only {len(claimed)} of {expected} jobs could be claimed"
         claimed += [job.id for job in jobs]
@@ -91,7 +92,7 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
         nonlocal next_index
         while count > 0:
             size = min(count, BATCH)
-            await service.jobs.enqueue_batch(job_bodies(size, next_index, **job_options), None)
+            await service.jobs.enqueue_batch(CALLER, job_bodies(size, next_index, **job_options))
             next_index += size
             count -= size
 
@@ -99,12 +100,12 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
     completed = await claim_everything(service, 3_000)
     for start in range(0, len(completed), BATCH):
         acks = [{"job_id": job_id} for job_id in completed[start : start + BATCH]]
-        assert states_of(await service.workers.ack_many({"acks": acks}, None)) == {"completed"}
+        assert states_of(await service.workers.ack_many(CALLER, {"acks": acks})) == {"completed"}
 
     await enqueue(600, retry={"max_attempts": 1, "on_exhaustion": "dead_letter"})
     dead = await claim_everything(service, 600)
     nacks = [{"job_id": job_id, "error": {"type": "Boom", "message": "x"}} for job_id in dead]
-    assert states_of(await service.workers.nack_many({"nacks": nacks}, None)) == {"discarded"}
+    assert states_of(await service.workers.nack_many(CALLER, {"nacks": nacks})) == {"discarded"}
 
     await enqueue(
         300,
@@ -117,7 +118,7 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
     )
     retrying = await claim_everything(service, 300)
     nacks = [{"job_id": job_id, "error": {"message": "later"}} for job_id in retrying]
-    assert states_of(await service.workers.nack_many({"nacks": nacks}, None)) == {"retryable"}
+    assert states_of(await service.workers.nack_many(CALLER, {"nacks": nacks})) == {"retryable"}
 
     await enqueue(200)
     active = await claim_everything(service, 200)

@@ -7,8 +7,11 @@ from dataclasses import replace
 import pytest
 
 from redrive.domain import dead_letter as episodes
+from redrive.domain.dead_letter_filter import parse_filter
 from redrive.ports import Store
+from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
+from tests.support.callers import CALLER, acting_as
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -19,16 +22,16 @@ async def test_bulk_redrive_statement_matches_domain_redrive(
 ) -> None:
     policy = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
     job = await service.jobs.enqueue(
+        CALLER,
         {"type": "billing.charge", "args": [{"amount": 5}], "meta": {"trace": "t1"},
          "options": {"queue": "billing", "retry": policy, "timeout_ms": 9000}},
-        None,
     )  # fmt: skip
-    await service.workers.fetch({"queues": ["billing"], "worker_id": "w1"}, None)
+    await service.workers.fetch(CALLER, {"queues": ["billing"], "worker_id": "w1"})
     clock.advance(1500)
     await service.workers.nack(
-        {"job_id": job.id, "error": {"type": "CardDeclined", "message": "no"}}, None
+        CALLER, {"job_id": job.id, "error": {"type": "CardDeclined", "message": "no"}}
     )
-    dead, _ = await service.dead_letters.get(job.id, None)
+    dead, _ = await service.dead_letters.get(CALLER, job.id)
     clock.advance(60_000)
     now = clock.now_ms()
     expected = episodes.redrive(dead.job, now)
@@ -52,13 +55,13 @@ async def test_bulk_retry_revives_in_place_and_from_snapshots_alike(
              "options": {"queue": "billing", "retry": policy, "priority": n % 3}}
             for n in range(count)
         ]  # fmt: skip
-        jobs = await service.jobs.enqueue_batch({"jobs": bodies}, None)
-        fetched = await service.workers.fetch({"queues": ["billing"], "count": count}, None)
+        jobs = await service.jobs.enqueue_batch(CALLER, {"jobs": bodies})
+        fetched = await service.workers.fetch(CALLER, {"queues": ["billing"], "count": count})
         nacks = [
             {"job_id": job.id, "lease_token": job.lease_token, "error": {"type": "Declined"}}
             for job in fetched
         ]
-        await service.workers.nack_many({"nacks": nacks}, None)
+        await service.workers.nack_many(CALLER, {"nacks": nacks})
         return [job.id for job in jobs]
 
     pruned = await kill(5)
@@ -68,13 +71,13 @@ async def test_bulk_retry_revives_in_place_and_from_snapshots_alike(
         assert all([await transaction.get_job(job_id, None) is None for job_id in pruned])
     in_place = await kill(4)
     dead = {
-        job_id: (await service.dead_letters.get(job_id, None))[0] for job_id in pruned + in_place
+        job_id: (await service.dead_letters.get(CALLER, job_id))[0] for job_id in pruned + in_place
     }
     clock.advance(1_000)
     now = clock.now_ms()
 
-    filters = service.dead_letters.filter({"queue": "billing"}, None)
-    result = await service.dead_letters.bulk_retry(filters, {"confirm": True}, "ops")
+    request = BulkRequest(parse_filter({"queue": "billing"}, now), confirm=True)
+    result = await service.dead_letters.bulk_retry(acting_as("ops"), request)
 
     assert (result.matched, result.succeeded, result.failed) == (9, 9, 0)
     async with store.transaction() as transaction:
@@ -83,9 +86,9 @@ async def test_bulk_retry_revives_in_place_and_from_snapshots_alike(
             assert revived is not None, job_id
             expected = episodes.redrive(episode.job, now)
             assert replace(revived, sequence=None) == replace(expected, sequence=None)
-    assert (await service.dead_letters.stats(None))["total"] == 0
-    again = await service.dead_letters.bulk_retry(filters, {"confirm": True}, "ops")
+    assert (await service.dead_letters.stats(CALLER))["total"] == 0
+    again = await service.dead_letters.bulk_retry(acting_as("ops"), request)
     assert (again.matched, again.succeeded) == (0, 0)
     for job_id in dead:
-        history = await service.dead_letters.episodes(job_id, None)
+        history = await service.dead_letters.episodes(CALLER, job_id)
         assert [(e.status, e.moved_by) for e in history] == [(episodes.RETRIED, "ops")]

@@ -9,6 +9,7 @@ import pytest
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
 from tests.conftest import open_test_store
+from tests.support.callers import CALLER
 from tests.support.postgres import database_from_template
 
 pytestmark = pytest.mark.anyio
@@ -20,25 +21,29 @@ PATIENCE_SECONDS = 10
 
 async def test_waiting_fetch_wakes_on_enqueue(service: Service) -> None:
     waiting = asyncio.create_task(
-        service.workers.fetch({"queues": ["mail"], "wait_ms": WAIT_MS}, None)
+        service.workers.fetch(CALLER, {"queues": ["mail"], "wait_ms": WAIT_MS})
     )
     await asyncio.sleep(0.2)
     assert not waiting.done(), "an empty fetch with wait_ms must wait"
     job = await service.jobs.enqueue(
-        {"type": "mail.send", "args": [], "options": {"queue": "mail"}}, None
+        CALLER, {"type": "mail.send", "args": [], "options": {"queue": "mail"}}
     )
     claimed = await asyncio.wait_for(waiting, PATIENCE_SECONDS)
     assert [found.id for found in claimed] == [job.id]
 
 
 async def test_waiting_fetch_ignores_other_queues(service: Service) -> None:
-    waiting = asyncio.create_task(service.workers.fetch({"queues": ["mail"], "wait_ms": 600}, None))
-    await service.jobs.enqueue({"type": "sms.send", "args": [], "options": {"queue": "sms"}}, None)
+    waiting = asyncio.create_task(
+        service.workers.fetch(CALLER, {"queues": ["mail"], "wait_ms": 600})
+    )
+    await service.jobs.enqueue(
+        CALLER, {"type": "sms.send", "args": [], "options": {"queue": "sms"}}
+    )
     assert await asyncio.wait_for(waiting, PATIENCE_SECONDS) == []
 
 
 async def test_fetch_without_wait_returns_at_once(service: Service) -> None:
-    assert await asyncio.wait_for(service.workers.fetch({"queues": ["mail"]}, None), 2) == []
+    assert await asyncio.wait_for(service.workers.fetch(CALLER, {"queues": ["mail"]}), 2) == []
 
 
 @pytest.mark.postgres
@@ -54,11 +59,11 @@ async def _wake_across_replicas(database_url: str) -> None:
     try:
         waiting_side, enqueuing_side = Service(Runtime(first)), Service(Runtime(second))
         waiting = asyncio.create_task(
-            waiting_side.workers.fetch({"queues": ["mail"], "wait_ms": WAIT_MS}, None)
+            waiting_side.workers.fetch(CALLER, {"queues": ["mail"], "wait_ms": WAIT_MS})
         )
         await asyncio.sleep(0.3)
         job = await enqueuing_side.jobs.enqueue(
-            {"type": "mail.send", "args": [], "options": {"queue": "mail"}}, None
+            CALLER, {"type": "mail.send", "args": [], "options": {"queue": "mail"}}
         )
         claimed = await asyncio.wait_for(waiting, PATIENCE_SECONDS)
         assert [found.id for found in claimed] == [job.id]

@@ -11,8 +11,12 @@ import httpx
 import pytest
 
 from redrive.dashboard.csrf import COOKIE_NAME
+from redrive.domain.dead_letter import RetryOverride
+from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.durations import format_timestamp
 from redrive.domain.errors import NotFound
+from redrive.domain.replay import RuleChanges
+from redrive.domain.retention import PolicyChanges
 from redrive.ports import Page
 from redrive.service.facade import Service
 from redrive.settings import Settings
@@ -23,14 +27,15 @@ from tests.dashboard.conftest import (
     post_form,
     session_token,
 )
+from tests.support.callers import ACROSS_TENANTS, CALLER, acting_as
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
 
 
 async def dead_ids(service: Service, **raw: str) -> list[str]:
-    filters = service.dead_letters.filter(raw, None)
-    items, _ = await service.dead_letters.search(filters, Page(limit=1000))
+    filters = parse_filter(raw, service.now())
+    items, _ = await service.dead_letters.search(CALLER, filters, Page(limit=1000))
     return sorted(dead.job_id for dead in items)
 
 
@@ -39,13 +44,13 @@ async def snapshot(service: Service) -> dict[str, Any]:
     statuses = {}
     for status in ("dead", "retried", "deleted", "replayed"):
         statuses[status] = await dead_ids(service, status=status)
-    events = await service.events.list(None, None, None, None, None, 1000)
+    events = await service.events.list(ACROSS_TENANTS, None, None, None, None, 1000)
     return {
         "statuses": statuses,
-        "stats": await service.dead_letters.stats(None),
-        "queues": await service.queues.overview(None),
+        "stats": await service.dead_letters.stats(CALLER),
+        "queues": await service.queues.overview(CALLER),
         "events": [stored.id for stored in events],
-        "rules": [rule.to_document() for rule in await service.replay.list(None)],
+        "rules": [rule.to_document() for rule in await service.replay.list(CALLER)],
         "policies": (await service.retention.policies()).queues,
     }
 
@@ -55,8 +60,8 @@ async def test_every_page_renders_and_changes_nothing(
 ) -> None:
     first = await kill_job(dashboard, queue="mail", job_type="mail.send", error_type="Smtp")
     await kill_job(dashboard, queue="sms", job_type="sms.send", error_type="Timeout")
-    await service.replay.create({"name": "smtp", "filter": {"queue": "mail"}}, None)
-    await service.retention.set_policy("mail", {"max_count": 5}, "test")
+    await service.replay.create(CALLER, RuleChanges(name="smtp", filter={"queue": "mail"}))
+    await service.retention.set_policy(CALLER, "mail", PolicyChanges(max_count=5))
     before = await snapshot(service)
     pages = [
         "/", "/ui", "/ui/", "/ui/dead-letters", "/ui/dead-letters?queue=mail&type=mail.",
@@ -175,7 +180,7 @@ async def test_retry_with_changes_shows_the_changes_then_applies_them(
     )
     assert response.status_code == 303, response.text
     assert response.headers["location"] == "/ui/dead-letters"
-    job = await service.jobs.get(job_id, None)
+    job = await service.jobs.get(CALLER, job_id)
     assert (job.state, job.queue, job.priority, job.meta["fix"]) == (
         "available",
         "mail-fixed",
@@ -241,7 +246,7 @@ async def test_bulk_action_refuses_when_the_set_changed_since_the_dry_run(
     confirm = await dashboard.get("/ui/dead-letters/bulk", params={"do": "purge-filter"})
     fields = hidden_fields(confirm.text)
     assert fields["expected"] == ["3"]
-    await service.dead_letters.delete(ids[0], None, "someone-else")
+    await service.dead_letters.delete(acting_as("someone-else"), ids[0])
     response = await post_form(dashboard, "/ui/dead-letters/bulk", fields)
     assert response.status_code == 409
     assert "you confirmed 3, now 2 match" in response.text
@@ -262,9 +267,9 @@ async def test_bulk_delete_of_a_selection_moves_only_the_selected(
     assert await dead_ids(service) == [ids[2]]
     assert sorted(await dead_ids(service, status="deleted")) == sorted(ids[:2])
     with pytest.raises(NotFound):
-        await service.dead_letters.get(ids[0], None)
+        await service.dead_letters.get(CALLER, ids[0])
     deleted, _ = await service.dead_letters.search(
-        service.dead_letters.filter({"status": "deleted"}, None), Page(limit=10)
+        CALLER, parse_filter({"status": "deleted"}, service.now()), Page(limit=10)
     )
     assert {dead.moved_by for dead in deleted} == {"dashboard"}
 
@@ -279,19 +284,19 @@ async def test_rules_and_retention_are_edited_through_forms(
          "delay": "PT5M", "max_replays": "2", "enabled": "on"},
     )  # fmt: skip
     assert created.status_code == 303, created.text
-    (rule,) = await service.replay.list(None)
+    (rule,) = await service.replay.list(CALLER)
     assert (rule.name, rule.filter, rule.delay_ms, rule.max_replays, rule.enabled) == (
         "smtp-retry", {"queue": "mail"}, 300_000, 2, True,
     )  # fmt: skip
     disabled = await post_form(dashboard, f"/ui/rules/{rule.id}", {"csrf_token": token})
     assert disabled.status_code == 303
-    assert not (await service.replay.get(rule.id, None)).enabled
+    assert not (await service.replay.get(CALLER, rule.id)).enabled
     duplicate = await post_form(
         dashboard, "/ui/rules", {"csrf_token": token, "name": "smtp-retry", "filter": "{}"}
     )
     assert duplicate.status_code == 400
     assert await post_form(dashboard, f"/ui/rules/{rule.id}/delete", {"csrf_token": token})
-    assert await service.replay.list(None) == []
+    assert await service.replay.list(CALLER) == []
 
     saved = await post_form(
         dashboard, "/ui/retention",
@@ -345,7 +350,7 @@ async def test_an_episode_that_left_the_queue_keeps_its_page(
     dashboard: httpx.AsyncClient, service: Service, clock: ManualClock
 ) -> None:
     job_id = await kill_job(dashboard, queue="mail", job_type="mail.send")
-    await service.dead_letters.retry(job_id, None, {}, "dashboard")
+    await service.dead_letters.retry(acting_as("dashboard"), job_id, RetryOverride())
     clock.advance(1_000)
     listing = await dashboard.get("/ui/dead-letters", params={"status": "retried"})
     assert job_id in listing.text
@@ -380,7 +385,7 @@ async def test_pages_follow_the_cursor_and_stop_at_the_end(
     assert re.findall(r'<tr data-job-id="([^"]+)"', second.text) == [ids[0]]
     assert 'rel="next"' not in second.text
     assert "« Newest" in second.text
-    await service.dead_letters.delete(ids[0], None, "test")
+    await service.dead_letters.delete(CALLER, ids[0])
     exact = await dashboard.get("/ui/dead-letters", params={"limit": "25"})
     assert len(re.findall(r"<tr data-job-id=", exact.text)) == 25
     assert 'rel="next"' not in exact.text
@@ -400,7 +405,7 @@ async def test_every_filter_of_the_list(
     late = await kill_job(dashboard, queue="mail", job_type="mail.digest", error_type="Timeout",
                           args=[{"customer_id": "c_2"}])  # fmt: skip
     other = await kill_job(dashboard, queue="sms", job_type="sms.send", error_type="Timeout")
-    await service.dead_letters.retry(other, None, {}, "dashboard")
+    await service.dead_letters.retry(acting_as("dashboard"), other, RetryOverride())
     moment = format_timestamp(middle)[:16]  # what <input type="datetime-local"> sends
     cases: list[tuple[dict[str, str], list[str]]] = [
         ({}, [late, early]),

@@ -18,6 +18,7 @@ from redrive.worker import JobContext, Worker
 from redrive.worker.embedded_source import EmbeddedJobSource
 from redrive.worker.http_source import HttpJobSource
 from redrive.worker.source import Completion, Failure, JobSource
+from tests.support.callers import CALLER
 
 pytestmark = pytest.mark.anyio
 WORKER_ID = "worker-under-test"
@@ -34,13 +35,13 @@ async def source(request: pytest.FixtureRequest, service: Service) -> AsyncItera
 
 async def enqueue(service: Service, count: int, **options: Any) -> list[str]:
     jobs = await service.jobs.enqueue_batch(
-        {"jobs": [{"type": "noop", "args": [n], "options": options} for n in range(count)]}, None
+        CALLER, {"jobs": [{"type": "noop", "args": [n], "options": options} for n in range(count)]}
     )
     return [job.id for job in jobs]
 
 
 async def state_of(service: Service, job_id: str) -> str:
-    return (await service.jobs.get(job_id, None)).state
+    return (await service.jobs.get(CALLER, job_id)).state
 
 
 async def test_batches_are_answered_job_by_job(service: Service, source: JobSource) -> None:
@@ -58,7 +59,7 @@ async def test_batches_are_answered_job_by_job(service: Service, source: JobSour
     assert [(outcome.state, outcome.problem) for outcome in acked] == [
         ("completed", None), (None, "conflict")
     ]  # fmt: skip
-    assert (await service.jobs.get(first["id"], None)).result == {"ok": True}
+    assert (await service.jobs.get(CALLER, first["id"])).result == {"ok": True}
 
     error = {"code": "handler_error", "type": "SmtpError", "message": "refused"}
     nacked = await source.nack(
@@ -109,4 +110,4 @@ async def test_a_worker_runs_jobs_through_the_adapter(service: Service, source: 
         await asyncio.sleep(0.02)
     worker.stop()
     await asyncio.wait_for(running, 10)
-    assert (await service.jobs.get(ids[7], None)).result == 14
+    assert (await service.jobs.get(CALLER, ids[7])).result == 14

@@ -12,12 +12,12 @@ from redrive.domain import job as states
 from redrive.domain.dead_letter import (
     DEAD,
     RETRIED,
-    DeadLetterFilter,
     apply_override,
     new_dead_letter,
-    parse_filter,
+    parse_override,
     redrive,
 )
+from redrive.domain.dead_letter_filter import DeadLetterFilter, parse_filter
 from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
 from redrive.domain.job import Job
 from redrive.domain.records import job_from_record, job_to_record
@@ -122,11 +122,11 @@ FILTERS = [
 
 @pytest.mark.parametrize(("raw", "expected"), FILTERS)
 def test_parse_filter(raw: dict[str, Any], expected: DeadLetterFilter) -> None:
-    assert parse_filter(raw, NOW, "t") == expected
+    assert parse_filter(raw, NOW).scoped("t") == expected
 
 
 def test_parse_filter_defaults() -> None:
-    parsed = parse_filter({}, NOW, None)
+    parsed = parse_filter({}, NOW)
     assert parsed.status == DEAD
     assert parsed.tenant_id is None
     assert parsed.is_empty
@@ -148,7 +148,7 @@ INVALID_FILTERS = [
 @pytest.mark.parametrize(("raw", "field"), INVALID_FILTERS)
 def test_parse_filter_rejects(raw: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        parse_filter(raw, NOW, None)
+        parse_filter(raw, NOW)
     assert field in caught.value.details["field"]
 
 
@@ -213,20 +213,17 @@ OVERRIDES = [
         {"queue": "other", "priority": 1, "retry": replace(DLQ_POLICY, on_exhaustion="discard")},
         id="top-level-form",
     ),
-    pytest.param(
-        {"override": {"queue": "a"}, "queue": "b"}, {"queue": "a"}, id="override-beats-top-level"
-    ),
 ]
 
 
 @pytest.mark.parametrize(("raw", "changes"), OVERRIDES)
 def test_apply_override(raw: dict[str, Any], changes: dict[str, Any]) -> None:
     job = dead_job()
-    assert apply_override(job, raw) == replace(job, **changes)
+    assert apply_override(job, parse_override(raw)) == replace(job, **changes)
 
 
 def test_apply_override_retry_merge_keeps_other_fields() -> None:
-    job = apply_override(dead_job(), {"override": {"retry": {"max_attempts": 10}}})
+    job = apply_override(dead_job(), parse_override({"override": {"retry": {"max_attempts": 10}}}))
     assert job.retry.on_exhaustion == "dead_letter"
     assert job.retry.non_retryable_errors == ("A",)
 
@@ -243,13 +240,16 @@ INVALID_OVERRIDES = [
     pytest.param({"override": {"args": None}}, "args", id="args-null"),
     pytest.param({"override": {"meta": ["x"]}}, "meta", id="meta-list"),
     pytest.param({"priority": -101}, "priority", id="top-level-priority"),
+    pytest.param({"override": {"queue": "a"}, "queue": "b"}, "queue", id="override-and-top-level"),
+    pytest.param({"override": {"qeueu": "a"}}, "qeueu", id="unknown-key"),
+    pytest.param({"queue": "a", "reason": "x"}, "reason", id="unknown-top-level-key"),
 ]
 
 
 @pytest.mark.parametrize(("raw", "field"), INVALID_OVERRIDES)
 def test_apply_override_rejects(raw: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        apply_override(dead_job(), raw)
+        apply_override(dead_job(), parse_override(raw))
     assert field in caught.value.message
 
 
@@ -263,7 +263,7 @@ def test_apply_override_rejects(raw: dict[str, Any], field: str) -> None:
 )
 def test_apply_override_invalid_retry(retry: object, field: str) -> None:
     with pytest.raises(InvalidRetryPolicy) as caught:
-        apply_override(dead_job(), {"override": {"retry": retry}})
+        apply_override(dead_job(), parse_override({"override": {"retry": retry}}))
     assert field in caught.value.message
 
 
@@ -303,7 +303,9 @@ def test_redrive_keeps_identity_envelope_and_history() -> None:
 
 
 def test_redrive_after_override() -> None:
-    revived = redrive(apply_override(dead_job(), {"override": {"queue": "retry-lane"}}), NOW)
+    revived = redrive(
+        apply_override(dead_job(), parse_override({"override": {"queue": "retry-lane"}})), NOW
+    )
     assert revived.queue == "retry-lane"
     assert revived.state == states.AVAILABLE
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from redrive.domain import job as states
-from redrive.domain.envelope import EnqueueContext, validate_envelope
+from redrive.domain.envelope import EnqueueContext, validate_envelope, validate_tenant
 from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
 from redrive.domain.identifiers import uuid7
 from redrive.domain.job import DEFAULT_TENANT, DEFAULT_VISIBILITY_TIMEOUT_MS, Job
@@ -386,8 +386,8 @@ def test_expires_at(text: str, moment: int, original: str | None) -> None:
 # --- tenants -----------------------------------------------------------------------------------
 
 
-def tenant_context(header: str | None) -> EnqueueContext:
-    return EnqueueContext(now_ms=NOW_MS, generated_id=GENERATED_ID, tenant_header=header)
+def tenant_context(tenant: str | None) -> EnqueueContext:
+    return EnqueueContext(now_ms=NOW_MS, generated_id=GENERATED_ID, tenant=tenant)
 
 
 def test_tenant_header_is_written_into_meta() -> None:
@@ -411,14 +411,24 @@ def test_tenant_header_conflicting_with_meta_is_rejected() -> None:
     assert caught.value.details["field"] == "meta.tenant_id"
 
 
-def test_meta_tenant_without_header_is_used() -> None:
+def test_meta_tenant_is_used_by_a_caller_spanning_tenants() -> None:
     assert enqueue(body(meta={"tenant_id": "acme"})).tenant_id == "acme"
 
 
+def test_meta_tenant_of_a_default_tenant_caller_is_metadata_not_a_tenant() -> None:
+    job = enqueue(body(meta={"tenant_id": "acme"}), tenant_context(DEFAULT_TENANT))
+    assert (job.tenant_id, job.meta) == (DEFAULT_TENANT, {"tenant_id": "acme"})
+
+
+def test_the_default_tenant_is_not_written_into_meta() -> None:
+    job = enqueue(body(meta={"trace_id": "t"}), tenant_context(DEFAULT_TENANT))
+    assert (job.tenant_id, job.meta) == (DEFAULT_TENANT, {"trace_id": "t"})
+
+
 @pytest.mark.parametrize("header", ["-acme", "ac me", "acme!", "acme\n", "", "a" * 129])
-def test_invalid_tenant_header_is_rejected(header: str) -> None:
+def test_invalid_tenant_names_are_rejected(header: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        enqueue(body(), tenant_context(header))
+        validate_tenant(header)
     assert "X-OJS-Tenant" in caught.value.details["field"]
 
 

@@ -8,15 +8,19 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from redrive.api.http import ojs, read_json, tenant_of
-from redrive.api.query import numbered_page, query_dict
-from redrive.api.routes_dead_letters import actor, bulk_document
+from redrive.api.callers import caller_for_tenant, caller_of
+from redrive.api.dead_letter_requests import bulk_request, query_values
+from redrive.api.http import ojs, read_json
+from redrive.api.query import numbered_page
+from redrive.api.routes_dead_letters import bulk_document
 from redrive.api.routes_jobs import service_of
 from redrive.api.routes_queues import pause_document, status_word
 from redrive.api.serialise import job_document, worker_document
-from redrive.domain.envelope import validate_tenant
+from redrive.domain.dead_letter import RetryOverride
+from redrive.domain.envelope import validate_queue_name
 from redrive.domain.errors import InvalidRequest, NotFound
-from redrive.service.requests import require_object
+from redrive.domain.job import STATES
+from redrive.ports import JobFilter
 
 router = APIRouter(prefix="/ojs/v1/admin", tags=["admin"])
 STALE_AFTER_MS = 60_000
@@ -34,7 +38,7 @@ def _page(items: list[Any], request: Request) -> tuple[list[Any], dict[str, int]
 
 @router.get("/stats", summary="Server-wide job counts and throughput")
 async def stats(request: Request) -> Response:
-    return ojs(await service_of(request).queues.totals(tenant_of(request)))
+    return ojs(await service_of(request).queues.totals(caller_of(request)))
 
 
 def _queue_item(queue: dict[str, Any]) -> dict[str, Any]:
@@ -48,73 +52,91 @@ def _queue_item(queue: dict[str, Any]) -> dict[str, Any]:
 
 @router.get("/queues", summary="Queues with per-state counts")
 async def queues(request: Request) -> Response:
-    overview = await service_of(request).queues.overview(tenant_of(request))
+    overview = await service_of(request).queues.overview(caller_of(request))
     items, pagination = _page([_queue_item(queue) for queue in overview], request)
     return ojs({"items": items, "pagination": pagination})
 
 
 @router.get("/queues/{name}", summary="One queue with per-state counts")
 async def queue(name: str, request: Request) -> Response:
-    found = await service_of(request).queues.get(name, tenant_of(request))
+    found = await service_of(request).queues.get(caller_of(request), name)
     return ojs({**_queue_item(found), "configuration": {}})
 
 
 @router.post("/queues/{name}/pause", summary="Pause a queue")
 async def pause(name: str, request: Request) -> Response:
-    found = await service_of(request).queues.set_paused(name, True, tenant_of(request))
+    found = await service_of(request).queues.set_paused(caller_of(request), name, True)
     return ojs(pause_document(found))
 
 
 @router.post("/queues/{name}/resume", summary="Resume a queue")
 async def resume(name: str, request: Request) -> Response:
-    found = await service_of(request).queues.set_paused(name, False, tenant_of(request))
+    found = await service_of(request).queues.set_paused(caller_of(request), name, False)
     return ojs(pause_document(found))
+
+
+JOB_SEARCH_KEYS = ("queue", "state", "type", "page", "per_page")
+
+
+def job_filter(request: Request) -> JobFilter:
+    """The job search's filter; unknown parameters are refused."""
+    query = query_values(request)
+    unknown = sorted(set(query) - set(JOB_SEARCH_KEYS))
+    if unknown:
+        raise InvalidRequest(
+            f"unknown query parameter {unknown[0]!r}; the keys are {', '.join(JOB_SEARCH_KEYS)}",
+            {"field": unknown[0], "allowed": list(JOB_SEARCH_KEYS)},
+        )
+    state = query.get("state") or None
+    if state is not None and state not in STATES:
+        raise InvalidRequest(f"state must be one of {', '.join(STATES)}", {"field": "state"})
+    queue = query.get("queue") or None
+    return JobFilter(
+        queue=validate_queue_name(queue, "queue") if queue is not None else None,
+        state=state,
+        type=query.get("type") or None,
+    )
 
 
 @router.get("/jobs", summary="Search jobs")
 async def jobs(request: Request) -> Response:
     page, per_page = numbered_page(request)
-    filters: dict[str, Any] = {
-        key: request.query_params.get(key) or None for key in ("queue", "state", "type")
-    }
-    filters["tenant_id"] = tenant_of(request)
-    found, total = await service_of(request).jobs.list(filters, per_page, (page - 1) * per_page)
+    found, total = await service_of(request).jobs.list(
+        caller_of(request), job_filter(request), per_page, (page - 1) * per_page
+    )
     pagination = {"total": total, "page": page, "per_page": per_page}
     return ojs({"items": [job_document(job) for job in found], "pagination": pagination})
 
 
 @router.post("/jobs/bulk/{action}", summary="Bulk retry or purge of dead-lettered jobs")
 async def bulk(action: str, request: Request) -> Response:
-    body = require_object(await read_json(request, required=False) or {})
-    service = service_of(request).dead_letters
-    filters = service.filter(require_object(body.get("filter") or {}), tenant_of(request))
-    if action == "retry":
-        result = await service.bulk_retry(filters, body, actor(request))
-    elif action in ("delete", "purge"):
-        result = await service.purge(filters, body, actor(request))
-    else:
+    if action not in ("retry", "delete", "purge"):
         raise InvalidRequest(
             f"unknown bulk action {action!r}; use retry or delete", {"field": "action"}
         )
+    service = service_of(request)
+    body = bulk_request(await read_json(request, required=False), service.now())
+    if action == "retry":
+        result = await service.dead_letters.bulk_retry(caller_of(request), body)
+    else:
+        result = await service.dead_letters.purge(caller_of(request), body)
     return ojs(bulk_document(result))
 
 
 @router.get("/jobs/{job_id}", summary="Job detail (flat)")
 async def job(job_id: str, request: Request) -> Response:
-    return ojs(job_document(await service_of(request).jobs.get(job_id, tenant_of(request))))
+    return ojs(job_document(await service_of(request).jobs.get(caller_of(request), job_id)))
 
 
 @router.post("/jobs/{job_id}/cancel", summary="Cancel a job")
 async def cancel(job_id: str, request: Request) -> Response:
-    cancelled, previous = await service_of(request).jobs.cancel(job_id, tenant_of(request))
+    cancelled, previous = await service_of(request).jobs.cancel(caller_of(request), job_id)
     return ojs({**job_document(cancelled), "previous_state": previous})
 
 
 @router.post("/jobs/{job_id}/retry", summary="Retry a dead-lettered job")
 async def retry(job_id: str, request: Request) -> Response:
-    job = await service_of(request).dead_letters.retry(
-        job_id, tenant_of(request), {}, actor(request)
-    )
+    job = await service_of(request).dead_letters.retry(caller_of(request), job_id, RetryOverride())
     return ojs(job_document(job))
 
 
@@ -124,7 +146,7 @@ async def workers(request: Request) -> Response:
     now = service.runtime.now()
     documents = [
         worker_document(worker, now, STALE_AFTER_MS)
-        for worker in await service.workers.list(tenant_of(request))
+        for worker in await service.workers.list(caller_of(request))
     ]
     summary = {"total": len(documents)}
     for state in ("running", "quiet", "terminate", "stale"):
@@ -145,7 +167,7 @@ async def direct_worker(worker_id: str, directive: str, request: Request) -> Res
 
 @router.get("/tenants/{tenant_id}/stats", summary="Job counts of one tenant")
 async def tenant_stats(tenant_id: str, request: Request) -> Response:
-    totals = await service_of(request).queues.totals(validate_tenant(tenant_id))
+    totals = await service_of(request).queues.totals(caller_for_tenant(tenant_id))
     return ojs({"tenant_id": tenant_id, "total_jobs": totals["total_jobs"], "jobs": totals["jobs"],
                 "throughput": totals["throughput"]})  # fmt: skip
 
@@ -157,6 +179,3 @@ async def reset(request: Request) -> Response:
         raise NotFound("route", "/ojs/v1/admin/reset")
     await service.reset()
     return ojs({"reset": True})
-
-
-__all__ = ["query_dict", "router"]

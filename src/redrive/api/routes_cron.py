@@ -6,7 +6,8 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from redrive.api.http import ojs, read_json, tenant_of
+from redrive.api.callers import caller_of
+from redrive.api.http import ojs, read_json
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import cron_document
 
@@ -15,32 +16,32 @@ router = APIRouter(prefix="/ojs/v1/cron", tags=["cron"])
 
 @router.post("", status_code=201, summary="Register (or replace) a cron entry")
 async def register(request: Request) -> Response:
-    cron = await service_of(request).crons.register(await read_json(request), tenant_of(request))
+    cron = await service_of(request).crons.register(caller_of(request), await read_json(request))
     return ojs({"cron": cron_document(cron)}, 201)
 
 
 @router.get("", summary="List cron entries")
 async def list_crons(request: Request) -> Response:
-    crons = await service_of(request).crons.list(tenant_of(request))
+    crons = await service_of(request).crons.list(caller_of(request))
     return ojs({"crons": [cron_document(cron) for cron in crons], "count": len(crons)})
 
 
 @router.get("/{name}", summary="Get a cron entry")
 async def get_cron(name: str, request: Request) -> Response:
     return ojs(
-        {"cron": cron_document(await service_of(request).crons.get(name, tenant_of(request)))}
+        {"cron": cron_document(await service_of(request).crons.get(caller_of(request), name))}
     )
 
 
 @router.patch("/{name}", summary="Enable or disable a cron entry")
 async def update_cron(name: str, request: Request) -> Response:
     cron = await service_of(request).crons.set_enabled(
-        name, await read_json(request), tenant_of(request)
+        caller_of(request), name, await read_json(request)
     )
     return ojs({"cron": cron_document(cron)})
 
 
 @router.delete("/{name}", summary="Delete a cron entry")
 async def delete_cron(name: str, request: Request) -> Response:
-    cron = await service_of(request).crons.delete(name, tenant_of(request))
+    cron = await service_of(request).crons.delete(caller_of(request), name)
     return ojs({"cron": cron_document(cron), "deleted": True, "name": name})

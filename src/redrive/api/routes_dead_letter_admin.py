@@ -12,18 +12,37 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from redrive.api.http import ojs, read_json, tenant_of
-from redrive.api.routes_dead_letters import ADMIN, DATA_PLANE, actor
+from redrive.api.callers import caller_of
+from redrive.api.http import ojs, read_json
+from redrive.api.routes_dead_letters import ADMIN, DATA_PLANE
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import timestamp
 from redrive.domain.errors import InvalidRequest
-from redrive.domain.retention import RetentionPolicy
-from redrive.service.dead_letters import require_confirmation
-from redrive.service.requests import require_object
+from redrive.domain.replay import parse_rule_changes
+from redrive.domain.retention import RetentionPolicy, parse_policy_changes
 
 
 def policy_document(queue: str | None, policy: RetentionPolicy, source: str) -> dict[str, Any]:
     return {"queue": queue, "scope": source, **policy.to_document()}
+
+
+def confirm_prune(body: object) -> None:
+    """A prune needs `{"confirm": true}`; it has no dry run (read /stats and /retention)."""
+    if body is not None and not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object", {"field": "body"})
+    values = body or {}
+    unknown = sorted(set(values) - {"confirm", "dry_run"})
+    if unknown:
+        raise InvalidRequest(f"unknown key {unknown[0]!r}; send confirm", {"field": unknown[0]})
+    if values.get("dry_run") is not None:
+        raise InvalidRequest(
+            "prune has no dry run; read /stats and /retention instead", {"field": "dry_run"}
+        )
+    if values.get("confirm") is not True:
+        raise InvalidRequest(
+            "this prunes the dead-letter queue by the retention policies: send confirm: true",
+            {"field": "confirm"},
+        )
 
 
 def build_router(prefix: str) -> APIRouter:
@@ -47,7 +66,8 @@ def build_router(prefix: str) -> APIRouter:
     @router.put("/retention", summary="Change the global retention policy")
     async def set_global(request: Request) -> Response:
         service = service_of(request).retention
-        policy = await service.set_policy(None, await read_json(request), actor(request))
+        changes = parse_policy_changes(await read_json(request))
+        policy = await service.set_policy(caller_of(request), None, changes)
         return ojs({"policy": policy_document(None, policy, "global")})
 
     @router.get("/retention/{queue}", summary="The retention policy that applies to a queue")
@@ -59,22 +79,19 @@ def build_router(prefix: str) -> APIRouter:
     @router.put("/retention/{queue}", summary="Set a queue's retention override")
     async def set_queue(queue: str, request: Request) -> Response:
         service = service_of(request).retention
-        policy = await service.set_policy(queue, await read_json(request), actor(request))
+        changes = parse_policy_changes(await read_json(request))
+        policy = await service.set_policy(caller_of(request), queue, changes)
         return ojs({"policy": policy_document(queue, policy, "queue")})
 
     @router.delete("/retention/{queue}", summary="Remove a queue's override (back to global)")
     async def remove_queue(queue: str, request: Request) -> Response:
-        await service_of(request).retention.remove_policy(queue)
+        await service_of(request).retention.remove_policy(caller_of(request), queue)
         return ojs({"deleted": True, "queue": queue})
 
     @router.post("/prune", summary="Prune now by the retention policies (needs confirm: true)")
     async def prune(request: Request) -> Response:
-        body = require_object(await read_json(request, required=False) or {})
-        if body.get("dry_run") is True:
-            raise InvalidRequest("prune has no dry run; read /stats and /retention instead", {})
-        service = service_of(request)
-        require_confirmation(body, service.dead_letters.filter({}, None))
-        report = await service.retention.prune()
+        confirm_prune(await read_json(request, required=False))
+        report = await service_of(request).retention.prune()
         return ojs(
             {
                 "deleted": report.deleted,
@@ -108,28 +125,31 @@ def build_rules_router(prefix: str) -> APIRouter:
 
     @router.get("/rules", summary="Automatic replay rules")
     async def rules(request: Request) -> Response:
-        found = await service_of(request).replay.list(tenant_of(request))
+        found = await service_of(request).replay.list(caller_of(request))
         return ojs({"rules": [rule.to_document() for rule in found]})
 
     @router.post("/rules", status_code=201, summary="Create a replay rule")
     async def create_rule(request: Request) -> Response:
-        rule = await service_of(request).replay.create(await read_json(request), tenant_of(request))
+        service = service_of(request)
+        changes = parse_rule_changes(await read_json(request), service.now())
+        rule = await service.replay.create(caller_of(request), changes)
         return ojs({"rule": rule.to_document()}, 201)
 
     @router.get("/rules/{rule_id}", summary="One replay rule (by id or name)")
     async def get_rule(rule_id: str, request: Request) -> Response:
-        rule = await service_of(request).replay.get(rule_id, tenant_of(request))
+        rule = await service_of(request).replay.get(caller_of(request), rule_id)
         return ojs({"rule": rule.to_document()})
 
     @router.patch("/rules/{rule_id}", summary="Change a replay rule")
     async def update_rule(rule_id: str, request: Request) -> Response:
-        service = service_of(request).replay
-        rule = await service.update(rule_id, await read_json(request), tenant_of(request))
+        service = service_of(request)
+        changes = parse_rule_changes(await read_json(request), service.now())
+        rule = await service.replay.update(caller_of(request), rule_id, changes)
         return ojs({"rule": rule.to_document()})
 
     @router.delete("/rules/{rule_id}", summary="Delete a replay rule")
     async def delete_rule(rule_id: str, request: Request) -> Response:
-        rule = await service_of(request).replay.delete(rule_id, tenant_of(request))
+        rule = await service_of(request).replay.delete(caller_of(request), rule_id)
         return ojs({"deleted": True, "rule": rule.to_document()})
 
     return router

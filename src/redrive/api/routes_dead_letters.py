@@ -13,8 +13,16 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from redrive.api.http import ojs, read_json, tenant_of
-from redrive.api.query import encode_cursor, limit_page, numbered_page, query_dict
+from redrive.api.callers import caller_of
+from redrive.api.dead_letter_requests import (
+    KEYSET_PAGING,
+    NUMBERED_PAGING,
+    bulk_request,
+    list_filter,
+    purge_request,
+)
+from redrive.api.http import ojs, read_json
+from redrive.api.query import encode_cursor, limit_page, numbered_page
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import (
     dead_letter_document,
@@ -22,17 +30,12 @@ from redrive.api.serialise import (
     job_document,
     timestamp,
 )
+from redrive.domain.dead_letter import parse_override
 from redrive.ports import Page
 from redrive.service.dead_letters import BulkResult
-from redrive.service.requests import require_object
 
 DATA_PLANE = "/ojs/v1/dead-letter"
 ADMIN = "/ojs/v1/admin/dead-letter"
-MOVED_BY = "api"
-
-
-def actor(request: Request) -> str:
-    return request.headers.get("x-ojs-actor") or MOVED_BY
 
 
 def bulk_document(result: BulkResult) -> dict[str, Any]:
@@ -54,21 +57,21 @@ def bulk_document(result: BulkResult) -> dict[str, Any]:
 
 async def list_page_numbered(request: Request) -> Response:
     """The admin form: `items` with page/per_page."""
-    service = service_of(request).dead_letters
-    filters = service.filter(query_dict(request), tenant_of(request))
+    service = service_of(request)
+    filters = list_filter(request, service.now(), NUMBERED_PAGING)
     page_number, per_page = numbered_page(request)
     page = Page(limit=per_page, offset=(page_number - 1) * per_page)
-    items, total = await service.search(filters, page)
+    items, total = await service.dead_letters.search(caller_of(request), filters, page)
     pagination = {"total": total, "page": page_number, "per_page": per_page}
     return ojs({"items": [dead_letter_document(dead) for dead in items], "pagination": pagination})
 
 
 async def list_keyset(request: Request) -> Response:
     """The data-plane form: `jobs` with limit/offset, or a cursor that stays fast at any depth."""
-    service = service_of(request).dead_letters
-    filters = service.filter(query_dict(request), tenant_of(request))
+    service = service_of(request)
+    filters = list_filter(request, service.now(), KEYSET_PAGING)
     page = limit_page(request)
-    items, total = await service.search(filters, page)
+    items, total = await service.dead_letters.search(caller_of(request), filters, page)
     has_more = len(items) == page.limit and (
         page.cursor_at is not None or page.offset + len(items) < total
     )
@@ -94,7 +97,7 @@ def build_router(prefix: str) -> APIRouter:
     @router.get("/stats", summary="Dead-letter statistics")
     async def stats(request: Request) -> Response:
         service = service_of(request)
-        body = await service.dead_letters.stats(tenant_of(request))
+        body = await service.dead_letters.stats(caller_of(request))
         policies = await service.retention.policies()
         body["oldest_at"] = timestamp(body["oldest_at"])
         body["newest_at"] = timestamp(body["newest_at"])
@@ -107,45 +110,34 @@ def build_router(prefix: str) -> APIRouter:
 
     @router.post("/retry", summary="Retry every dead letter matching a filter")
     async def bulk_retry(request: Request) -> Response:
-        body = require_object(await read_json(request, required=False) or {})
-        raw_filter = body.get("filter") or {}
-        service = service_of(request).dead_letters
-        filters = service.filter(require_object(raw_filter), tenant_of(request))
-        result = await service.bulk_retry(filters, body, actor(request))
-        return ojs(bulk_document(result))
+        service = service_of(request)
+        bulk = bulk_request(await read_json(request, required=False), service.now())
+        return ojs(bulk_document(await service.dead_letters.bulk_retry(caller_of(request), bulk)))
 
     @router.delete("", summary="Purge every dead letter matching a filter")
     async def purge(request: Request) -> Response:
-        body = require_object(await read_json(request, required=False) or {})
-        raw = {**query_dict(request), **require_object(body.get("filter") or {})}
-        for key in ("confirm", "dry_run", "limit"):
-            if key not in body and key in raw:
-                body[key] = raw[key]
-        service = service_of(request).dead_letters
-        filters = service.filter(raw, tenant_of(request))
-        result = await service.purge(filters, body, actor(request))
-        return ojs(bulk_document(result))
+        service = service_of(request)
+        bulk = purge_request(request, await read_json(request, required=False), service.now())
+        return ojs(bulk_document(await service.dead_letters.purge(caller_of(request), bulk)))
 
     @router.get("/{job_id}", summary="Get one dead letter")
     async def get_dead_letter(job_id: str, request: Request) -> Response:
-        dead, history = await service_of(request).dead_letters.get(job_id, tenant_of(request))
+        dead, history = await service_of(request).dead_letters.get(caller_of(request), job_id)
         document = dead_letter_document(dead)
         document["episodes"] = [episode_document(episode) for episode in history]
         return ojs({"job": document})
 
     @router.post("/{job_id}/retry", summary="Retry one dead letter, optionally modified")
     async def retry(job_id: str, request: Request) -> Response:
-        override = require_object(await read_json(request, required=False) or {})
-        job = await service_of(request).dead_letters.retry(
-            job_id, tenant_of(request), override, actor(request)
-        )
+        override = parse_override(await read_json(request, required=False))
+        job = await service_of(request).dead_letters.retry(caller_of(request), job_id, override)
         document = job_document(job)
         document["re_enqueued_at"] = timestamp(job.enqueued_at)
         return ojs({"job": document})
 
     @router.delete("/{job_id}", summary="Delete one dead letter", status_code=204 if admin else 200)
     async def delete(job_id: str, request: Request) -> Response:
-        await service_of(request).dead_letters.delete(job_id, tenant_of(request), actor(request))
+        await service_of(request).dead_letters.delete(caller_of(request), job_id)
         if admin:
             return Response(status_code=204)
         return ojs({"deleted": True, "job_id": job_id})

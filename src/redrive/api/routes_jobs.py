@@ -6,7 +6,8 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from redrive.api.http import ojs, read_json, tenant_of
+from redrive.api.callers import caller_of
+from redrive.api.http import ojs, read_json
 from redrive.api.serialise import job_document
 from redrive.service.facade import Service
 
@@ -20,26 +21,26 @@ def service_of(request: Request) -> Service:
 
 @router.post("", status_code=201, summary="Enqueue a job")
 async def enqueue(request: Request) -> Response:
-    job = await service_of(request).jobs.enqueue(await read_json(request), tenant_of(request))
+    job = await service_of(request).jobs.enqueue(caller_of(request), await read_json(request))
     return ojs({"job": job_document(job)}, 201, {"Location": f"/ojs/v1/jobs/{job.id}"})
 
 
 @router.post("/batch", status_code=201, summary="Enqueue many jobs atomically")
 async def enqueue_batch(request: Request) -> Response:
     jobs = await service_of(request).jobs.enqueue_batch(
-        await read_json(request), tenant_of(request)
+        caller_of(request), await read_json(request)
     )
     return ojs({"jobs": [job_document(job) for job in jobs], "count": len(jobs)}, 201)
 
 
 @router.get("/{job_id}", summary="Get a job")
 async def get_job(job_id: str, request: Request) -> Response:
-    job = await service_of(request).jobs.get(job_id, tenant_of(request))
+    job = await service_of(request).jobs.get(caller_of(request), job_id)
     return ojs({"job": job_document(job)})
 
 
 async def _cancel(job_id: str, request: Request) -> Response:
-    job, previous = await service_of(request).jobs.cancel(job_id, tenant_of(request))
+    job, previous = await service_of(request).jobs.cancel(caller_of(request), job_id)
     return ojs({"job": {**job_document(job), "previous_state": previous}})
 
 
@@ -55,5 +56,5 @@ async def cancel_job_post(job_id: str, request: Request) -> Response:
 
 @router.post("/{job_id}/activate", summary="Make a pending job available")
 async def activate_job(job_id: str, request: Request) -> Response:
-    job = await service_of(request).jobs.activate(job_id, tenant_of(request))
+    job = await service_of(request).jobs.activate(caller_of(request), job_id)
     return ojs({"job": job_document(job)})

@@ -8,7 +8,8 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from redrive.api.http import ojs, tenant_of
+from redrive.api.callers import caller_of
+from redrive.api.http import ojs
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import timestamp
 
@@ -28,7 +29,7 @@ def pause_document(queue: dict[str, Any]) -> dict[str, Any]:
 
 @router.get("", summary="List queues")
 async def list_queues(request: Request) -> Response:
-    queues = await service_of(request).queues.overview(tenant_of(request))
+    queues = await service_of(request).queues.overview(caller_of(request))
     items = [
         {"name": q["name"], "status": status_word(q), "paused": q["paused"],
          "created_at": timestamp(q["created_at"])}
@@ -40,7 +41,7 @@ async def list_queues(request: Request) -> Response:
 
 @router.get("/{name}", summary="One queue with its job counts")
 async def get_queue(name: str, request: Request) -> Response:
-    queue = await service_of(request).queues.get(name, tenant_of(request))
+    queue = await service_of(request).queues.get(caller_of(request), name)
     body = {
         "name": name,
         "paused": queue["paused"],
@@ -52,12 +53,12 @@ async def get_queue(name: str, request: Request) -> Response:
 
 @router.get("/{name}/stats", summary="Queue statistics")
 async def queue_stats(name: str, request: Request) -> Response:
-    queue = await service_of(request).queues.get(name, tenant_of(request))
+    queue = await service_of(request).queues.get(caller_of(request), name)
     return ojs({"queue": name, "status": status_word(queue), "stats": queue["counts"]})
 
 
 async def _set_paused(name: str, request: Request, paused: bool) -> Response:
-    queue = await service_of(request).queues.set_paused(name, paused, tenant_of(request))
+    queue = await service_of(request).queues.set_paused(caller_of(request), name, paused)
     body = pause_document(queue)
     return ojs(
         {

@@ -7,7 +7,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from redrive import __version__
-from redrive.api.http import ojs, tenant_of
+from redrive.api.callers import caller_of
+from redrive.api.http import ojs
 from redrive.api.metrics import render_metrics
 from redrive.api.query import integer
 from redrive.api.routes_jobs import service_of
@@ -104,7 +105,7 @@ async def events(request: Request) -> Response:
     query = request.query_params
     limit = integer(request, "limit", 100, 1, 1000)
     found = await service_of(request).events.list(
-        tenant_of(request), query.get("types"), query.get("queues"), query.get("job_types"),
+        caller_of(request), query.get("types"), query.get("queues"), query.get("job_types"),
         query.get("after"), limit,
     )  # fmt: skip
     cursor = found[-1].id if found else query.get("after")

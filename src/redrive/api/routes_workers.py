@@ -8,8 +8,9 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from redrive.api.callers import caller_of
 from redrive.api.errors import error_body, status_of
-from redrive.api.http import ojs, read_json, tenant_of
+from redrive.api.http import ojs, read_json
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import job_document, timestamp
 from redrive.domain.errors import OjsError
@@ -41,7 +42,7 @@ def _outcome(job: Job, with_document: bool = True) -> dict[str, Any]:
 
 @router.post("/fetch", summary="Claim available jobs with a lease")
 async def fetch(request: Request) -> Response:
-    jobs = await service_of(request).workers.fetch(await read_json(request), tenant_of(request))
+    jobs = await service_of(request).workers.fetch(caller_of(request), await read_json(request))
     return ojs({"jobs": [job_document(job) for job in jobs]})
 
 
@@ -72,7 +73,7 @@ def _batch_results(outcomes: list[Job | OjsError], request: Request, acked: bool
 )
 async def ack_batch(request: Request) -> Response:
     outcomes = await service_of(request).workers.ack_many(
-        await read_json(request), tenant_of(request)
+        caller_of(request), await read_json(request)
     )
     return _batch_results(outcomes, request, acked=True)
 
@@ -84,27 +85,27 @@ async def ack_batch(request: Request) -> Response:
 )
 async def nack_batch(request: Request) -> Response:
     outcomes = await service_of(request).workers.nack_many(
-        await read_json(request), tenant_of(request)
+        caller_of(request), await read_json(request)
     )
     return _batch_results(outcomes, request, acked=False)
 
 
 @router.post("/ack", summary="Acknowledge a job as completed")
 async def ack(request: Request) -> Response:
-    job = await service_of(request).workers.ack(await read_json(request), tenant_of(request))
+    job = await service_of(request).workers.ack(caller_of(request), await read_json(request))
     return ojs({"acknowledged": True, **_outcome(job)})
 
 
 @router.post("/nack", summary="Report a failed attempt")
 async def nack(request: Request) -> Response:
-    job = await service_of(request).workers.nack(await read_json(request), tenant_of(request))
+    job = await service_of(request).workers.nack(caller_of(request), await read_json(request))
     return ojs(_outcome(job))
 
 
 @router.post("/heartbeat", summary="Extend leases and receive a directive")
 async def heartbeat(request: Request) -> Response:
     beat = await service_of(request).workers.heartbeat(
-        await read_json(request, required=False) or {}, tenant_of(request)
+        caller_of(request), await read_json(request, required=False) or {}
     )
     return ojs(
         {

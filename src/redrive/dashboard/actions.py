@@ -12,14 +12,20 @@ from starlette.responses import Response
 
 from redrive.dashboard import bulk, csrf, views
 from redrive.dashboard.filters import ListFilter
-from redrive.dashboard.forms import Form, policy_body, read_form, retry_override, rule_body
+from redrive.dashboard.forms import (
+    Form,
+    changed_fields,
+    policy_changes,
+    read_form,
+    retry_override,
+    rule_changes,
+)
 from redrive.dashboard.rendering import PREFIX, forbidden_page, redirect, render
-from redrive.dashboard.views import CHANGEABLE, job_values
+from redrive.dashboard.views import CHANGEABLE, OPERATOR, job_values
 from redrive.domain.dead_letter import DeadLetter
 from redrive.domain.errors import OjsError
 from redrive.service.facade import Service
 
-ACTOR = bulk.ACTOR
 Handler = Callable[..., Awaitable[Response]]
 Wrapper = Callable[[Handler], Handler]
 
@@ -69,7 +75,7 @@ async def retry_form_page(
         try:
             override = retry_override(values, dead.job)
             context["changes"] = views.retry_changes(dead.job, override)
-            context["changed"] = [name for name in CHANGEABLE if name in override]
+            context["changed"] = changed_fields(override)
         except OjsError as error:
             context["problem"] = error.message
             status_code = 400
@@ -99,14 +105,15 @@ def add_dead_letter_actions(router: APIRouter, service: Service, wrap: Wrapper) 
         form, refusal = await guarded_form(request)
         if form is None:
             return refusal or Response(status_code=403)
-        dead, _ = await service.dead_letters.get(job_id, None)
+        dead, _ = await service.dead_letters.get(OPERATOR, job_id)
         values = form.first_values()
         try:
             override = retry_override(values, dead.job)
-            job = await service.dead_letters.retry(job_id, None, override, ACTOR)
+            job = await service.dead_letters.retry(OPERATOR, job_id, override)
         except OjsError as error:
             return await retry_form_page(request, dead, values, 400, error.message)
-        changed = f" with changes to {', '.join(sorted(override))}" if override else ""
+        fields = changed_fields(override)
+        changed = f" with changes to {', '.join(sorted(fields))}" if fields else ""
         message = f"Retried job {job.id} ({job.type}) to queue {job.queue}{changed}."
         return redirect(request, f"{PREFIX}/dead-letters", message)
 
@@ -116,8 +123,8 @@ def add_dead_letter_actions(router: APIRouter, service: Service, wrap: Wrapper) 
         form, refusal = await guarded_form(request)
         if form is None:
             return refusal or Response(status_code=403)
-        dead, _ = await service.dead_letters.get(job_id, None)
-        await service.dead_letters.delete(job_id, None, ACTOR)
+        dead, _ = await service.dead_letters.get(OPERATOR, job_id)
+        await service.dead_letters.delete(OPERATOR, job_id)
         message = f"Deleted dead letter {job_id} ({dead.job.type}, queue {dead.job.queue})."
         return redirect(request, f"{PREFIX}/dead-letters", message)
 
@@ -129,7 +136,9 @@ def add_settings_actions(router: APIRouter, service: Service, wrap: Wrapper) -> 
         form, refusal = await guarded_form(request)
         if form is None:
             return refusal or Response(status_code=403)
-        rule = await service.replay.create(rule_body(form, creating=True), None)
+        rule = await service.replay.create(
+            OPERATOR, rule_changes(form, creating=True, now=service.now())
+        )
         return redirect(request, f"{PREFIX}/rules", f"Created replay rule {rule.name}.")
 
     @router.post("/rules/{rule_id}")
@@ -138,7 +147,8 @@ def add_settings_actions(router: APIRouter, service: Service, wrap: Wrapper) -> 
         form, refusal = await guarded_form(request)
         if form is None:
             return refusal or Response(status_code=403)
-        rule = await service.replay.update(rule_id, rule_body(form, creating=False), None)
+        changes = rule_changes(form, creating=False, now=service.now())
+        rule = await service.replay.update(OPERATOR, rule_id, changes)
         state = "enabled" if rule.enabled else "disabled"
         return redirect(request, f"{PREFIX}/rules", f"Saved replay rule {rule.name} ({state}).")
 
@@ -148,7 +158,7 @@ def add_settings_actions(router: APIRouter, service: Service, wrap: Wrapper) -> 
         form, refusal = await guarded_form(request)
         if form is None:
             return refusal or Response(status_code=403)
-        rule = await service.replay.delete(rule_id, None)
+        rule = await service.replay.delete(OPERATOR, rule_id)
         return redirect(request, f"{PREFIX}/rules", f"Deleted replay rule {rule.name}.")
 
     @router.post("/retention")
@@ -158,7 +168,7 @@ def add_settings_actions(router: APIRouter, service: Service, wrap: Wrapper) -> 
         if form is None:
             return refusal or Response(status_code=403)
         queue = form.get("queue") or None
-        policy = await service.retention.set_policy(queue, policy_body(form), ACTOR)
+        policy = await service.retention.set_policy(OPERATOR, queue, policy_changes(form))
         scope = f"queue {queue}" if queue else "every queue without its own policy"
         document = policy.to_document()
         message = (
@@ -173,7 +183,7 @@ def add_settings_actions(router: APIRouter, service: Service, wrap: Wrapper) -> 
         form, refusal = await guarded_form(request)
         if form is None:
             return refusal or Response(status_code=403)
-        await service.retention.remove_policy(queue)
+        await service.retention.remove_policy(OPERATOR, queue)
         message = f"Queue {queue} now follows the global retention policy."
         return redirect(request, f"{PREFIX}/retention", message)
 

@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from redrive.dashboard.filters import ListFilter
-from redrive.dashboard.views import row
+from redrive.dashboard.views import OPERATOR, row
 from redrive.domain.dead_letter import DEAD, DeadLetter
+from redrive.domain.dead_letter_filter import DeadLetterFilter, parse_filter
 from redrive.domain.errors import InvalidRequest, NotFound
-from redrive.ports import Page
-from redrive.service.dead_letters import SAMPLE_SIZE, BulkResult
+from redrive.service.dead_letters import SAMPLE_SIZE, BulkRequest
 from redrive.service.facade import Service
 
-ACTOR = "dashboard"
 MAX_SELECTED = 500
 ACTIONS = {
     "retry-selection": ("retry", "selection"),
@@ -61,26 +60,22 @@ async def _selected(service: Service, ids: list[str]) -> list[DeadLetter]:
     found: list[DeadLetter] = []
     for job_id in ids:
         try:
-            dead, _ = await service.dead_letters.get(job_id, None)
+            dead, _ = await service.dead_letters.get(OPERATOR, job_id)
         except NotFound:
             continue
         found.append(dead)
     return found
 
 
-async def _dry_run(service: Service, plan: BulkPlan, list_filter: ListFilter) -> BulkResult:
-    now = service.runtime.now()
-    filters = service.dead_letters.filter(list_filter.service_raw(now), None)
-    body = {"dry_run": True}
-    if plan.action == "retry":
-        return await service.dead_letters.bulk_retry(filters, body, ACTOR)
-    return await service.dead_letters.purge(filters, body, ACTOR)
+def _filters(service: Service, list_filter: ListFilter) -> DeadLetterFilter:
+    now = service.now()
+    return parse_filter(list_filter.service_raw(now), now)
 
 
 async def preview(service: Service, plan: BulkPlan, pin: bool) -> dict[str, Any]:
     """What the confirmation page shows: the exact count, a sample, and the filter in words."""
     pinned = pin and plan.scope == "filter"
-    list_filter = plan.list_filter.pinned(service.runtime.now()) if pinned else plan.list_filter
+    list_filter = plan.list_filter.pinned(service.now()) if pinned else plan.list_filter
     if plan.scope == "selection":
         selected = await _selected(service, plan.ids)
         count = len(selected)
@@ -88,13 +83,9 @@ async def preview(service: Service, plan: BulkPlan, pin: bool) -> dict[str, Any]
         queues = sorted({dead.job.queue for dead in selected})
         gone = len(plan.ids) - count
     else:
-        result = await _dry_run(service, plan, list_filter)
-        now = service.runtime.now()
-        filters = service.dead_letters.filter(list_filter.service_raw(now), None)
-        items, _ = await service.dead_letters.search(filters, Page(limit=SAMPLE_SIZE))
-        count, sample, gone = result.matched, [row(dead) for dead in items], 0
-        queues = sorted({dead.job.queue for dead in items}) if count <= len(items) else []
-        queues = [list_filter.queue] if list_filter.queue else queues
+        found = await service.dead_letters.preview(OPERATOR, _filters(service, list_filter))
+        count, sample, gone = found.matched, [row(dead) for dead in found.sample], 0
+        queues = sorted(found.by_queue)
     return {
         "page": "dead-letters",
         "title": "Confirm " + ("retry" if plan.action == "retry" else "delete"),
@@ -104,7 +95,7 @@ async def preview(service: Service, plan: BulkPlan, pin: bool) -> dict[str, Any]
         "sample": sample,
         "queues": queues,
         "gone": gone,
-        "now": service.runtime.now(),
+        "now": service.now(),
     }
 
 
@@ -113,19 +104,12 @@ def _plural(count: int) -> str:
 
 
 async def _execute_selection(service: Service, plan: BulkPlan) -> str:
-    done, missing, queues = 0, 0, set()
-    for job_id in plan.ids:
-        try:
-            if plan.action == "retry":
-                job = await service.dead_letters.retry(job_id, None, {}, ACTOR)
-                queues.add(job.queue)
-            else:
-                await service.dead_letters.delete(job_id, None, ACTOR)
-        except NotFound:
-            missing += 1
-            continue
-        done += 1
-    return _summary(plan.action, done, missing, sorted(queues))
+    """The selected rows, in one transaction: each moves once, whoever else acts at once."""
+    if plan.action == "retry":
+        result = await service.dead_letters.retry_selected(OPERATOR, plan.ids)
+    else:
+        result = await service.dead_letters.delete_selected(OPERATOR, plan.ids)
+    return _summary(plan.action, len(result.moved), len(result.missing), result.queues)
 
 
 def _summary(action: str, done: int, missing: int, queues: list[str]) -> str:
@@ -146,15 +130,15 @@ async def execute(service: Service, plan: BulkPlan, expected: int) -> tuple[str 
     the message is None when the count changed and the operator must look again."""
     if plan.scope == "selection":
         return await _execute_selection(service, plan), len(plan.ids)
-    check = await _dry_run(service, plan, plan.list_filter)
+    filters = _filters(service, plan.list_filter)
+    check = await service.dead_letters.preview(OPERATOR, filters)
     if check.matched != expected:
         return None, check.matched
-    now = service.runtime.now()
-    filters = service.dead_letters.filter(plan.list_filter.service_raw(now), None)
-    body = {"confirm": True, "limit": expected}  # never more than the operator confirmed
+    # Never more than the operator confirmed.
+    request = BulkRequest(filters, confirm=True, limit=expected)
     if plan.action == "retry":
-        result = await service.dead_letters.bulk_retry(filters, body, ACTOR)
+        result = await service.dead_letters.bulk_retry(OPERATOR, request)
     else:
-        result = await service.dead_letters.purge(filters, body, ACTOR)
+        result = await service.dead_letters.purge(OPERATOR, request)
     missing = expected - result.succeeded  # moved by someone else since the check
     return _summary(plan.action, result.succeeded, missing, result.queues), result.matched

@@ -10,8 +10,11 @@ from urllib.parse import parse_qs
 
 from starlette.requests import Request
 
+from redrive.domain.dead_letter import OVERRIDE_KEYS, RetryOverride, parse_override
 from redrive.domain.errors import InvalidRequest
 from redrive.domain.job import Job
+from redrive.domain.replay import RuleChanges, parse_rule_changes
+from redrive.domain.retention import PolicyChanges, parse_policy_changes
 
 MAX_SELECTED = 500
 FORM_TYPES = ("application/x-www-form-urlencoded", "")
@@ -70,7 +73,7 @@ def _priority(text: str) -> int:
         raise InvalidRequest("priority must be a whole number", {"field": "priority"}) from error
 
 
-def retry_override(values: Mapping[str, str], job: Job) -> dict[str, Any]:
+def retry_override(values: Mapping[str, str], job: Job) -> RetryOverride:
     """The changes the retry form asks for; fields left as they are, or empty, change nothing."""
     override: dict[str, Any] = {}
     queue = values.get("queue", "").strip()
@@ -94,10 +97,14 @@ def retry_override(values: Mapping[str, str], job: Job) -> dict[str, Any]:
         parsed_retry = _json_field(retry, "retry", dict)
         if parsed_retry != job.retry.to_document():
             override["retry"] = parsed_retry
-    return override
+    return parse_override(override)
 
 
-def rule_body(form: Form, creating: bool) -> dict[str, Any]:
+def changed_fields(override: RetryOverride) -> list[str]:
+    return [name for name in OVERRIDE_KEYS if getattr(override, name) is not None]
+
+
+def rule_changes(form: Form, creating: bool, now: int) -> RuleChanges:
     """A replay rule from its form: name, filter (JSON), delay, max_replays, enabled."""
     body: dict[str, Any] = {"enabled": form.get("enabled") == "on"}
     if creating or form.get("name"):
@@ -112,10 +119,10 @@ def rule_body(form: Form, creating: bool) -> dict[str, Any]:
         if not max_replays.isdigit():
             raise InvalidRequest("max_replays must be a whole number", {"field": "max_replays"})
         body["max_replays"] = int(max_replays)
-    return body
+    return parse_rule_changes(body, now)
 
 
-def policy_body(form: Form) -> dict[str, Any]:
+def policy_changes(form: Form) -> PolicyChanges:
     """A (partial) retention policy from its form; empty fields keep their current value."""
     body: dict[str, Any] = {}
     if form.get("max_age"):
@@ -127,4 +134,4 @@ def policy_body(form: Form) -> dict[str, Any]:
         body["max_count"] = int(max_count)
     if form.get("pruning_policy"):
         body["pruning_policy"] = form.get("pruning_policy")
-    return body
+    return parse_policy_changes(body)

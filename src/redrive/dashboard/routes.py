@@ -102,13 +102,13 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
     @router.get("/dead-letters/{job_id}/retry", include_in_schema=False)
     @html_errors
     async def retry_form(job_id: str, request: Request) -> Response:
-        dead, _ = await service.dead_letters.get(job_id, None)
+        dead, _ = await service.dead_letters.get(views.OPERATOR, job_id)
         return await retry_form_page(request, dead, dict(request.query_params))
 
     @router.get("/dead-letters/{job_id}/delete", include_in_schema=False)
     @html_errors
     async def delete_confirmation(job_id: str, request: Request) -> Response:
-        dead, _ = await service.dead_letters.get(job_id, None)
+        dead, _ = await service.dead_letters.get(views.OPERATOR, job_id)
         context = {"page": "dead-letters", "title": "Delete dead letter", "dead": dead}
         return render(request, "delete_confirm.html", {**context, "row": views.row(dead)})
 
@@ -118,7 +118,7 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
         context = {
             "page": "rules",
             "title": "Replay rules",
-            "rules": [rule.to_document() for rule in await service.replay.list(None)],
+            "rules": [rule.to_document() for rule in await service.replay.list(views.OPERATOR)],
         }
         return render(request, "rules.html", context)
 
@@ -126,7 +126,7 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
     @html_errors
     async def retention(request: Request) -> Response:
         policies = await service.retention.policies()
-        stats = await service.dead_letters.stats(None)
+        stats = await service.dead_letters.stats(views.OPERATOR)
         context = {
             "page": "retention",
             "title": "Retention",

@@ -8,13 +8,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from redrive.dashboard.filters import ListFilter
-from redrive.domain.dead_letter import DEAD, DeadLetter, apply_override
+from redrive.domain.caller import Caller, Role
+from redrive.domain.dead_letter import DEAD, DeadLetter, RetryOverride, apply_override
+from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.durations import format_timestamp
 from redrive.domain.errors import InvalidRequest, NotFound
 from redrive.domain.job import STATES, Job
 from redrive.ports import Page
 from redrive.service.facade import Service
 
+# The dashboard has no login yet: it acts across every tenant, recorded as "dashboard".
+OPERATOR = Caller.across_tenants("dashboard", Role.ADMIN)
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 TOP_ERROR_TYPES = 8
@@ -65,8 +69,8 @@ async def count_between(service: Service, since: int, until: int | None) -> int:
     raw: dict[str, Any] = {"since": format_timestamp(since)}
     if until is not None:
         raw["until"] = format_timestamp(until)
-    filters = service.dead_letters.filter(raw, None)
-    _, total = await service.dead_letters.search(filters, Page(limit=1))
+    filters = parse_filter(raw, service.now())
+    _, total = await service.dead_letters.search(OPERATOR, filters, Page(limit=1))
     return total
 
 
@@ -94,15 +98,15 @@ async def trend(service: Service, now: int) -> dict[str, Any]:
 async def oldest(service: Service, oldest_at: int | None) -> DeadLetter | None:
     if oldest_at is None:
         return None
-    filters = service.dead_letters.filter({"until": format_timestamp(oldest_at)}, None)
-    items, _ = await service.dead_letters.search(filters, Page(limit=1))
+    filters = parse_filter({"until": format_timestamp(oldest_at)}, service.now())
+    items, _ = await service.dead_letters.search(OPERATOR, filters, Page(limit=1))
     return items[0] if items else None
 
 
 async def overview(service: Service) -> dict[str, Any]:
     now = service.runtime.now()
-    stats = await service.dead_letters.stats(None)
-    queues = await service.queues.overview(None)
+    stats = await service.dead_letters.stats(OPERATOR)
+    queues = await service.queues.overview(OPERATOR)
     by_error = sorted(stats["by_error_type"].items(), key=lambda item: (-item[1], item[0]))
     return {
         "now": now,
@@ -122,14 +126,14 @@ async def dead_letter_list(
     service: Service, list_filter: ListFilter, limit: int, cursor: str | None
 ) -> dict[str, Any]:
     now = service.runtime.now()
-    filters = service.dead_letters.filter(list_filter.service_raw(now), None)
+    filters = parse_filter(list_filter.service_raw(now), now)
     page = Page(limit=limit + 1)  # one more than shown: is there an older page?
     if cursor:
         page = replace(decode_cursor(cursor), limit=limit + 1)
-    found, total = await service.dead_letters.search(filters, page)
+    found, total = await service.dead_letters.search(OPERATOR, filters, page)
     items = found[:limit]
     next_cursor = encode_cursor(items[-1]) if len(found) > limit else None
-    stats = await service.dead_letters.stats(None)
+    stats = await service.dead_letters.stats(OPERATOR)
     return {
         "now": now,
         "filter": list_filter,
@@ -155,14 +159,14 @@ class Detail:
 async def detail(service: Service, job_id: str, where: dict[str, str]) -> Detail:
     """The episode the link names (else the dead one, else the latest), every episode of the job,
     and the job as it is now when it is no longer dead."""
-    history = await service.dead_letters.episodes(job_id, None)
+    history = await service.dead_letters.episodes(OPERATOR, job_id)
     named = [dead for dead in history if dead.id == where.get("episode")]
     dead_now = [dead for dead in history if dead.status == DEAD]
     episode = (named or dead_now or history)[-1]
     current: Job | None = None
     if not dead_now:
         try:
-            current = await service.jobs.get(job_id, None)
+            current = await service.jobs.get(OPERATOR, job_id)
         except NotFound:
             current = None
     return Detail(episode, history, current)
@@ -181,7 +185,7 @@ def job_values(job: Job) -> dict[str, Any]:
     }
 
 
-def retry_changes(job: Job, override: dict[str, Any]) -> list[dict[str, Any]]:
+def retry_changes(job: Job, override: RetryOverride) -> list[dict[str, Any]]:
     """Field by field: what the job has now and what it will have when retried."""
     before = job_values(job)
     after = job_values(apply_override(job, override))

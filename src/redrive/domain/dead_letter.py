@@ -1,16 +1,14 @@
-"""Dead-letter episodes, the filters that select them, and redriving one back into its queue."""
+"""Dead-letter episodes and redriving one back into its queue (the filter has its own module)."""
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from redrive.domain import job as states
-from redrive.domain.durations import format_timestamp, parse_timestamp
+from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import validate_queue_name
-from redrive.domain.errors import InvalidRequest
+from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
 from redrive.domain.job import Job
 from redrive.domain.retry import parse_retry_policy
 
@@ -82,129 +80,84 @@ def new_dead_letter(episode_id: str, job: Job, reason: str, now: int) -> DeadLet
     )
 
 
+OVERRIDE_KEYS = ("queue", "priority", "args", "meta", "retry")
+
+
 @dataclass(frozen=True)
-class DeadLetterFilter:
-    """Which dead letters an operation means. An empty filter means all of them."""
+class RetryOverride:
+    """What a single retry changes: queue, priority and args replace; meta and the retry policy
+    merge over what the job had. All None: the job goes back exactly as it died."""
 
     queue: str | None = None
-    type: str | None = None
-    type_prefix: str | None = None
-    error_type: str | None = None
-    since: int | None = None
-    until: int | None = None
-    status: str = DEAD
-    tenant_id: str | None = None
-    args_contains: str | None = None
-    args_path: str | None = None
-    args_value: str | None = None
-    replay_count_below: int | None = None
-
-    @property
-    def is_empty(self) -> bool:
-        return not any(
-            (
-                self.queue, self.type, self.type_prefix, self.error_type, self.since,
-                self.until, self.args_contains, self.args_path,
-            )
-        )  # fmt: skip
-
-
-# `$.customer_id == "cust_123"`: a path of names and indexes, then a JSON scalar.
-ARGS_MATCH = re.compile(
-    r"\s*(?P<path>\$(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d{1,6}\])+)\s*==\s*(?P<value>.+?)\s*"
-)
-
-
-def parse_args_match(text: str) -> tuple[str, str]:
-    """(path, JSON text of the value). The path is checked here; both are bound as parameters."""
-    match = ARGS_MATCH.fullmatch(text)
-    invalid = InvalidRequest(
-        'args_match must look like $.customer_id == "cust_123" (a path, ==, a JSON value)',
-        {"field": "args_match"},
-    )
-    if match is None:
-        raise invalid
-    try:
-        value = json.loads(match.group("value"))
-    except ValueError as error:
-        raise invalid from error
-    if isinstance(value, dict | list):
-        raise invalid
-    return match.group("path"), json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _text(raw: dict[str, Any], *names: str) -> str | None:
-    for name in names:
-        value = raw.get(name)
-        if value is not None and value != "":
-            if not isinstance(value, str):
-                raise InvalidRequest(f"filter {name} must be a string", {"field": name})
-            return value
-    return None
-
-
-def parse_filter(raw: dict[str, Any], now: int, tenant_id: str | None) -> DeadLetterFilter:
-    """Filter from query parameters or a JSON `filter` object; `type` may end in `*`."""
-    job_type = _text(raw, "type", "job_type")
-    prefix = None
-    if job_type is not None and job_type.endswith("*"):
-        prefix, job_type = job_type[:-1], None
-    since_text, until_text = _text(raw, "since"), _text(raw, "until")
-    status = _text(raw, "status") or DEAD
-    if status not in STATUSES:
-        raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}", {"field": "status"})
-    queue = _text(raw, "queue")
-    args_match = _text(raw, "args_match", "args_path")
-    args_path, args_value = parse_args_match(args_match) if args_match else (None, None)
-    return DeadLetterFilter(
-        queue=validate_queue_name(queue, "queue") if queue is not None else None,
-        type=job_type,
-        type_prefix=prefix,
-        error_type=_text(raw, "error_type"),
-        since=parse_timestamp(since_text, "since", now)[0] if since_text else None,
-        until=parse_timestamp(until_text, "until", now)[0] if until_text else None,
-        status=status,
-        tenant_id=tenant_id,
-        args_contains=_text(raw, "args_contains", "args"),
-        args_path=args_path,
-        args_value=args_value,
-    )
-
-
-def _override_fields(raw: dict[str, Any]) -> dict[str, Any]:
-    override = raw.get("override")
-    if override is None:
-        return {k: raw[k] for k in ("queue", "meta", "retry", "args", "priority") if k in raw}
-    if not isinstance(override, dict):
-        raise InvalidRequest("override must be an object", {"field": "override"})
-    return override
+    priority: int | None = None
+    args: list[Any] | None = None
+    meta: dict[str, Any] | None = None
+    retry: dict[str, Any] | None = None
 
 
 def _priority(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not -100 <= value <= 100:
-        raise InvalidRequest("override.priority must be an integer from -100 to 100", {})
+        raise InvalidRequest(
+            "override.priority must be an integer from -100 to 100", {"field": "override.priority"}
+        )
     return value
 
 
-def apply_override(job: Job, raw: dict[str, Any]) -> Job:
-    """Queue, priority, args replace; meta and retry merge over what the job had."""
-    override = _override_fields(raw)
+def parse_override(raw: object) -> RetryOverride:
+    """The override from a retry body: its fields at the top level or under `override`; any
+    other key is refused."""
+    if raw is None:
+        return RetryOverride()
+    if not isinstance(raw, dict):
+        raise InvalidRequest("the retry body must be a JSON object", {"field": "body"})
+    if "override" in raw:
+        if set(raw) != {"override"}:
+            extra = sorted(set(raw) - {"override"})
+            raise InvalidRequest(
+                f"send the changes either under override or at the top level, not both "
+                f"(found {', '.join(extra)})",
+                {"field": extra[0]},
+            )
+        raw = raw["override"]
+        if not isinstance(raw, dict):
+            raise InvalidRequest("override must be an object", {"field": "override"})
+    unknown = sorted(set(raw) - set(OVERRIDE_KEYS))
+    if unknown:
+        raise InvalidRequest(
+            f"unknown override key {unknown[0]!r}; the keys are {', '.join(OVERRIDE_KEYS)}",
+            {"field": f"override.{unknown[0]}", "allowed": list(OVERRIDE_KEYS)},
+        )
+    args, meta, retry = raw.get("args"), raw.get("meta"), raw.get("retry")
+    if "args" in raw and not isinstance(args, list):
+        raise InvalidRequest("override.args must be an array", {"field": "override.args"})
+    if "meta" in raw and not isinstance(meta, dict):
+        raise InvalidRequest("override.meta must be an object", {"field": "override.meta"})
+    if "retry" in raw and not isinstance(retry, dict):
+        # Checked field by field when merged over the job's own policy, before anything is written.
+        raise InvalidRetryPolicy("override.retry must be an object", {"field": "override.retry"})
+    return RetryOverride(
+        queue=validate_queue_name(raw["queue"], "override.queue") if "queue" in raw else None,
+        priority=_priority(raw["priority"]) if "priority" in raw else None,
+        args=args,
+        meta=meta,
+        retry=retry,
+    )
+
+
+def apply_override(job: Job, override: RetryOverride) -> Job:
+    """The dead job with the override's changes."""
     changes: dict[str, Any] = {}
-    if "queue" in override:
-        changes["queue"] = validate_queue_name(override["queue"], "override.queue")
-    if "priority" in override:
-        changes["priority"] = _priority(override["priority"])
-    if "args" in override:
-        if not isinstance(override["args"], list):
-            raise InvalidRequest("override.args must be an array", {"field": "override.args"})
-        changes["args"] = override["args"]
-    if "meta" in override:
-        if not isinstance(override["meta"], dict):
-            raise InvalidRequest("override.meta must be an object", {"field": "override.meta"})
-        changes["meta"] = {**job.meta, **override["meta"]}
-    if "retry" in override:
-        changes["retry"] = parse_retry_policy(override["retry"], job.retry)
-    return replace(job, **changes)
+    if override.queue is not None:
+        changes["queue"] = override.queue
+    if override.priority is not None:
+        changes["priority"] = override.priority
+    if override.args is not None:
+        changes["args"] = override.args
+    if override.meta is not None:
+        changes["meta"] = {**job.meta, **override.meta}
+    if override.retry is not None:
+        changes["retry"] = parse_retry_policy(override.retry, job.retry)
+    return replace(job, **changes) if changes else job
 
 
 def mark_replayed(job: Job, rule_name: str, now: int) -> Job:

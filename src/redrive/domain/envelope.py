@@ -40,7 +40,9 @@ class EnqueueContext:
 
     now_ms: int
     generated_id: str
-    tenant_header: str | None = None
+    # The caller's tenant; None for a caller spanning tenants, whose job names its tenant in
+    # meta.tenant_id (or lands in the default tenant).
+    tenant: str | None = None
     default_retry: RetryPolicy = field(default_factory=RetryPolicy)
 
 
@@ -111,15 +113,25 @@ def _positive_ms(value: object, field: str) -> int | None:
     return value
 
 
-def _tenant(meta: dict[str, Any], header: str | None) -> str:
+def _tenant(meta: dict[str, Any], caller_tenant: str | None) -> str:
+    """The job's tenant: the caller's, never one the body names. A caller of a named tenant has
+    it recorded in meta (meta.tenant_id may repeat it, never name another); for a caller of the
+    default tenant (no tenant given) meta.tenant_id is kept as plain metadata, as the OJS core
+    suites require, and scopes nothing."""
     body_tenant = meta.get("tenant_id")
-    if header is None:
-        return body_tenant if isinstance(body_tenant, str) and body_tenant else DEFAULT_TENANT
-    tenant = validate_tenant(header)
-    if body_tenant is not None and body_tenant != tenant:
-        raise _invalid("meta.tenant_id", "meta.tenant_id differs from the X-OJS-Tenant header")
-    meta["tenant_id"] = tenant
-    return tenant
+    if caller_tenant == DEFAULT_TENANT:
+        return DEFAULT_TENANT
+    if caller_tenant is None:
+        if body_tenant is None:
+            return DEFAULT_TENANT
+        if not isinstance(body_tenant, str) or not body_tenant:
+            raise _invalid("meta.tenant_id", "meta.tenant_id must be a non-empty string")
+        return validate_tenant(body_tenant)
+    if body_tenant is not None and body_tenant != caller_tenant:
+        raise _invalid("meta.tenant_id", "meta.tenant_id differs from the caller's tenant")
+    if caller_tenant != DEFAULT_TENANT:
+        meta["tenant_id"] = caller_tenant
+    return caller_tenant
 
 
 def _tags(options: dict[str, Any]) -> None:
@@ -185,7 +197,7 @@ def validate_envelope(body: object, context: EnqueueContext) -> Job:
         extra["schema"] = schema
     return Job(
         id=_identifier(body, context.generated_id),
-        tenant_id=_tenant(meta, context.tenant_header),
+        tenant_id=_tenant(meta, context.tenant),
         type=job_type,
         queue=queue,
         args=args,

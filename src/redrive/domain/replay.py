@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from redrive.domain.dead_letter_filter import filter_values, parse_filter
 from redrive.domain.durations import format_duration, parse_duration_ms
 from redrive.domain.errors import InvalidRequest
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-FILTER_KEYS = frozenset(
-    {"queue", "type", "job_type", "error_type", "since", "until", "args_contains", "args",
-     "args_match", "args_path"}
-)  # fmt: skip
+RULE_KEYS = ("name", "filter", "delay", "max_replays", "enabled")
 MAX_REPLAYS_LIMIT = 1000
 
 
@@ -42,55 +40,96 @@ class ReplayRule:
         }
 
 
-def _filter(raw: object) -> dict[str, Any]:
-    if not isinstance(raw, dict) or not raw:
-        raise InvalidRequest("filter must be a non-empty object", {"field": "filter"})
-    unknown = set(raw) - FILTER_KEYS
-    if unknown:
-        raise InvalidRequest(
-            f"unknown filter keys: {', '.join(sorted(unknown))}", {"field": "filter"}
-        )
-    return dict(raw)
+@dataclass(frozen=True)
+class RuleChanges:
+    """A replay rule as a request gives it: every field optional (a new rule takes defaults for
+    what is missing, an update keeps what the rule had)."""
+
+    name: str | None = None
+    filter: dict[str, str] | None = None
+    delay_ms: int | None = None
+    max_replays: int | None = None
+    enabled: bool | None = None
 
 
-def _delay(raw: dict[str, Any], default: int) -> int:
-    if "delay" not in raw:
-        return default
-    value = raw["delay"]
+def _filter(raw: object, now: int) -> dict[str, str]:
+    """The filter in its canonical keys; it must narrow the set (never every dead letter) and
+    cannot choose a status (rules replay dead letters)."""
+    values = filter_values(raw)
+    if not values:
+        raise InvalidRequest("filter must name at least one field", {"field": "filter"})
+    if "status" in values:
+        raise InvalidRequest("a replay rule replays dead letters: no status", {"field": "filter"})
+    parse_filter(values, now)  # the same checks as a list or bulk filter
+    return values
+
+
+def _delay(value: object) -> int:
     if not isinstance(value, str):
         raise InvalidRequest("delay must be an ISO 8601 duration such as PT5M", {"field": "delay"})
     return 0 if value in ("PT0S", "P0D") else parse_duration_ms(value, "delay")
 
 
-def parse_rule(
-    raw: object, rule_id: str, tenant_id: str, now: int, existing: ReplayRule | None = None
-) -> ReplayRule:
-    """A new rule, or `existing` with the fields `raw` changes."""
-    if not isinstance(raw, dict):
-        raise InvalidRequest("the replay rule must be a JSON object", {"field": "body"})
-    name = raw.get("name", existing.name if existing else None)
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise InvalidRequest("name must be 1-128 letters, digits, . _ : -", {"field": "name"})
-    filters = _filter(raw.get("filter")) if "filter" in raw or not existing else existing.filter
-    max_replays = raw.get("max_replays", existing.max_replays if existing else 3)
-    if isinstance(max_replays, bool) or not isinstance(max_replays, int):
+def _max_replays(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidRequest("max_replays must be an integer", {"field": "max_replays"})
-    if not 1 <= max_replays <= MAX_REPLAYS_LIMIT:
+    if not 1 <= value <= MAX_REPLAYS_LIMIT:
         raise InvalidRequest(
             f"max_replays must be from 1 to {MAX_REPLAYS_LIMIT}", {"field": "max_replays"}
         )
-    enabled = raw.get("enabled", existing.enabled if existing else True)
-    if not isinstance(enabled, bool):
+    return value
+
+
+def parse_rule_changes(raw: object, now: int) -> RuleChanges:
+    """A rule body, strictly: unknown keys and wrong types are refused."""
+    if not isinstance(raw, dict):
+        raise InvalidRequest("the replay rule must be a JSON object", {"field": "body"})
+    unknown = sorted(set(raw) - set(RULE_KEYS))
+    if unknown:
+        raise InvalidRequest(
+            f"unknown key {unknown[0]!r}; the keys are {', '.join(RULE_KEYS)}",
+            {"field": unknown[0], "allowed": list(RULE_KEYS)},
+        )
+    name = raw.get("name")
+    if name is not None and (not isinstance(name, str) or not NAME_PATTERN.fullmatch(name)):
+        raise InvalidRequest("name must be 1-128 letters, digits, . _ : -", {"field": "name"})
+    enabled = raw.get("enabled")
+    if enabled is not None and not isinstance(enabled, bool):
         raise InvalidRequest("enabled must be a boolean", {"field": "enabled"})
+    return RuleChanges(
+        name=name,
+        filter=_filter(raw["filter"], now) if "filter" in raw else None,
+        delay_ms=_delay(raw["delay"]) if "delay" in raw else None,
+        max_replays=_max_replays(raw["max_replays"]) if "max_replays" in raw else None,
+        enabled=enabled,
+    )
+
+
+def new_rule(changes: RuleChanges, rule_id: str, tenant_id: str, now: int) -> ReplayRule:
+    if changes.name is None:
+        raise InvalidRequest("name is required", {"field": "name"})
+    if changes.filter is None:
+        raise InvalidRequest("filter is required", {"field": "filter"})
     return ReplayRule(
         id=rule_id,
         tenant_id=tenant_id,
-        name=name,
-        filter=filters,
-        delay_ms=_delay(raw, existing.delay_ms if existing else 0),
-        max_replays=max_replays,
-        enabled=enabled,
-        created_at=existing.created_at if existing else now,
+        name=changes.name,
+        filter=changes.filter,
+        delay_ms=changes.delay_ms or 0,
+        max_replays=3 if changes.max_replays is None else changes.max_replays,
+        enabled=True if changes.enabled is None else changes.enabled,
+        created_at=now,
         updated_at=now,
-        replayed_total=existing.replayed_total if existing else 0,
+    )
+
+
+def changed_rule(existing: ReplayRule, changes: RuleChanges, now: int) -> ReplayRule:
+    return replace(
+        existing,
+        name=existing.name if changes.name is None else changes.name,
+        filter=existing.filter if changes.filter is None else changes.filter,
+        delay_ms=existing.delay_ms if changes.delay_ms is None else changes.delay_ms,
+        max_replays=existing.max_replays if changes.max_replays is None else changes.max_replays,
+        enabled=existing.enabled if changes.enabled is None else changes.enabled,
+        updated_at=now,
     )

@@ -29,8 +29,24 @@ class RetentionPolicy:
         }
 
 
-def parse_policy(raw: object, base: RetentionPolicy) -> RetentionPolicy:
-    """A (partial) policy over `base`; `max_age` is an ISO 8601 duration such as P180D."""
+@dataclass(frozen=True)
+class PolicyChanges:
+    """A retention change as a request gives it; what is None keeps its current value."""
+
+    max_age_ms: int | None = None
+    max_count: int | None = None
+    pruning_policy: str | None = None
+
+    def applied_to(self, base: RetentionPolicy) -> RetentionPolicy:
+        return RetentionPolicy(
+            base.max_age_ms if self.max_age_ms is None else self.max_age_ms,
+            base.max_count if self.max_count is None else self.max_count,
+            base.pruning_policy if self.pruning_policy is None else self.pruning_policy,
+        )
+
+
+def parse_policy_changes(raw: object) -> PolicyChanges:
+    """A (partial) policy; `max_age` is an ISO 8601 duration such as P180D."""
     if not isinstance(raw, dict):
         raise InvalidRequest("the retention policy must be a JSON object", {"field": "body"})
     unknown = set(raw) - {"max_age", "max_count", "pruning_policy", "queue"}
@@ -38,7 +54,7 @@ def parse_policy(raw: object, base: RetentionPolicy) -> RetentionPolicy:
         raise InvalidRequest(
             f"unknown retention fields: {', '.join(sorted(unknown))}", {"field": sorted(unknown)[0]}
         )
-    max_age_ms = base.max_age_ms
+    max_age_ms = None
     if "max_age" in raw:
         if not isinstance(raw["max_age"], str):
             raise InvalidRequest(
@@ -47,19 +63,21 @@ def parse_policy(raw: object, base: RetentionPolicy) -> RetentionPolicy:
         max_age_ms = parse_duration_ms(raw["max_age"], "max_age")
         if max_age_ms <= 0:
             raise InvalidRequest("max_age must be longer than zero", {"field": "max_age"})
-    max_count = raw.get("max_count", base.max_count)
-    if isinstance(max_count, bool) or not isinstance(max_count, int):
-        raise InvalidRequest("max_count must be an integer", {"field": "max_count"})
-    if not 1 <= max_count <= MAX_COUNT_LIMIT:
+    max_count = raw.get("max_count")
+    if "max_count" in raw and (
+        isinstance(max_count, bool)
+        or not isinstance(max_count, int)
+        or not 1 <= max_count <= MAX_COUNT_LIMIT
+    ):
         raise InvalidRequest(
-            f"max_count must be from 1 to {MAX_COUNT_LIMIT}", {"field": "max_count"}
+            f"max_count must be an integer from 1 to {MAX_COUNT_LIMIT}", {"field": "max_count"}
         )
-    pruning = raw.get("pruning_policy", base.pruning_policy)
-    if pruning not in PRUNING_POLICIES:
+    pruning = raw.get("pruning_policy")
+    if "pruning_policy" in raw and pruning not in PRUNING_POLICIES:
         raise InvalidRequest(
             "pruning_policy must be delete or archive", {"field": "pruning_policy"}
         )
-    return RetentionPolicy(max_age_ms, max_count, str(pruning))
+    return PolicyChanges(max_age_ms, max_count, pruning)
 
 
 @dataclass(frozen=True)

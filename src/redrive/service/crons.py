@@ -6,6 +6,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from redrive.domain.caller import Caller
 from redrive.domain.cron import (
     CronExpressionError,
     CronTimezoneError,
@@ -16,7 +17,7 @@ from redrive.domain.cron import (
 from redrive.domain.envelope import EnqueueContext, validate_envelope
 from redrive.domain.errors import InvalidRequest, NotFound
 from redrive.domain.events import Event, job_event
-from redrive.domain.job import DEFAULT_TENANT, TERMINAL_STATES
+from redrive.domain.job import TERMINAL_STATES
 from redrive.ports import Transaction
 from redrive.service.requests import require_object
 from redrive.service.runtime import Runtime
@@ -55,7 +56,8 @@ class CronService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def _definition(self, request: dict[str, Any], tenant: str | None, now: int) -> dict[str, Any]:
+    def _definition(self, caller: Caller, request: dict[str, Any], now: int) -> dict[str, Any]:
+        tenant = caller.tenant_scope
         name = request.get("name")
         if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
             raise InvalidRequest("name must be 1-128 letters, digits, . _ : -", {"field": "name"})
@@ -92,15 +94,15 @@ class CronService:
             "description": request.get("description"),
         }
 
-    async def register(self, body: object, tenant: str | None) -> dict[str, Any]:
+    async def register(self, caller: Caller, body: object) -> dict[str, Any]:
         request = require_object(body)
         now = self.runtime.now()
-        definition = self._definition(request, tenant, now)
+        definition = self._definition(caller, request, now)
         async with self.runtime.store.transaction() as transaction:
             existing = await transaction.get_cron(definition["name"], None)
             cron = {
                 "name": definition["name"],
-                "tenant_id": tenant or DEFAULT_TENANT,
+                "tenant_id": caller.tenant_id,
                 "definition": definition,
                 "enabled": definition["enabled"],
                 "next_run_at": next_run_ms(definition["expression"], definition["timezone"], now)
@@ -114,25 +116,29 @@ class CronService:
             await transaction.save_cron(cron)
         return cron
 
-    async def list(self, tenant: str | None) -> list[dict[str, Any]]:
+    async def list(self, caller: Caller) -> list[dict[str, Any]]:
+        tenant = caller.tenant_scope
         async with self.runtime.store.transaction() as transaction:
             return await transaction.list_crons(tenant)
 
-    async def get(self, name: str, tenant: str | None) -> dict[str, Any]:
+    async def get(self, caller: Caller, name: str) -> dict[str, Any]:
+        tenant = caller.tenant_scope
         async with self.runtime.store.transaction() as transaction:
             cron = await transaction.get_cron(name, tenant)
         if cron is None:
             raise NotFound("cron", name)
         return cron
 
-    async def delete(self, name: str, tenant: str | None) -> dict[str, Any]:
+    async def delete(self, caller: Caller, name: str) -> dict[str, Any]:
+        tenant = caller.tenant_scope
         async with self.runtime.store.transaction() as transaction:
             cron = await transaction.get_cron(name, tenant)
             if cron is None or not await transaction.delete_cron(name, tenant):
                 raise NotFound("cron", name)
         return cron
 
-    async def set_enabled(self, name: str, body: object, tenant: str | None) -> dict[str, Any]:
+    async def set_enabled(self, caller: Caller, name: str, body: object) -> dict[str, Any]:
+        tenant = caller.tenant_scope
         request = require_object(body)
         enabled = request.get("enabled")
         if not isinstance(enabled, bool):
@@ -172,7 +178,7 @@ class CronService:
                 await self.runtime.emit(transaction, [event], now)
                 await transaction.save_cron(cron)
                 continue
-            tenant = None if cron["tenant_id"] == DEFAULT_TENANT else cron["tenant_id"]
+            tenant = cron["tenant_id"]
             job = validate_envelope(
                 definition["job_template"],
                 EnqueueContext(

@@ -8,13 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redrive.domain import dead_letter as episodes
-from redrive.domain.dead_letter import (
-    DeadLetter,
-    DeadLetterFilter,
-    MovedEpisode,
-    apply_override,
-    parse_filter,
-)
+from redrive.domain.caller import Caller
+from redrive.domain.dead_letter import DeadLetter, MovedEpisode, RetryOverride, apply_override
+from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.errors import InvalidRequest, NotFound
 from redrive.domain.events import episode_event, job_event
 from redrive.domain.job import Job
@@ -23,6 +19,18 @@ from redrive.service.runtime import Runtime
 
 BULK_CHUNK = 1000
 SAMPLE_SIZE = 10
+MAX_SELECTED = 1000
+
+
+@dataclass(frozen=True)
+class BulkRequest:
+    """A bulk retry or purge by filter: `confirm` to act, `dry_run` to count only; `limit` moves
+    at most that many (the newest first), None every match."""
+
+    filters: DeadLetterFilter
+    confirm: bool = False
+    dry_run: bool = False
+    limit: int | None = None
 
 
 @dataclass
@@ -37,46 +45,63 @@ class BulkResult:
     queues: list[str] = field(default_factory=list)
 
 
-def bulk_limit(body: dict[str, Any]) -> int | None:
-    """`limit`: move at most this many (the newest first); absent means every match."""
-    value = body.get("limit")
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)  # from a query string
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidRequest("limit must be a positive integer", {"field": "limit"})
-    return value
+@dataclass(frozen=True)
+class Preview:
+    """What a bulk action by filter would move: the count, per queue, and the newest few."""
+
+    matched: int
+    by_queue: dict[str, int]
+    sample: list[DeadLetter]
 
 
-def require_confirmation(body: dict[str, Any], filters: DeadLetterFilter) -> bool:
-    """Bulk changes need `confirm: true`; `dry_run: true` only counts. Returns dry_run."""
-    dry_run = body.get("dry_run") is True or str(body.get("dry_run")).lower() == "true"
-    confirm = body.get("confirm") is True or str(body.get("confirm")).lower() == "true"
-    if not dry_run and not confirm:
-        scope = "everything in the dead-letter queue" if filters.is_empty else "the filtered set"
+@dataclass(frozen=True)
+class SelectionResult:
+    """A retry or delete of chosen dead letters: the ids moved, and those no longer dead (moved
+    by someone else, or never dead in the caller's tenant)."""
+
+    moved: list[str]
+    missing: list[str]
+    queues: list[str]
+
+
+def _check_confirmed(request: BulkRequest) -> None:
+    if not request.dry_run and not request.confirm:
+        scope = (
+            "everything in the dead-letter queue"
+            if request.filters.is_empty
+            else "the filtered set"
+        )
         raise InvalidRequest(
             f"this changes {scope}: send confirm: true (or dry_run: true to see the count first)",
             {"field": "confirm"},
         )
-    return dry_run
+
+
+def _selection(job_ids: list[str]) -> list[str]:
+    unique = list(dict.fromkeys(job_ids))
+    if not unique:
+        raise InvalidRequest("choose at least one dead letter", {"field": "job_ids"})
+    if len(unique) > MAX_SELECTED:
+        raise InvalidRequest(f"choose at most {MAX_SELECTED} dead letters", {"field": "job_ids"})
+    return unique
 
 
 class DeadLetterService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def filter(self, raw: dict[str, Any], tenant: str | None) -> DeadLetterFilter:
-        return parse_filter(raw, self.runtime.now(), tenant)
-
-    async def search(self, filters: DeadLetterFilter, page: Page) -> tuple[list[DeadLetter], int]:
+    async def search(
+        self, caller: Caller, filters: DeadLetterFilter, page: Page
+    ) -> tuple[list[DeadLetter], int]:
+        filters = filters.scoped(caller.tenant_scope)
         async with self.runtime.store.transaction() as transaction:
             items = await transaction.list_dead_letters(filters, page)
             total = await transaction.count_dead_letters(filters)
         return items, total
 
-    async def get(self, job_id: str, tenant: str | None) -> tuple[DeadLetter, list[DeadLetter]]:
+    async def get(self, caller: Caller, job_id: str) -> tuple[DeadLetter, list[DeadLetter]]:
         """The job's current dead episode, and every episode it has had, oldest first."""
+        tenant = caller.tenant_scope
         async with self.runtime.store.transaction() as transaction:
             dead = await transaction.get_dead_letter(job_id, tenant)
             history = await transaction.dead_letter_episodes(job_id, tenant) if dead else []
@@ -84,10 +109,10 @@ class DeadLetterService:
             raise NotFound("dead letter", job_id)
         return dead, history
 
-    async def episodes(self, job_id: str, tenant: str | None) -> list[DeadLetter]:
+    async def episodes(self, caller: Caller, job_id: str) -> list[DeadLetter]:
         """Every episode the job has had, oldest first, whether or not one is dead now."""
         async with self.runtime.store.transaction() as transaction:
-            history = await transaction.dead_letter_episodes(job_id, tenant)
+            history = await transaction.dead_letter_episodes(job_id, caller.tenant_scope)
         if not history:
             raise NotFound("dead letter", job_id)
         return history
@@ -120,61 +145,100 @@ class DeadLetterService:
         counter[revived.queue] += 1
         return True
 
-    async def retry(
-        self, job_id: str, tenant: str | None, override: dict[str, Any], moved_by: str
-    ) -> Job:
+    async def retry(self, caller: Caller, job_id: str, override: RetryOverride) -> Job:
         now = self.runtime.now()
         async with self.runtime.store.transaction() as transaction:
-            dead = await transaction.get_dead_letter(job_id, tenant)
+            dead = await transaction.get_dead_letter(job_id, caller.tenant_scope)
             if dead is None:
                 raise NotFound("dead letter", job_id)
             modified = apply_override(dead.job, override)
-            if not await self.redrive(transaction, dead, modified, episodes.RETRIED, moved_by, now):
+            if not await self.redrive(
+                transaction, dead, modified, episodes.RETRIED, caller.actor, now
+            ):
                 raise NotFound("dead letter", job_id)
         return episodes.redrive(modified, now)
 
-    async def delete(self, job_id: str, tenant: str | None, moved_by: str) -> None:
+    async def delete(self, caller: Caller, job_id: str) -> None:
         now = self.runtime.now()
         async with self.runtime.store.transaction() as transaction:
-            dead = await transaction.get_dead_letter(job_id, tenant)
+            dead = await transaction.get_dead_letter(job_id, caller.tenant_scope)
             if dead is None or not await transaction.move_dead_letter(
-                dead, episodes.DELETED, now, moved_by
+                dead, episodes.DELETED, now, caller.actor
             ):
                 raise NotFound("dead letter", job_id)
-            await self._forget(transaction, [MovedEpisode.of(dead)], moved_by, now)
+            await self._forget(transaction, [MovedEpisode.of(dead)], caller.actor, now)
 
-    async def _preview(
-        self, filters: DeadLetterFilter, result: BulkResult, limit: int | None
-    ) -> BulkResult:
+    async def retry_selected(self, caller: Caller, job_ids: list[str]) -> SelectionResult:
+        """Retry the chosen dead letters, as they are, in one transaction."""
+        return await self._move_selected(caller, _selection(job_ids), episodes.RETRIED)
+
+    async def delete_selected(self, caller: Caller, job_ids: list[str]) -> SelectionResult:
+        """Delete the chosen dead letters in one transaction."""
+        return await self._move_selected(caller, _selection(job_ids), episodes.DELETED)
+
+    async def _move_selected(
+        self, caller: Caller, job_ids: list[str], status: str
+    ) -> SelectionResult:
+        now = self.runtime.now()
+        moved: list[str] = []
+        queues: set[str] = set()
+        forgotten: list[MovedEpisode] = []
         async with self.runtime.store.transaction() as transaction:
-            result.matched = await transaction.count_dead_letters(filters)
-            sample = await transaction.list_dead_letters(filters, Page(limit=SAMPLE_SIZE))
-            stats = await transaction.dead_letter_stats(filters.tenant_id)
-        if limit is not None:
-            result.matched = min(result.matched, limit)
-        result.sample = [dead.job_id for dead in sample][: result.matched]
-        result.queues = sorted(stats["by_queue"]) if filters.queue is None else [filters.queue]
-        return result
+            for job_id in job_ids:
+                dead = await transaction.get_dead_letter(job_id, caller.tenant_scope)
+                if dead is None:
+                    continue
+                if status == episodes.RETRIED:
+                    done = await self.redrive(
+                        transaction, dead, dead.job, status, caller.actor, now
+                    )
+                else:
+                    done = await transaction.move_dead_letter(dead, status, now, caller.actor)
+                    forgotten += [MovedEpisode.of(dead)] if done else []
+                if done:
+                    moved.append(job_id)
+                    queues.add(dead.job.queue)
+            await self._forget(transaction, forgotten, caller.actor, now)
+        missing = [job_id for job_id in job_ids if job_id not in set(moved)]
+        return SelectionResult(moved=moved, missing=missing, queues=sorted(queues))
 
-    async def _bulk(
-        self, filters: DeadLetterFilter, action: str, body: dict[str, Any], moved_by: str
-    ) -> BulkResult:
+    async def preview(self, caller: Caller, filters: DeadLetterFilter) -> Preview:
+        """What a bulk action by this filter would move, without moving anything."""
+        filters = filters.scoped(caller.tenant_scope)
+        async with self.runtime.store.transaction() as transaction:
+            by_queue = await transaction.count_dead_letters_by_queue(filters)
+            sample = await transaction.list_dead_letters(filters, Page(limit=SAMPLE_SIZE))
+        return Preview(matched=sum(by_queue.values()), by_queue=by_queue, sample=sample)
+
+    async def _dry_run(self, caller: Caller, request: BulkRequest, action: str) -> BulkResult:
+        preview = await self.preview(caller, request.filters)
+        matched = preview.matched if request.limit is None else min(preview.matched, request.limit)
+        return BulkResult(
+            action=action,
+            dry_run=True,
+            matched=matched,
+            sample=[dead.job_id for dead in preview.sample][:matched],
+            queues=sorted(queue for queue, count in preview.by_queue.items() if count),
+        )
+
+    async def _bulk(self, caller: Caller, request: BulkRequest, action: str) -> BulkResult:
         """Set-based, in chunks of one transaction each, spread over the store's write lanes: a
         failure half-way leaves every job either back in its queue or still dead, and the status
         flip makes each episode move once even when several operators or replicas run the same
-        bulk operation (each sees only what it moved). `limit` in the body caps how many move."""
-        limit = bulk_limit(body)
-        result = BulkResult(action=action, dry_run=require_confirmation(body, filters))
-        if result.dry_run:
-            return await self._preview(filters, result, limit)
+        bulk operation (each sees only what it moved)."""
+        _check_confirmed(request)
+        if request.dry_run:
+            return await self._dry_run(caller, request, action)
+        filters = request.filters.scoped(caller.tenant_scope)
+        result = BulkResult(action=action)
         queues: set[str] = set()
-        budget = sys.maxsize if limit is None else limit  # what the lanes may still take
+        budget = sys.maxsize if request.limit is None else request.limit  # what lanes may take
 
         async def lane() -> None:
             nonlocal budget
             while (take := min(BULK_CHUNK, budget)) > 0:
                 budget -= take
-                moved = await self._move_chunk(filters, action, moved_by, take)
+                moved = await self._move_chunk(filters, action, caller.actor, take)
                 budget += take - len(moved)
                 if not moved:
                     return
@@ -238,16 +302,12 @@ class DeadLetterService:
         await self.runtime.emit(transaction, events, now)
         self.runtime.metrics.dead_letter_deleted.update(episode.queue for episode in moved)
 
-    async def bulk_retry(
-        self, filters: DeadLetterFilter, body: dict[str, Any], moved_by: str
-    ) -> BulkResult:
-        return await self._bulk(filters, "retry", body, moved_by)
+    async def bulk_retry(self, caller: Caller, request: BulkRequest) -> BulkResult:
+        return await self._bulk(caller, request, "retry")
 
-    async def purge(
-        self, filters: DeadLetterFilter, body: dict[str, Any], moved_by: str
-    ) -> BulkResult:
-        return await self._bulk(filters, "purge", body, moved_by)
+    async def purge(self, caller: Caller, request: BulkRequest) -> BulkResult:
+        return await self._bulk(caller, request, "purge")
 
-    async def stats(self, tenant: str | None) -> dict[str, Any]:
+    async def stats(self, caller: Caller) -> dict[str, Any]:
         async with self.runtime.store.transaction() as transaction:
-            return await transaction.dead_letter_stats(tenant)
+            return await transaction.dead_letter_stats(caller.tenant_scope)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from redrive.domain.caller import Caller
 from redrive.domain.errors import InvalidRequest
 from redrive.ports import EventQuery, StoredEvent
 from redrive.service.runtime import Runtime
@@ -21,13 +22,14 @@ class EventService:
 
     async def list(
         self,
-        tenant: str | None,
+        caller: Caller,
         types: str | None,
         queues: str | None,
         job_types: str | None,
         after: str | None,
         limit: int,
     ) -> list[StoredEvent]:
+        tenant = caller.tenant_scope
         if not 1 <= limit <= MAX_EVENTS:
             raise InvalidRequest(f"limit must be from 1 to {MAX_EVENTS}", {"field": "limit"})
         query = EventQuery(tenant, after, _list(types), _list(queues), _list(job_types), limit)

@@ -35,5 +35,9 @@ class Service:
             await transaction.reset()
         self.runtime.metrics = Metrics()
 
+    def now(self) -> int:
+        """The service clock, for edges that resolve relative times ("-PT1H") while parsing."""
+        return self.runtime.now()
+
     async def healthy(self) -> bool:
         return await self.runtime.store.ping()

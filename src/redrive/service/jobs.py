@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from redrive.domain import job as states
 from redrive.domain import lifecycle
+from redrive.domain.caller import Caller
 from redrive.domain.envelope import EnqueueContext, validate_envelope
 from redrive.domain.errors import Duplicate, InvalidRequest, NotFound, OjsError
 from redrive.domain.events import job_event
 from redrive.domain.job import Job
-from redrive.ports import Transaction
+from redrive.ports import JobFilter, Transaction
 from redrive.service.runtime import Runtime
 
 
@@ -19,11 +19,11 @@ class JobService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def _validate(self, body: object, tenant: str | None, now: int) -> Job:
+    def _validate(self, caller: Caller, body: object, now: int) -> Job:
         context = EnqueueContext(
             now_ms=now,
             generated_id=self.runtime.new_id(now),
-            tenant_header=tenant,
+            tenant=caller.tenant_scope,
             default_retry=self.runtime.options.default_retry,
         )
         return validate_envelope(body, context)
@@ -48,14 +48,14 @@ class JobService:
         for job in jobs:
             self.runtime.metrics.enqueued[(job.queue, job.type)] += 1
 
-    async def enqueue(self, body: object, tenant: str | None) -> Job:
+    async def enqueue(self, caller: Caller, body: object) -> Job:
         now = self.runtime.now()
-        job = self._validate(body, tenant, now)
+        job = self._validate(caller, body, now)
         async with self.runtime.store.transaction() as transaction:
             await self._insert(transaction, [job], now)
         return job
 
-    async def enqueue_batch(self, body: object, tenant: str | None) -> list[Job]:
+    async def enqueue_batch(self, caller: Caller, body: object) -> list[Job]:
         """All jobs or none: the first invalid one is reported with its index."""
         raw_jobs = body.get("jobs") if isinstance(body, dict) else body
         if not isinstance(raw_jobs, list) or not raw_jobs:
@@ -67,7 +67,7 @@ class JobService:
         jobs = []
         for index, raw in enumerate(raw_jobs):
             try:
-                jobs.append(self._validate(raw, tenant, now))
+                jobs.append(self._validate(caller, raw, now))
             except OjsError as error:
                 error.details = {**error.details, "index": index}
                 error.message = f"jobs[{index}]: {error.message}"
@@ -79,7 +79,8 @@ class JobService:
             await self._insert(transaction, jobs, now)
         return jobs
 
-    async def get(self, job_id: str, tenant: str | None) -> Job:
+    async def get(self, caller: Caller, job_id: str) -> Job:
+        tenant = caller.tenant_scope
         async with self.runtime.store.transaction() as transaction:
             job = await transaction.get_job(job_id, tenant)
             if job is None:
@@ -91,12 +92,12 @@ class JobService:
         return job
 
     async def _transition(
-        self, job_id: str, tenant: str | None, action: str, decide: Callable[[Job, int], Job]
+        self, caller: Caller, job_id: str, action: str, decide: Callable[[Job, int], Job]
     ) -> tuple[Job, Job]:
         """Lock the job, let the domain decide, write the outcome guarded; (before, after)."""
         now = self.runtime.now()
         async with self.runtime.store.transaction() as transaction:
-            job = await transaction.get_job(job_id, tenant, lock=True)
+            job = await transaction.get_job(job_id, caller.tenant_scope, lock=True)
             if job is None:
                 raise NotFound("job", job_id)
             changed = decide(job, now)
@@ -108,13 +109,15 @@ class JobService:
                 await transaction.notify({changed.queue})
         return job, changed
 
-    async def cancel(self, job_id: str, tenant: str | None) -> tuple[Job, str]:
-        before, cancelled = await self._transition(job_id, tenant, "cancel", lifecycle.cancel)
+    async def cancel(self, caller: Caller, job_id: str) -> tuple[Job, str]:
+        before, cancelled = await self._transition(caller, job_id, "cancel", lifecycle.cancel)
         return cancelled, before.state
 
-    async def activate(self, job_id: str, tenant: str | None) -> Job:
-        return (await self._transition(job_id, tenant, "activate", lifecycle.activate))[1]
+    async def activate(self, caller: Caller, job_id: str) -> Job:
+        return (await self._transition(caller, job_id, "activate", lifecycle.activate))[1]
 
-    async def list(self, filters: dict[str, Any], limit: int, offset: int) -> tuple[list[Job], int]:
+    async def list(
+        self, caller: Caller, filters: JobFilter, limit: int, offset: int
+    ) -> tuple[list[Job], int]:
         async with self.runtime.store.transaction() as transaction:
-            return await transaction.list_jobs(filters, limit, offset)
+            return await transaction.list_jobs(caller.tenant_scope, filters, limit, offset)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from redrive.domain.caller import SYSTEM, Caller
 from redrive.domain.envelope import validate_queue_name
 from redrive.domain.events import Event
-from redrive.domain.job import DEFAULT_TENANT, STATES
+from redrive.domain.job import STATES
 from redrive.service.runtime import Runtime
 
 MINUTE_MS = 60_000
@@ -21,8 +22,9 @@ class QueueService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def overview(self, tenant: str | None) -> list[dict[str, Any]]:
+    async def overview(self, caller: Caller) -> list[dict[str, Any]]:
         """Every known queue with its per-state counts and paused flag, sorted by name."""
+        tenant = caller.tenant_scope
         async with self.runtime.store.transaction() as transaction:
             queues = await transaction.list_queues()
             counts = await transaction.count_jobs(tenant, None)
@@ -43,9 +45,10 @@ class QueueService:
             for name in names
         ]
 
-    async def get(self, name: str, tenant: str | None) -> dict[str, Any]:
+    async def get(self, caller: Caller, name: str) -> dict[str, Any]:
+        tenant = caller.tenant_scope
         validate_queue_name(name, "queue")
-        for queue in await self.overview(None):
+        for queue in await self.overview(SYSTEM):
             if queue["name"] == name:
                 break
         else:
@@ -56,21 +59,22 @@ class QueueService:
             queue["counts"] = empty_counts() | {state: n for (_, state), n in counts.items()}
         return queue
 
-    async def set_paused(self, name: str, paused: bool, tenant: str | None) -> dict[str, Any]:
+    async def set_paused(self, caller: Caller, name: str, paused: bool) -> dict[str, Any]:
         validate_queue_name(name, "queue")
         now = self.runtime.now()
         async with self.runtime.store.transaction() as transaction:
-            queue = await transaction.set_queue_paused(name, tenant or DEFAULT_TENANT, paused, now)
+            queue = await transaction.set_queue_paused(name, caller.tenant_id, paused, now)
             event_type = "queue.paused" if paused else "queue.resumed"
             await self.runtime.emit(
                 transaction,
-                [Event(event_type, tenant or DEFAULT_TENANT, name, None, name, {"queue": name})],
+                [Event(event_type, caller.tenant_id, name, None, name, {"queue": name})],
                 now,
             )
         return queue
 
-    async def totals(self, tenant: str | None) -> dict[str, Any]:
+    async def totals(self, caller: Caller) -> dict[str, Any]:
         """Jobs per state, throughput over the last minute, and counts of queues and workers."""
+        tenant = caller.tenant_scope
         now = self.runtime.now()
         async with self.runtime.store.transaction() as transaction:
             counts = await transaction.count_jobs(tenant, None)

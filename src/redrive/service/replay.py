@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from redrive.domain.dead_letter import REPLAYED, mark_replayed, parse_filter
+from redrive.domain.caller import SYSTEM, Caller
+from redrive.domain.dead_letter import REPLAYED, mark_replayed
+from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.errors import Duplicate, NotFound
-from redrive.domain.job import DEFAULT_TENANT
-from redrive.domain.replay import ReplayRule, parse_rule
+from redrive.domain.replay import ReplayRule, RuleChanges, changed_rule, new_rule
 from redrive.ports import Page
 from redrive.service import locks
 from redrive.service.dead_letters import DeadLetterService
-from redrive.service.requests import require_object
 from redrive.service.runtime import Runtime
 
 REPLAY_BATCH = 200
@@ -23,39 +23,36 @@ class ReplayService:
         self.runtime = runtime
         self.dead_letters = dead_letters
 
-    async def list(self, tenant: str | None) -> list[ReplayRule]:
+    async def list(self, caller: Caller) -> list[ReplayRule]:
         async with self.runtime.store.transaction() as transaction:
-            return await transaction.replay_rules(tenant)
+            return await transaction.replay_rules(caller.tenant_scope)
 
-    async def get(self, rule_id: str, tenant: str | None) -> ReplayRule:
-        for rule in await self.list(tenant):
+    async def get(self, caller: Caller, rule_id: str) -> ReplayRule:
+        for rule in await self.list(caller):
             if rule_id in (rule.id, rule.name):
                 return rule
         raise NotFound("replay rule", rule_id)
 
-    async def create(self, body: object, tenant: str | None) -> ReplayRule:
+    async def create(self, caller: Caller, changes: RuleChanges) -> ReplayRule:
         now = self.runtime.now()
-        rule = parse_rule(
-            require_object(body), self.runtime.new_id(now), tenant or DEFAULT_TENANT, now
-        )
-        parse_filter(rule.filter, now, tenant)  # the filter must be one the list endpoint accepts
-        if any(existing.name == rule.name for existing in await self.list(rule.tenant_id)):
+        rule = new_rule(changes, self.runtime.new_id(now), caller.tenant_id, now)
+        if any(
+            existing.name == rule.name and existing.tenant_id == rule.tenant_id
+            for existing in await self.list(caller)
+        ):
             raise Duplicate(f"a replay rule named {rule.name!r} exists", {"name": rule.name})
         async with self.runtime.store.transaction() as transaction:
             await transaction.save_replay_rule(rule)
         return rule
 
-    async def update(self, rule_id: str, body: object, tenant: str | None) -> ReplayRule:
-        existing = await self.get(rule_id, tenant)
-        now = self.runtime.now()
-        rule = parse_rule(require_object(body), existing.id, existing.tenant_id, now, existing)
-        parse_filter(rule.filter, now, tenant)
+    async def update(self, caller: Caller, rule_id: str, changes: RuleChanges) -> ReplayRule:
+        rule = changed_rule(await self.get(caller, rule_id), changes, self.runtime.now())
         async with self.runtime.store.transaction() as transaction:
             await transaction.save_replay_rule(rule)
         return rule
 
-    async def delete(self, rule_id: str, tenant: str | None) -> ReplayRule:
-        rule = await self.get(rule_id, tenant)
+    async def delete(self, caller: Caller, rule_id: str) -> ReplayRule:
+        rule = await self.get(caller, rule_id)
         async with self.runtime.store.transaction() as transaction:
             await transaction.delete_replay_rule(rule.id)
         return rule
@@ -64,15 +61,14 @@ class ReplayService:
         """One pass of every enabled rule: replay what has waited `delay` and has been replayed
         fewer than `max_replays` times. Jobs past the limit stay in the dead-letter queue."""
         replayed: dict[str, int] = {}
-        for rule in await self.list(None):
+        for rule in await self.list(SYSTEM):
             if rule.enabled:
                 replayed[rule.name] = await self._replay(rule)
         return replayed
 
     async def _replay(self, rule: ReplayRule) -> int:
         now = self.runtime.now()
-        tenant = None if rule.tenant_id == DEFAULT_TENANT else rule.tenant_id
-        base = parse_filter(rule.filter, now, tenant)
+        base = parse_filter(rule.filter, now).scoped(rule.tenant_id)
         cutoff = now - rule.delay_ms
         until = cutoff if base.until is None else min(base.until, cutoff)
         filters = replace(base, until=until, replay_count_below=rule.max_replays)

@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import DEAD
 from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import validate_queue_name
@@ -14,9 +15,9 @@ from redrive.domain.events import Event
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.retention import (
     GLOBAL,
+    PolicyChanges,
     RetentionPolicy,
     next_prune_at,
-    parse_policy,
     plan_prune,
 )
 from redrive.ports import Archive, PruneScope, Transaction
@@ -79,14 +80,16 @@ class RetentionService:
     def next_prune_at(self) -> int:
         return next_prune_at(self.runtime.now(), self.runtime.options.prune_interval_ms)
 
-    async def set_policy(self, queue: str | None, body: object, actor: str) -> RetentionPolicy:
+    async def set_policy(
+        self, caller: Caller, queue: str | None, changes: PolicyChanges
+    ) -> RetentionPolicy:
         """Change the global policy (queue None) or one queue's override; fields not sent keep
         their current values."""
         if queue is not None:
             validate_queue_name(queue, "queue")
         current = await self.policies()
         base = current.global_policy if queue is None else current.for_queue(queue)
-        policy = parse_policy(body, base)
+        policy = changes.applied_to(base)
         async with self.runtime.store.transaction() as transaction:
             await transaction.save_dead_letter_policy(
                 {
@@ -96,12 +99,12 @@ class RetentionService:
                     "max_count": policy.max_count,
                     "pruning_policy": policy.pruning_policy,
                     "updated_at": self.runtime.now(),
-                    "updated_by": actor,
+                    "updated_by": caller.actor,
                 }
             )
         return policy
 
-    async def remove_policy(self, queue: str) -> None:
+    async def remove_policy(self, caller: Caller, queue: str) -> None:
         async with self.runtime.store.transaction() as transaction:
             if not await transaction.delete_dead_letter_policy(POLICY_TENANT, queue):
                 raise NotFound("retention policy", queue)

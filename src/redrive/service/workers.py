@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from redrive.domain import lifecycle
+from redrive.domain.caller import Caller
 from redrive.domain.envelope import MAX_TIMEOUT_MS
 from redrive.domain.errors import Conflict, NotFound
 from redrive.domain.events import started_event
-from redrive.domain.job import DEFAULT_TENANT, Job
+from redrive.domain.job import Job
 from redrive.ports import Claim, JobChange
 from redrive.service.attempts import (
     AckRequest,
@@ -49,7 +50,7 @@ class WorkerService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def fetch(self, body: object, tenant: str | None) -> list[Job]:
+    async def fetch(self, caller: Caller, body: object) -> list[Job]:
         """Claim up to `count` jobs, queues in the order given. With `wait_ms`, an empty fetch
         waits (up to 30 s) for a wake-up from any replica instead of returning at once."""
         request = require_object(body)
@@ -57,15 +58,14 @@ class WorkerService:
         wait_ms = optional_positive_int(request, "wait_ms", MAX_WAIT_MS) or 0
         deadline = time.monotonic() + wait_ms / 1000
         while True:
-            claimed = await self._claim(request, queues, tenant)
+            claimed = await self._claim(caller, request, queues)
             remaining = deadline - time.monotonic()
             if claimed or remaining <= 0:
                 return claimed
             await self.runtime.store.wait_for_work(queues, min(remaining, WAIT_SLICE_SECONDS))
 
-    async def _claim(
-        self, request: dict[str, Any], queues: list[str], tenant: str | None
-    ) -> list[Job]:
+    async def _claim(self, caller: Caller, request: dict[str, Any], queues: list[str]) -> list[Job]:
+        tenant = caller.tenant_scope
         count = optional_positive_int(request, "count", self.runtime.options.max_fetch_count) or 1
         worker_id = optional_string(request, "worker_id")
         visibility = optional_positive_int(request, "visibility_timeout_ms", MAX_TIMEOUT_MS)
@@ -82,26 +82,30 @@ class WorkerService:
                 claimed.extend(await transaction.claim_jobs(claim, now))
             if worker_id is not None:
                 await transaction.touch_worker(
-                    worker_id, tenant or DEFAULT_TENANT, queues, len(claimed), now
+                    worker_id, caller.tenant_id, queues, len(claimed), now
                 )
             await self.runtime.emit(transaction, [started_event(job) for job in claimed], now)
         return claimed
 
-    async def ack(self, body: object, tenant: str | None) -> Job:
+    async def ack(self, caller: Caller, body: object) -> Job:
+        tenant = caller.tenant_scope
         return single(await acknowledge_all(self.runtime, [AckRequest.parse(body)], tenant))
 
-    async def ack_many(self, body: object, tenant: str | None) -> list[Outcome]:
+    async def ack_many(self, caller: Caller, body: object) -> list[Outcome]:
         """`{"acks": [ack, ...]}`: one transaction; each entry is the completed job or why
         that ack was refused (the others still land)."""
+        tenant = caller.tenant_scope
         items = batch_items(body, "acks", self.runtime.options.max_batch_size)
         return await acknowledge_all(self.runtime, parse_each(items, AckRequest.parse), tenant)
 
-    async def nack(self, body: object, tenant: str | None) -> Job:
+    async def nack(self, caller: Caller, body: object) -> Job:
+        tenant = caller.tenant_scope
         return single(await fail_all(self.runtime, [NackRequest.parse(body)], tenant))
 
-    async def nack_many(self, body: object, tenant: str | None) -> list[Outcome]:
+    async def nack_many(self, caller: Caller, body: object) -> list[Outcome]:
         """`{"nacks": [nack, ...]}`: one transaction; each entry is the job as the failure left
         it or why that nack was refused."""
+        tenant = caller.tenant_scope
         items = batch_items(body, "nacks", self.runtime.options.max_batch_size)
         return await fail_all(self.runtime, parse_each(items, NackRequest.parse), tenant)
 
@@ -115,7 +119,8 @@ class WorkerService:
             ids.append(single)
         return list(dict.fromkeys(ids))
 
-    async def heartbeat(self, body: object, tenant: str | None) -> Heartbeat:
+    async def heartbeat(self, caller: Caller, body: object) -> Heartbeat:
+        tenant = caller.tenant_scope
         request = require_object(body)
         worker_id = optional_string(request, "worker_id")
         job_ids = self._heartbeat_job_ids(request)
@@ -143,7 +148,7 @@ class WorkerService:
             extended = [change.job.id for change in renewals if change.job.id in written]
             if worker_id is not None:
                 worker = await transaction.touch_worker(
-                    worker_id, tenant or DEFAULT_TENANT, [], len(job_ids), now
+                    worker_id, caller.tenant_id, [], len(job_ids), now
                 )
                 directive = directive or worker.get("directive")
         return Heartbeat(directive or "running", extended, lost, now)
@@ -161,6 +166,7 @@ class WorkerService:
                 raise NotFound("worker", worker_id)
             await transaction.set_worker_directive(worker_id, directive)
 
-    async def list(self, tenant: str | None) -> list[dict[str, Any]]:
+    async def list(self, caller: Caller) -> list[dict[str, Any]]:
+        tenant = caller.tenant_scope
         async with self.runtime.store.transaction() as transaction:
             return await transaction.list_workers(tenant)

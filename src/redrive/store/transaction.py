@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, Protocol
 
-from redrive.domain.dead_letter import DEAD, DeadLetter, DeadLetterFilter, MovedEpisode
+from redrive.domain.dead_letter import DEAD, DeadLetter, MovedEpisode
+from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.job import Job
 from redrive.domain.replay import ReplayRule
-from redrive.ports import Claim, EventQuery, JobChange, Page, PruneScope, StoredEvent
+from redrive.ports import (
+    Claim,
+    EventQuery,
+    JobChange,
+    JobFilter,
+    Page,
+    PruneScope,
+    StoredEvent,
+)
 from redrive.store.codec import (
     dead_letter_from_row,
     dead_letter_record,
@@ -36,20 +45,8 @@ class Executor(Protocol):
 
 
 def _filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
-    return {
-        "tenant_id": filters.tenant_id,
-        "status": filters.status,
-        "queue": filters.queue,
-        "type": filters.type,
-        "type_prefix": filters.type_prefix,
-        "error_type": filters.error_type,
-        "since": filters.since,
-        "until": filters.until,
-        "args_contains": filters.args_contains,
-        "args_path": filters.args_path,
-        "args_value": filters.args_value,
-        "replay_count_below": filters.replay_count_below,
-    }
+    """Every filter attribute, bound by its own name (the SQL fragment names each one)."""
+    return {item.name: getattr(filters, item.name) for item in fields(DeadLetterFilter)}
 
 
 TALLY_DIMENSIONS = ("queue", "type", "error_type")
@@ -157,9 +154,10 @@ class SqlTransaction:
         return {row["id"]: job_from_row(row) for row in rows}
 
     async def list_jobs(
-        self, filters: dict[str, Any], limit: int, offset: int
+        self, tenant_id: str | None, filters: JobFilter, limit: int, offset: int
     ) -> tuple[list[Job], int]:
-        keys = {key: filters.get(key) for key in ("tenant_id", "queue", "state", "type")}
+        keys = {"tenant_id": tenant_id, "queue": filters.queue, "state": filters.state,
+                "type": filters.type}  # fmt: skip
         rows = await self._rows("select_jobs", limit=limit, offset=offset, **keys)
         total = await self._rows("count_jobs", **keys)
         return [job_from_row(row) for row in rows], int(total[0]["count"])
@@ -261,28 +259,26 @@ class SqlTransaction:
         return [dead_letter_from_row(row) for row in rows]
 
     async def count_dead_letters(self, filters: DeadLetterFilter) -> int:
-        """From the tallies when the filter only names tallied dimensions, else by counting."""
-        tallied = filters.status == DEAD and all(
-            value is None
-            for value in (filters.since, filters.until, filters.args_contains, filters.args_path,
-                          filters.replay_count_below)
-        )  # fmt: skip
-        if tallied:
-            rows = await self._rows("select_dead_letter_tallies", tenant_id=filters.tenant_id)
-            wanted = {
-                "queue": filters.queue,
-                "type": filters.type,
-                "error_type": filters.error_type,
-            }
-            prefix = filters.type_prefix or ""
-            return sum(
-                int(row["count"])
-                for row in rows
-                if row["type"].startswith(prefix)
-                and all(value is None or (row[key] or "") == value for key, value in wanted.items())
-            )
+        if filters.counted_by_tallies:
+            return sum((await self.count_dead_letters_by_queue(filters)).values())
         rows = await self._rows("count_dead_letters", **_filter_parameters(filters))
         return int(rows[0]["count"])
+
+    async def count_dead_letters_by_queue(self, filters: DeadLetterFilter) -> dict[str, int]:
+        """From the tallies when they count the set exactly, else by counting rows."""
+        if not filters.counted_by_tallies:
+            rows = await self._rows("count_dead_letters_by_queue", **_filter_parameters(filters))
+            return {row["queue"]: int(row["count"]) for row in rows}
+        rows = await self._rows("select_dead_letter_tallies", tenant_id=filters.tenant_id)
+        wanted = {"queue": filters.queue, "type": filters.type, "error_type": filters.error_type}
+        prefix = filters.type_prefix or ""
+        counts: Counter[str] = Counter()
+        for row in rows:
+            if row["type"].startswith(prefix) and all(
+                value is None or (row[key] or "") == value for key, value in wanted.items()
+            ):
+                counts[row["queue"]] += int(row["count"])
+        return {queue: count for queue, count in counts.items() if count}
 
     async def move_dead_letters(
         self, filters: DeadLetterFilter, limit: int, status: str, now: int, moved_by: str

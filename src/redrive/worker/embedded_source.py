@@ -6,11 +6,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from redrive.domain.caller import Caller, Role
 from redrive.domain.errors import OjsError
-from redrive.domain.job import Job
+from redrive.domain.job import DEFAULT_TENANT, Job
 from redrive.service.facade import Service
 from redrive.worker.source import Completion, Failure, HeartbeatReply, Outcome
 
+# An embedded worker works the default tenant unless it is given another caller.
+DEFAULT_TENANT_WORKER = Caller.for_tenant(DEFAULT_TENANT, "embedded-worker", Role.WORKER)
 # One long-poll is split into waits this long, so `interrupt()` takes effect quickly.
 WAIT_SLICE_MS = 1000
 
@@ -34,9 +37,9 @@ def job_payload(job: Job) -> dict[str, Any]:
 class EmbeddedJobSource:
     """Reaches jobs through `service.workers` with the same bodies the HTTP routes pass."""
 
-    def __init__(self, service: Service, tenant: str | None = None) -> None:
+    def __init__(self, service: Service, caller: Caller = DEFAULT_TENANT_WORKER) -> None:
         self.service = service
-        self.tenant = tenant
+        self.caller = caller
         self._interrupted = False
 
     async def fetch(
@@ -50,7 +53,7 @@ class EmbeddedJobSource:
                 body["wait_ms"] = min(remaining_ms, WAIT_SLICE_MS)
             else:
                 body.pop("wait_ms", None)
-            jobs = await self.service.workers.fetch(body, self.tenant)
+            jobs = await self.service.workers.fetch(self.caller, body)
             if jobs or "wait_ms" not in body or self._interrupted:
                 return [job_payload(job) for job in jobs]
 
@@ -86,14 +89,14 @@ class EmbeddedJobSource:
         self,
         bodies: list[dict[str, Any]],
         field: str,
-        send: Callable[[object, str | None], Awaitable[list[Job | OjsError]]],
+        send: Callable[[Caller, object], Awaitable[list[Job | OjsError]]],
     ) -> list[Outcome]:
         """One service call (one transaction) per batch the service accepts."""
         outcomes: list[Outcome] = []
         size = self.service.runtime.options.max_batch_size
         for offset in range(0, len(bodies), size):
             chunk = bodies[offset : offset + size]
-            for body, result in zip(chunk, await send({field: chunk}, self.tenant), strict=True):
+            for body, result in zip(chunk, await send(self.caller, {field: chunk}), strict=True):
                 if isinstance(result, OjsError):
                     outcomes.append(Outcome(str(body["job_id"]), problem=result.code))
                 else:
@@ -102,7 +105,7 @@ class EmbeddedJobSource:
 
     async def heartbeat(self, job_ids: list[str], worker_id: str) -> HeartbeatReply:
         beat = await self.service.workers.heartbeat(
-            {"worker_id": worker_id, "active_jobs": job_ids}, self.tenant
+            self.caller, {"worker_id": worker_id, "active_jobs": job_ids}
         )
         directive = "" if beat.state == "running" else beat.state
         return HeartbeatReply(directive, beat.extended, beat.lost)

@@ -259,6 +259,11 @@ LIMIT :limit OFFSET :offset;
 SELECT COUNT(*) AS count FROM dead_letters
 WHERE status = :status AND {dead_letter_filter};
 
+-- name: count_dead_letters_by_queue
+SELECT queue, COUNT(*) AS count FROM dead_letters
+WHERE status = :status AND {dead_letter_filter}
+GROUP BY queue;
+
 -- name: select_dead_letter
 SELECT * FROM dead_letters
 WHERE job_id = :job_id AND status = 'dead' AND (:tenant_id IS NULL OR tenant_id = :tenant_id);

@@ -1,0 +1,102 @@
+"""Reading dead-letter requests (list queries, bulk bodies, retry overrides) into typed values.
+
+Strict: an unknown key or a wrong type is a 400 naming it, so a mistyped filter can never widen
+a bulk retry or purge to the whole dead-letter queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from starlette.requests import Request
+
+from redrive.domain.dead_letter_filter import DeadLetterFilter, parse_filter
+from redrive.domain.errors import InvalidRequest
+from redrive.service.dead_letters import BulkRequest
+
+BULK_KEYS = ("filter", "confirm", "dry_run", "limit")
+KEYSET_PAGING = frozenset({"limit", "offset", "cursor"})
+NUMBERED_PAGING = frozenset({"page", "per_page"})
+
+
+def query_values(request: Request) -> dict[str, str]:
+    """The query string as one value per key; a key given twice is refused, not half-read."""
+    values: dict[str, str] = {}
+    for key, value in request.query_params.multi_items():
+        if key in values:
+            raise InvalidRequest(f"query parameter {key} is given twice", {"field": key})
+        values[key] = value
+    return values
+
+
+def list_filter(request: Request, now: int, paging: frozenset[str]) -> DeadLetterFilter:
+    """The filter of a list request: every query parameter but the paging ones."""
+    query = query_values(request)
+    return parse_filter({k: v for k, v in query.items() if k not in paging}, now, prefix="")
+
+
+def _flag(value: object, name: str) -> bool:
+    """A JSON boolean, or from a query string the words true and false."""
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise InvalidRequest(f"{name} must be true or false", {"field": name})
+
+
+def _limit(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)  # from a query string
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidRequest("limit must be a positive integer", {"field": "limit"})
+    return value
+
+
+def _bulk_object(body: object) -> Mapping[str, object]:
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object", {"field": "body"})
+    unknown = sorted(set(body) - set(BULK_KEYS))
+    if unknown:
+        raise InvalidRequest(
+            f"unknown key {unknown[0]!r}; the keys are {', '.join(BULK_KEYS)}",
+            {"field": unknown[0], "allowed": list(BULK_KEYS)},
+        )
+    return body
+
+
+def bulk_request(body: object, now: int) -> BulkRequest:
+    """A bulk retry or purge body: `{"filter": {...}, "confirm": true, "dry_run", "limit"}`."""
+    values = _bulk_object(body)
+    raw_filter = values.get("filter")
+    return BulkRequest(
+        filters=parse_filter({} if raw_filter is None else raw_filter, now),
+        confirm=_flag(values.get("confirm", False), "confirm"),
+        dry_run=_flag(values.get("dry_run", False), "dry_run"),
+        limit=_limit(values.get("limit")),
+    )
+
+
+def purge_request(request: Request, body: object, now: int) -> BulkRequest:
+    """A purge: the filter and the flags from the query string, the JSON body, or both (a key
+    given in both places is refused rather than one silently winning)."""
+    values = dict(_bulk_object(body))
+    raw_filter = values.get("filter")
+    body_filter = {} if raw_filter is None else raw_filter
+    if not isinstance(body_filter, dict):
+        raise InvalidRequest("filter must be an object", {"field": "filter"})
+    merged_filter: dict[str, object] = dict(body_filter)
+    for key, value in query_values(request).items():
+        target = values if key in BULK_KEYS and key != "filter" else merged_filter
+        if key in target:
+            raise InvalidRequest(f"{key} is given in both the query and the body", {"field": key})
+        target[key] = value
+    return BulkRequest(
+        filters=parse_filter(merged_filter, now, prefix=""),
+        confirm=_flag(values.get("confirm", False), "confirm"),
+        dry_run=_flag(values.get("dry_run", False), "dry_run"),
+        limit=_limit(values.get("limit")),
+    )
