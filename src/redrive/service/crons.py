@@ -99,7 +99,7 @@ class CronService:
         now = self.runtime.now()
         definition = self._definition(caller, request, now)
         async with self.runtime.store.transaction() as transaction:
-            existing = await transaction.get_cron(definition["name"], None)
+            existing = await transaction.get_cron(definition["name"], caller.tenant_id)
             cron = {
                 "name": definition["name"],
                 "tenant_id": caller.tenant_id,
@@ -117,12 +117,12 @@ class CronService:
         return cron
 
     async def list(self, caller: Caller) -> list[dict[str, Any]]:
-        tenant = caller.tenant_scope
+        tenant = caller.tenant_id  # crons are keyed by (tenant, name): always one tenant's
         async with self.runtime.store.transaction() as transaction:
             return await transaction.list_crons(tenant)
 
     async def get(self, caller: Caller, name: str) -> dict[str, Any]:
-        tenant = caller.tenant_scope
+        tenant = caller.tenant_id
         async with self.runtime.store.transaction() as transaction:
             cron = await transaction.get_cron(name, tenant)
         if cron is None:
@@ -130,7 +130,7 @@ class CronService:
         return cron
 
     async def delete(self, caller: Caller, name: str) -> dict[str, Any]:
-        tenant = caller.tenant_scope
+        tenant = caller.tenant_id
         async with self.runtime.store.transaction() as transaction:
             cron = await transaction.get_cron(name, tenant)
             if cron is None or not await transaction.delete_cron(name, tenant):
@@ -138,7 +138,7 @@ class CronService:
         return cron
 
     async def set_enabled(self, caller: Caller, name: str, body: object) -> dict[str, Any]:
-        tenant = caller.tenant_scope
+        tenant = caller.tenant_id
         request = require_object(body)
         enabled = request.get("enabled")
         if not isinstance(enabled, bool):

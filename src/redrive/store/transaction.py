@@ -437,15 +437,24 @@ class SqlTransaction:
     async def save_cron(self, cron: dict[str, Any]) -> None:
         await self.executor.run("upsert_cron", {**cron, "definition": dump(cron["definition"])})
 
+    @staticmethod
+    def _cron_tenant(tenant_id: str | None) -> str:
+        """Crons are keyed by (tenant, name): a lookup names its tenant, never "all of them"."""
+        if tenant_id is None:
+            raise ValueError("a cron lookup needs a tenant (the default tenant for none)")
+        return tenant_id
+
     async def list_crons(self, tenant_id: str | None) -> list[dict[str, Any]]:
-        return [self._cron(row) for row in await self._rows("select_crons", tenant_id=tenant_id)]
+        rows = await self._rows("select_crons", tenant_id=self._cron_tenant(tenant_id))
+        return [self._cron(row) for row in rows]
 
     async def get_cron(self, name: str, tenant_id: str | None) -> dict[str, Any] | None:
-        rows = await self._rows("select_cron", name=name, tenant_id=tenant_id)
+        rows = await self._rows("select_cron", name=name, tenant_id=self._cron_tenant(tenant_id))
         return self._cron(rows[0]) if rows else None
 
     async def delete_cron(self, name: str, tenant_id: str | None) -> bool:
-        return await self._run("delete_cron", name=name, tenant_id=tenant_id) > 0
+        tenant = self._cron_tenant(tenant_id)
+        return await self._run("delete_cron", name=name, tenant_id=tenant) > 0
 
     async def due_crons(self, now: int, limit: int) -> list[dict[str, Any]]:
         return [

@@ -128,7 +128,12 @@ class PostgresStore:
             yield transaction
             await transaction.finish()
 
-    async def migrate(self) -> list[str]:
+    async def migrate(self, until: str | None = None) -> list[str]:
+        """Apply the migrations not applied yet, in order; with `until` (a version, the file's
+        name without .sql) only up to and including that one, as tests build older schemas."""
+        files = migration_files(HERE / "migrations")
+        if until is not None and until not in {file.stem for file in files}:
+            raise ValueError(f"no migration {until!r}")
         done: list[str] = []
         async with self.pool.connection() as connection:
             await connection.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
@@ -139,7 +144,9 @@ class PostgresStore:
                 )
                 cursor = await connection.execute("SELECT version FROM schema_migrations")
                 applied = {row["version"] for row in await cursor.fetchall()}
-                for file in migration_files(HERE / "migrations"):
+                for file in files:
+                    if until is not None and file.stem > until:
+                        break
                     if file.stem in applied:
                         continue
                     async with connection.transaction():

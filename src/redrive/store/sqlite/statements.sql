@@ -416,7 +416,7 @@ DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'di
 INSERT INTO workers (
     id, tenant_id, state, queues, active_jobs, first_seen_at, last_heartbeat_at
 ) VALUES (:id, :tenant_id, 'running', :queues, :active_jobs, :now, :now)
-ON CONFLICT (id) DO UPDATE SET
+ON CONFLICT (tenant_id, id) DO UPDATE SET
     last_heartbeat_at = :now,
     active_jobs = excluded.active_jobs,
     queues = CASE WHEN excluded.queues = '[]' THEN workers.queues ELSE excluded.queues END
@@ -426,7 +426,8 @@ RETURNING *;
 UPDATE workers SET directive = :directive, state = :state WHERE id = :id;
 
 -- name: select_workers
-SELECT * FROM workers WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) ORDER BY id;
+SELECT * FROM workers WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+ORDER BY id, tenant_id;
 
 -- name: upsert_cron
 INSERT INTO crons (
@@ -435,22 +436,23 @@ INSERT INTO crons (
 ) VALUES (
     :name, :tenant_id, :definition, :enabled, :next_run_at, :last_run_at, :last_job_id,
     :run_count, :created_at
-) ON CONFLICT (name) DO UPDATE SET
+) ON CONFLICT (tenant_id, name) DO UPDATE SET
     definition = excluded.definition, enabled = excluded.enabled,
     next_run_at = excluded.next_run_at, last_run_at = excluded.last_run_at,
     last_job_id = excluded.last_job_id, run_count = excluded.run_count;
 
 -- name: select_crons
-SELECT * FROM crons WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) ORDER BY name;
+SELECT * FROM crons WHERE tenant_id = :tenant_id ORDER BY name;
 
 -- name: select_cron
-SELECT * FROM crons WHERE name = :name AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+SELECT * FROM crons WHERE tenant_id = :tenant_id AND name = :name;
 
 -- name: delete_cron
-DELETE FROM crons WHERE name = :name AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+DELETE FROM crons WHERE tenant_id = :tenant_id AND name = :name;
 
 -- name: select_due_crons
-SELECT * FROM crons WHERE enabled AND next_run_at <= :now ORDER BY next_run_at LIMIT :limit;
+SELECT * FROM crons WHERE enabled AND next_run_at <= :now
+ORDER BY next_run_at, tenant_id, name LIMIT :limit;
 
 -- name: insert_events
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)

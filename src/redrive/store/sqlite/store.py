@@ -104,7 +104,13 @@ class SqliteStore:
     async def wait_for_work(self, queues: list[str], timeout: float) -> bool:
         return await self.wakeups.wait(queues, timeout)
 
-    async def migrate(self) -> list[str]:
+    async def migrate(self, until: str | None = None) -> list[str]:
+        """Apply the migrations not applied yet, in order; with `until` (a version, the file's
+        name without .sql) only up to and including that one, as tests build older schemas."""
+        files = migration_files(HERE / "migrations")
+        if until is not None and until not in {file.stem for file in files}:
+            raise ValueError(f"no migration {until!r}")
+
         def apply() -> list[str]:
             connection = self.connection
             connection.execute(
@@ -115,7 +121,9 @@ class SqliteStore:
                 row[0] for row in connection.execute("SELECT version FROM schema_migrations")
             }
             done = []
-            for file in migration_files(HERE / "migrations"):
+            for file in files:
+                if until is not None and file.stem > until:
+                    break
                 if file.stem in applied:
                     continue
                 connection.execute("BEGIN IMMEDIATE")
