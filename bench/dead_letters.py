@@ -12,7 +12,6 @@ from typing import Any
 
 import httpx
 import psycopg
-from tests.support.callers import CALLER
 
 from bench.postgres import database_copy, fresh_database
 from bench.report import Figure, percentile, repeats, summary
@@ -20,11 +19,19 @@ from bench.seed import CATALOGUE, DAY_MS, ERRORS, RETRY_QUEUE, SeedPlan, SeedRes
 from redrive.api.app import create_app
 from redrive.api.query import encode_cursor
 from redrive.dashboard import install_dashboard
+from redrive.domain.caller import Caller, Role
+from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.durations import format_timestamp
+from redrive.domain.job import DEFAULT_TENANT
+from redrive.domain.retention import parse_policy_changes
 from redrive.ports import Page
+from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
 from redrive.store.postgres.store import PostgresStore
+
+# The benchmark acts as an administrator of the default tenant, as a plain request does.
+CALLER = Caller.for_tenant(DEFAULT_TENANT, "bench", Role.ADMIN)
 
 FULL_ROWS = 1_000_000
 QUICK_ROWS = 50_000
@@ -152,10 +159,10 @@ async def measure_list(
     samples: list[float] = []
     by_kind: dict[str, list[float]] = {}
     for index, case in enumerate([*cases[:warmup], *cases]):
-        filters = service.dead_letters.filter(CALLER, case.raw)
+        filters = parse_filter(case.raw, service.now())
         page = case.page()
         started = time.perf_counter()
-        items, total = await service.dead_letters.search(filters, page)
+        items, total = await service.dead_letters.search(CALLER, filters, page)
         elapsed = (time.perf_counter() - started) * 1000
         if len(items) > min(total, PAGE_LIMIT) and case.cursor_at is None:
             raise RuntimeError(f"list case {case}: {len(items)} items but a total of {total}")
@@ -207,9 +214,9 @@ async def measure_stats(service: Service, count: int, warmup: int) -> list[float
 
 async def bulk_retry_once(url: str, settings: Settings, expected: int) -> dict[str, Any]:
     async with opened(url, settings.pool_size) as service:
-        filters = service.dead_letters.filter(CALLER, {"queue": RETRY_QUEUE})
+        filters = parse_filter({"queue": RETRY_QUEUE}, service.now())
         started = time.perf_counter()
-        result = await service.dead_letters.bulk_retry(filters, {"confirm": True}, "bench")
+        result = await service.dead_letters.bulk_retry(CALLER, BulkRequest(filters, confirm=True))
         seconds = time.perf_counter() - started
     available = await _scalar(
         url, "SELECT COUNT(*) FROM jobs WHERE queue = %s AND state = 'available'", (RETRY_QUEUE,)
@@ -226,9 +233,8 @@ async def bulk_retry_once(url: str, settings: Settings, expected: int) -> dict[s
 
 
 async def _set_policy(service: Service) -> None:
-    await service.retention.set_policy(
-        None, {"max_age": "P1D", "max_count": 1_000_000_000}, "bench"
-    )
+    changes = parse_policy_changes({"max_age": "P1D", "max_count": 1_000_000_000})
+    await service.retention.set_policy(CALLER, None, changes)
 
 
 async def _verify_pruned(url: str, rows: int, removed: int) -> None:

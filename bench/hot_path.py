@@ -19,11 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.support.callers import CALLER
 
 from bench.postgres import database_copy, fresh_database
 from bench.report import Figure, repeats
+from redrive.api.worker_requests import batch_items, each_parsed, fetch_request, nack_request
+from redrive.domain.caller import Caller, Role
+from redrive.domain.dead_letter_filter import parse_filter
+from redrive.domain.job import DEFAULT_TENANT
 from redrive.ports import Store
+from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
 from redrive.store.postgres.store import PostgresStore
@@ -32,6 +36,9 @@ from redrive.worker import Worker
 from redrive.worker.embedded_source import EmbeddedJobSource
 from redrive.worker.http_source import HttpJobSource
 from redrive.worker.source import JobSource
+
+# The benchmark acts as an administrator of the default tenant, as a plain request does.
+CALLER = Caller.for_tenant(DEFAULT_TENANT, "bench", Role.ADMIN)
 
 QUEUE = "bench"
 STORES = ("postgres", "sqlite")
@@ -78,6 +85,7 @@ def job_body(index: int, failing: bool) -> dict[str, Any]:
 
 @asynccontextmanager
 async def fresh(kind: str) -> AsyncIterator[str]:
+    store: Store
     if kind == "postgres":
         with fresh_database("redrive_bench_hot") as url:
             store = PostgresStore(url, max_size=1)
@@ -298,12 +306,16 @@ async def seed_dead_letters(service: Service, count: int, batch: int) -> None:
         await service.jobs.enqueue_batch(
             CALLER, {"jobs": [job_body(offset + index, True) for index in range(size)]}
         )
-        jobs = await service.workers.fetch(CALLER, {"queues": [QUEUE], "count": size})
+        jobs = await service.workers.fetch(
+            CALLER, fetch_request({"queues": [QUEUE], "count": size})
+        )
         nacks = [
             {"job_id": job.id, "lease_token": job.lease_token, "error": {"type": "Boom"}}
             for job in jobs
         ]
-        await service.workers.nack_many(CALLER, {"nacks": nacks})
+        await service.workers.nack_many(
+            CALLER, each_parsed(batch_items({"nacks": nacks}, "nacks"), nack_request)
+        )
 
 
 async def retry_all(kind: str, settings: Settings, runs: Runs, log: Log) -> None:
@@ -317,10 +329,10 @@ async def retry_all(kind: str, settings: Settings, runs: Runs, log: Log) -> None
         for _ in range(settings.repeats):
             with copied(template) as url:
                 async with opened(url) as service:
-                    filters = service.dead_letters.filter(CALLER, {"queue": QUEUE})
+                    filters = parse_filter({"queue": QUEUE}, service.now())
                     started = time.perf_counter()
                     result = await service.dead_letters.bulk_retry(
-                        filters, {"confirm": True}, "bench"
+                        CALLER, BulkRequest(filters, confirm=True)
                     )
                     seconds = time.perf_counter() - started
                     available = await settled(service, "available")

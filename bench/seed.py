@@ -145,7 +145,7 @@ def template_job(job_type: str, queue: str, now: int) -> Job:
         },
     }
     context = EnqueueContext(
-        now_ms=now, generated_id=uuid7(now, 0), tenant_header=None, default_retry=RetryPolicy()
+        now_ms=now, generated_id=uuid7(now, 0), tenant=None, default_retry=RetryPolicy()
     )
     job = validate_envelope(body, context)
     holes: dict[str, Any] = {

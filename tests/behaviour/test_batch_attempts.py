@@ -685,7 +685,10 @@ async def test_a_requeued_attempt_does_not_use_up_the_retry_budget(
 
     async def send(entry: dict[str, Any]) -> dict[str, Any]:
         if path == NACK_BATCH:
-            return (await post_batch(client, path, {"nacks": [entry]}))["results"][0]
+            result: dict[str, Any] = (await post_batch(client, path, {"nacks": [entry]}))[
+                "results"
+            ][0]
+            return result
         response = await client.post(path, json=entry)
         assert response.status_code == 200, response.text
         return dict(response.json())

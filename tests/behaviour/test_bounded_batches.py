@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from redrive.api.worker_requests import fetch_request
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.ports import PruneScope, Store
 from redrive.service.facade import Service
@@ -56,7 +57,11 @@ async def test_a_claim_takes_at_most_the_count_asked_for(
     await service.jobs.enqueue_batch(CALLER, {"jobs": jobs})
     for asked in (1, 3):
         assert (
-            len(await service.workers.fetch(CALLER, {"queues": ["claims"], "count": asked}))
+            len(
+                await service.workers.fetch(
+                    CALLER, fetch_request({"queues": ["claims"], "count": asked})
+                )
+            )
             == asked
         )
     async with store.transaction() as transaction:

@@ -8,6 +8,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from redrive.api.worker_requests import fetch_request, nack_request
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.durations import format_timestamp
 from redrive.service.dead_letters import BulkRequest
@@ -577,11 +578,13 @@ async def make_dead_letters(service: Service, count: int, queue: str) -> list[st
         for index in range(count)
     ]  # fmt: skip
     created = await service.jobs.enqueue_batch(CALLER, {"jobs": jobs})
-    claimed = await service.workers.fetch(CALLER, {"queues": [queue], "count": count})
+    claimed = await service.workers.fetch(
+        CALLER, fetch_request({"queues": [queue], "count": count})
+    )
     assert len(claimed) == count
     failed = await asyncio.gather(
         *(
-            service.workers.nack(CALLER, {"job_id": job.id, "error": {"code": "x"}})
+            service.workers.nack(CALLER, nack_request({"job_id": job.id, "error": {"code": "x"}}))
             for job in claimed
         )
     )

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from redrive.api.worker_requests import fetch_request
 from redrive.domain.durations import format_timestamp
 from redrive.ports import Store
 from redrive.service.facade import Service
@@ -50,7 +51,7 @@ async def test_a_fetch_gets_a_due_job_another_replica_is_promoting(
         sweeper = asyncio.create_task(promote_and_hold(other_replica, clock.now_ms(), promoting))
         await asyncio.wait_for(promoting.wait(), PATIENCE_SECONDS)
         claimed = await asyncio.wait_for(
-            service.workers.fetch(CALLER, {"queues": [QUEUE]}), PATIENCE_SECONDS
+            service.workers.fetch(CALLER, fetch_request({"queues": [QUEUE]})), PATIENCE_SECONDS
         )
         assert await sweeper == {QUEUE}
     finally:
@@ -64,7 +65,7 @@ async def test_a_fetch_promotes_due_jobs_of_its_own_queues_only(
     job_id = await schedule(service, clock)
     elsewhere_id = await schedule(service, clock, "elsewhere")
     clock.advance(RUN_IN_MS)
-    claimed = await service.workers.fetch(CALLER, {"queues": [QUEUE]})
+    claimed = await service.workers.fetch(CALLER, fetch_request({"queues": [QUEUE]}))
     assert [job.id for job in claimed] == [job_id]
     assert (await service.jobs.get(CALLER, elsewhere_id)).state == "scheduled"
     await service.sweeper.sweep()

@@ -23,6 +23,13 @@ from typing import Any
 import psycopg
 import pytest
 
+from redrive.api.worker_requests import (
+    ack_request,
+    batch_items,
+    each_parsed,
+    fetch_request,
+    nack_request,
+)
 from redrive.domain import lifecycle
 from redrive.domain.errors import OjsError
 from redrive.domain.job import DEFAULT_TENANT, Job
@@ -68,7 +75,7 @@ async def claim_everything(service: Service, expected: int) -> list[str]:
     claimed: list[str] = []
     while len(claimed) < expected:
         jobs = await service.workers.fetch(
-            CALLER, {"queues": QUEUES, "count": BATCH, "worker_id": "seeder"}
+            CALLER, fetch_request({"queues": QUEUES, "count": BATCH, "worker_id": "seeder"})
         )
         assert jobs, f"only {len(claimed)} of {expected} jobs could be claimed"
         claimed += [job.id for job in jobs]
@@ -100,12 +107,20 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
     completed = await claim_everything(service, 3_000)
     for start in range(0, len(completed), BATCH):
         acks = [{"job_id": job_id} for job_id in completed[start : start + BATCH]]
-        assert states_of(await service.workers.ack_many(CALLER, {"acks": acks})) == {"completed"}
+        assert states_of(
+            await service.workers.ack_many(
+                CALLER, each_parsed(batch_items({"acks": acks}, "acks"), ack_request)
+            )
+        ) == {"completed"}
 
     await enqueue(600, retry={"max_attempts": 1, "on_exhaustion": "dead_letter"})
     dead = await claim_everything(service, 600)
     nacks = [{"job_id": job_id, "error": {"type": "Boom", "message": "x"}} for job_id in dead]
-    assert states_of(await service.workers.nack_many(CALLER, {"nacks": nacks})) == {"discarded"}
+    assert states_of(
+        await service.workers.nack_many(
+            CALLER, each_parsed(batch_items({"nacks": nacks}, "nacks"), nack_request)
+        )
+    ) == {"discarded"}
 
     await enqueue(
         300,
@@ -118,7 +133,11 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
     )
     retrying = await claim_everything(service, 300)
     nacks = [{"job_id": job_id, "error": {"message": "later"}} for job_id in retrying]
-    assert states_of(await service.workers.nack_many(CALLER, {"nacks": nacks})) == {"retryable"}
+    assert states_of(
+        await service.workers.nack_many(
+            CALLER, each_parsed(batch_items({"nacks": nacks}, "nacks"), nack_request)
+        )
+    ) == {"retryable"}
 
     await enqueue(200)
     active = await claim_everything(service, 200)

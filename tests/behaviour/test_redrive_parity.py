@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from redrive.api.worker_requests import batch_items, each_parsed, fetch_request, nack_request
 from redrive.domain import dead_letter as episodes
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.ports import Store
@@ -26,10 +27,10 @@ async def test_bulk_redrive_statement_matches_domain_redrive(
         {"type": "billing.charge", "args": [{"amount": 5}], "meta": {"trace": "t1"},
          "options": {"queue": "billing", "retry": policy, "timeout_ms": 9000}},
     )  # fmt: skip
-    await service.workers.fetch(CALLER, {"queues": ["billing"], "worker_id": "w1"})
+    await service.workers.fetch(CALLER, fetch_request({"queues": ["billing"], "worker_id": "w1"}))
     clock.advance(1500)
     await service.workers.nack(
-        CALLER, {"job_id": job.id, "error": {"type": "CardDeclined", "message": "no"}}
+        CALLER, nack_request({"job_id": job.id, "error": {"type": "CardDeclined", "message": "no"}})
     )
     dead, _ = await service.dead_letters.get(CALLER, job.id)
     clock.advance(60_000)
@@ -56,12 +57,16 @@ async def test_bulk_retry_revives_in_place_and_from_snapshots_alike(
             for n in range(count)
         ]  # fmt: skip
         jobs = await service.jobs.enqueue_batch(CALLER, {"jobs": bodies})
-        fetched = await service.workers.fetch(CALLER, {"queues": ["billing"], "count": count})
+        fetched = await service.workers.fetch(
+            CALLER, fetch_request({"queues": ["billing"], "count": count})
+        )
         nacks = [
             {"job_id": job.id, "lease_token": job.lease_token, "error": {"type": "Declined"}}
             for job in fetched
         ]
-        await service.workers.nack_many(CALLER, {"nacks": nacks})
+        await service.workers.nack_many(
+            CALLER, each_parsed(batch_items({"nacks": nacks}, "nacks"), nack_request)
+        )
         return [job.id for job in jobs]
 
     pruned = await kill(5)

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from redrive.api.worker_requests import fetch_request
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
 from tests.conftest import open_test_store
@@ -21,7 +22,7 @@ PATIENCE_SECONDS = 10
 
 async def test_waiting_fetch_wakes_on_enqueue(service: Service) -> None:
     waiting = asyncio.create_task(
-        service.workers.fetch(CALLER, {"queues": ["mail"], "wait_ms": WAIT_MS})
+        service.workers.fetch(CALLER, fetch_request({"queues": ["mail"], "wait_ms": WAIT_MS}))
     )
     await asyncio.sleep(0.2)
     assert not waiting.done(), "an empty fetch with wait_ms must wait"
@@ -34,7 +35,7 @@ async def test_waiting_fetch_wakes_on_enqueue(service: Service) -> None:
 
 async def test_waiting_fetch_ignores_other_queues(service: Service) -> None:
     waiting = asyncio.create_task(
-        service.workers.fetch(CALLER, {"queues": ["mail"], "wait_ms": 600})
+        service.workers.fetch(CALLER, fetch_request({"queues": ["mail"], "wait_ms": 600}))
     )
     await service.jobs.enqueue(
         CALLER, {"type": "sms.send", "args": [], "options": {"queue": "sms"}}
@@ -43,7 +44,12 @@ async def test_waiting_fetch_ignores_other_queues(service: Service) -> None:
 
 
 async def test_fetch_without_wait_returns_at_once(service: Service) -> None:
-    assert await asyncio.wait_for(service.workers.fetch(CALLER, {"queues": ["mail"]}), 2) == []
+    assert (
+        await asyncio.wait_for(
+            service.workers.fetch(CALLER, fetch_request({"queues": ["mail"]})), 2
+        )
+        == []
+    )
 
 
 @pytest.mark.postgres
@@ -59,7 +65,9 @@ async def _wake_across_replicas(database_url: str) -> None:
     try:
         waiting_side, enqueuing_side = Service(Runtime(first)), Service(Runtime(second))
         waiting = asyncio.create_task(
-            waiting_side.workers.fetch(CALLER, {"queues": ["mail"], "wait_ms": WAIT_MS})
+            waiting_side.workers.fetch(
+                CALLER, fetch_request({"queues": ["mail"], "wait_ms": WAIT_MS})
+            )
         )
         await asyncio.sleep(0.3)
         job = await enqueuing_side.jobs.enqueue(

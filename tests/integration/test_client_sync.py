@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -70,6 +70,7 @@ def test_iterating_can_stop_early_and_the_client_stays_usable(server: RedriveSer
             assert claimed.id == job.id
         iterator = client.iter_dead_letters(page_size=1)
         first = next(iterator)
+        assert isinstance(iterator, Generator)
         iterator.close()
         assert client.get_dead_letter(first.id).id == first.id
 

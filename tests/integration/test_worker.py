@@ -236,8 +236,8 @@ def test_sigterm_loses_nothing(
         assert handed_back["error"]["type"] == "WorkerShutdown"
 
     stuck = enqueue(http, "sleep", [600])
-    options = ("--concurrency", "4", "--shutdown-timeout", "0.5")
-    with WorkerProcess(server, database, mode, tmp_path / "b", *options) as worker:
+    short_grace = ("--concurrency", "4", "--shutdown-timeout", "0.5")
+    with WorkerProcess(server, database, mode, tmp_path / "b", *short_grace) as worker:
         wait_until(http, [second, third], lambda found: found["state"] == "completed", worker)
         wait_until(http, [stuck], lambda found: found["state"] == "active", worker)
         assert worker.terminate() == 0, worker.log()

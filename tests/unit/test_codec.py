@@ -50,7 +50,7 @@ def test_json_read_exactly_whatever_reader_is_fastest(text: str | bytes, value: 
     assert loaded == value
     assert type(loaded) is type(value)
     if isinstance(value, dict) and isinstance(value.get("id"), int):
-        assert isinstance(loaded["id"], int)
+        assert isinstance(loaded, dict) and isinstance(loaded["id"], int)
 
 
 def test_batch_rows_are_the_single_job_records_without_nulls() -> None:

@@ -13,6 +13,14 @@ from redrive.api.errors import error_body, status_of
 from redrive.api.http import ojs, read_json
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import job_document, timestamp
+from redrive.api.worker_requests import (
+    ack_request,
+    batch_items,
+    each_parsed,
+    fetch_request,
+    heartbeat_request,
+    nack_request,
+)
 from redrive.domain.errors import OjsError
 from redrive.domain.job import Job
 
@@ -42,7 +50,8 @@ def _outcome(job: Job, with_document: bool = True) -> dict[str, Any]:
 
 @router.post("/fetch", summary="Claim available jobs with a lease")
 async def fetch(request: Request) -> Response:
-    jobs = await service_of(request).workers.fetch(caller_of(request), await read_json(request))
+    claim = fetch_request(await read_json(request))
+    jobs = await service_of(request).workers.fetch(caller_of(request), claim)
     return ojs({"jobs": [job_document(job) for job in jobs]})
 
 
@@ -72,9 +81,8 @@ def _batch_results(outcomes: list[Job | OjsError], request: Request, acked: bool
     "each succeeds or is refused on its own (`ok`, and `error` with the status it would have had).",
 )
 async def ack_batch(request: Request) -> Response:
-    outcomes = await service_of(request).workers.ack_many(
-        caller_of(request), await read_json(request)
-    )
+    acks = each_parsed(batch_items(await read_json(request), "acks"), ack_request)
+    outcomes = await service_of(request).workers.ack_many(caller_of(request), acks)
     return _batch_results(outcomes, request, acked=True)
 
 
@@ -84,29 +92,29 @@ async def ack_batch(request: Request) -> Response:
     description='Body `{"nacks": [<nack request>, ...]}`. 200 with one result per nack, in order.',
 )
 async def nack_batch(request: Request) -> Response:
-    outcomes = await service_of(request).workers.nack_many(
-        caller_of(request), await read_json(request)
-    )
+    nacks = each_parsed(batch_items(await read_json(request), "nacks"), nack_request)
+    outcomes = await service_of(request).workers.nack_many(caller_of(request), nacks)
     return _batch_results(outcomes, request, acked=False)
 
 
 @router.post("/ack", summary="Acknowledge a job as completed")
 async def ack(request: Request) -> Response:
-    job = await service_of(request).workers.ack(caller_of(request), await read_json(request))
+    ack_body = ack_request(await read_json(request))
+    job = await service_of(request).workers.ack(caller_of(request), ack_body)
     return ojs({"acknowledged": True, **_outcome(job)})
 
 
 @router.post("/nack", summary="Report a failed attempt")
 async def nack(request: Request) -> Response:
-    job = await service_of(request).workers.nack(caller_of(request), await read_json(request))
+    nack_body = nack_request(await read_json(request))
+    job = await service_of(request).workers.nack(caller_of(request), nack_body)
     return ojs(_outcome(job))
 
 
 @router.post("/heartbeat", summary="Extend leases and receive a directive")
 async def heartbeat(request: Request) -> Response:
-    beat = await service_of(request).workers.heartbeat(
-        caller_of(request), await read_json(request, required=False) or {}
-    )
+    beat_body = heartbeat_request(await read_json(request, required=False) or {})
+    beat = await service_of(request).workers.heartbeat(caller_of(request), beat_body)
     return ojs(
         {
             "state": beat.state,

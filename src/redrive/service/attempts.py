@@ -12,7 +12,6 @@ from redrive.domain.errors import InvalidRequest, NotFound, OjsError
 from redrive.domain.events import completed_event, failure_events
 from redrive.domain.job import AVAILABLE, Job
 from redrive.ports import JobChange, Transaction
-from redrive.service.requests import optional_string, require_object, required_string
 from redrive.service.runtime import Runtime
 
 Request = TypeVar("Request", bound="AttemptRequest")
@@ -31,70 +30,38 @@ class AttemptRequest:
 class AckRequest(AttemptRequest):
     result: Any
 
-    @classmethod
-    def parse(cls, body: object) -> AckRequest:
-        request = require_object(body)
-        return cls(
-            job_id=required_string(request, "job_id"),
-            worker_id=optional_string(request, "worker_id"),
-            lease_token=optional_string(request, "lease_token"),
-            result=request.get("result"),
-        )
-
 
 @dataclass(frozen=True)
 class NackRequest(AttemptRequest):
     failure: lifecycle.Failure
     requeue: bool
 
-    @classmethod
-    def parse(cls, body: object) -> NackRequest:
-        request = require_object(body)
-        requeue = request.get("requeue", False)
-        if not isinstance(requeue, bool):
-            raise InvalidRequest("requeue must be a boolean", {"field": "requeue"})
-        return cls(
-            job_id=required_string(request, "job_id"),
-            worker_id=optional_string(request, "worker_id"),
-            lease_token=optional_string(request, "lease_token"),
-            failure=lifecycle.parse_failure(request.get("error")),
-            requeue=requeue,
-        )
 
-
-def batch_items(body: object, field: str, limit: int) -> list[object]:
-    """The array of a batch request (`{"acks": [...]}` or a bare array), checked for size."""
-    items = body.get(field) if isinstance(body, dict) else body
-    if not isinstance(items, list) or not items:
+def check_batch(requests: list[Request | OjsError], field: str, limit: int) -> None:
+    """A batch's size is the server's to limit; an empty batch means nothing."""
+    if not requests:
         raise InvalidRequest(f"{field} must be a non-empty array", {"field": field})
-    if len(items) > limit:
+    if len(requests) > limit:
         raise InvalidRequest(f"a batch holds at most {limit} {field}", {"field": field})
-    return items
 
 
-def parse_each(
-    bodies: list[object], parse: Callable[[object], Request]
-) -> list[Request | OjsError]:
-    parsed: list[Request | OjsError] = []
+def without_repeats(requests: list[Request | OjsError]) -> list[Request | OjsError]:
+    """A job named twice in one batch: the second entry is refused, the first goes ahead."""
     seen: set[str] = set()
-    for index, body in enumerate(bodies):
-        try:
-            request = parse(body)
-        except OjsError as error:
-            error.details = {**error.details, "index": index}
-            parsed.append(error)
-            continue
-        if request.job_id in seen:
-            parsed.append(
+    checked: list[Request | OjsError] = []
+    for index, request in enumerate(requests):
+        if not isinstance(request, OjsError) and request.job_id in seen:
+            checked.append(
                 InvalidRequest(
                     f"job {request.job_id} appears twice in the batch",
                     {"job_id": request.job_id, "index": index},
                 )
             )
             continue
-        seen.add(request.job_id)
-        parsed.append(request)
-    return parsed
+        if not isinstance(request, OjsError):
+            seen.add(request.job_id)
+        checked.append(request)
+    return checked
 
 
 async def lock_requested(

@@ -19,7 +19,6 @@ from redrive.domain.errors import InvalidRequest, NotFound
 from redrive.domain.events import Event, job_event
 from redrive.domain.job import TERMINAL_STATES
 from redrive.ports import Transaction
-from redrive.service.requests import require_object
 from redrive.service.runtime import Runtime
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -43,6 +42,12 @@ def _template(request: dict[str, Any]) -> dict[str, Any]:
     template = dict(template)
     template.setdefault("args", [])
     return template
+
+
+def require_object(body: object) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object", {"field": "body"})
+    return body
 
 
 def _choice(request: dict[str, Any], name: str, allowed: tuple[str, ...], default: str) -> str:

@@ -8,8 +8,7 @@ from typing import Any
 
 from redrive.domain import lifecycle
 from redrive.domain.caller import Caller
-from redrive.domain.envelope import MAX_TIMEOUT_MS
-from redrive.domain.errors import Conflict, NotFound
+from redrive.domain.errors import Conflict, InvalidRequest, NotFound, OjsError
 from redrive.domain.events import started_event
 from redrive.domain.job import Job
 from redrive.ports import Claim, JobChange
@@ -18,17 +17,10 @@ from redrive.service.attempts import (
     NackRequest,
     Outcome,
     acknowledge_all,
-    batch_items,
+    check_batch,
     fail_all,
-    parse_each,
     single,
-)
-from redrive.service.requests import (
-    optional_positive_int,
-    optional_string,
-    queue_list,
-    require_object,
-    string_list,
+    without_repeats,
 )
 from redrive.service.runtime import Runtime
 
@@ -36,6 +28,24 @@ DIRECTIVES = ("quiet", "terminate")
 MAX_WAIT_MS = 30_000
 # Re-check now and then even without a wake-up (a retry may come due between sweeps).
 WAIT_SLICE_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    """Claim up to `count` jobs of `queues` (in that order); `wait_ms` > 0 long-polls."""
+
+    queues: list[str]
+    count: int = 1
+    worker_id: str | None = None
+    visibility_timeout_ms: int | None = None
+    wait_ms: int = 0
+
+
+@dataclass(frozen=True)
+class HeartbeatRequest:
+    worker_id: str | None
+    job_ids: list[str]
+    visibility_timeout_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -50,25 +60,24 @@ class WorkerService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def fetch(self, caller: Caller, body: object) -> list[Job]:
+    async def fetch(self, caller: Caller, request: FetchRequest) -> list[Job]:
         """Claim up to `count` jobs, queues in the order given. With `wait_ms`, an empty fetch
         waits (up to 30 s) for a wake-up from any replica instead of returning at once."""
-        request = require_object(body)
-        queues = queue_list(request)
-        wait_ms = optional_positive_int(request, "wait_ms", MAX_WAIT_MS) or 0
-        deadline = time.monotonic() + wait_ms / 1000
+        limit = self.runtime.options.max_fetch_count
+        if request.count > limit:
+            raise InvalidRequest(f"count must be at most {limit}", {"field": "count"})
+        deadline = time.monotonic() + request.wait_ms / 1000
         while True:
-            claimed = await self._claim(caller, request, queues)
+            claimed = await self._claim(caller, request)
             remaining = deadline - time.monotonic()
             if claimed or remaining <= 0:
                 return claimed
-            await self.runtime.store.wait_for_work(queues, min(remaining, WAIT_SLICE_SECONDS))
+            await self.runtime.store.wait_for_work(
+                request.queues, min(remaining, WAIT_SLICE_SECONDS)
+            )
 
-    async def _claim(self, caller: Caller, request: dict[str, Any], queues: list[str]) -> list[Job]:
-        tenant = caller.tenant_scope
-        count = optional_positive_int(request, "count", self.runtime.options.max_fetch_count) or 1
-        worker_id = optional_string(request, "worker_id")
-        visibility = optional_positive_int(request, "visibility_timeout_ms", MAX_TIMEOUT_MS)
+    async def _claim(self, caller: Caller, request: FetchRequest) -> list[Job]:
+        queues, count, worker_id = request.queues, request.count, request.worker_id
         now = self.runtime.now()
         token = self.runtime.new_token()
         claimed: list[Job] = []
@@ -78,7 +87,10 @@ class WorkerService:
             for queue in queues:
                 if queue in paused or len(claimed) >= count:
                     continue
-                claim = Claim(queue, count - len(claimed), worker_id, token, visibility, tenant)
+                claim = Claim(
+                    queue, count - len(claimed), worker_id, token,
+                    request.visibility_timeout_ms, caller.tenant_scope,
+                )  # fmt: skip
                 claimed.extend(await transaction.claim_jobs(claim, now))
             if worker_id is not None:
                 await transaction.touch_worker(
@@ -87,49 +99,35 @@ class WorkerService:
             await self.runtime.emit(transaction, [started_event(job) for job in claimed], now)
         return claimed
 
-    async def ack(self, caller: Caller, body: object) -> Job:
-        tenant = caller.tenant_scope
-        return single(await acknowledge_all(self.runtime, [AckRequest.parse(body)], tenant))
+    async def ack(self, caller: Caller, request: AckRequest) -> Job:
+        return single(await acknowledge_all(self.runtime, [request], caller.tenant_scope))
 
-    async def ack_many(self, caller: Caller, body: object) -> list[Outcome]:
-        """`{"acks": [ack, ...]}`: one transaction; each entry is the completed job or why
-        that ack was refused (the others still land)."""
-        tenant = caller.tenant_scope
-        items = batch_items(body, "acks", self.runtime.options.max_batch_size)
-        return await acknowledge_all(self.runtime, parse_each(items, AckRequest.parse), tenant)
+    async def ack_many(
+        self, caller: Caller, requests: list[AckRequest | OjsError]
+    ) -> list[Outcome]:
+        """One transaction; each entry is the completed job or why that ack was refused (the
+        others still land). Entries the edge could not read arrive as their refusal."""
+        check_batch(requests, "acks", self.runtime.options.max_batch_size)
+        return await acknowledge_all(self.runtime, without_repeats(requests), caller.tenant_scope)
 
-    async def nack(self, caller: Caller, body: object) -> Job:
-        tenant = caller.tenant_scope
-        return single(await fail_all(self.runtime, [NackRequest.parse(body)], tenant))
+    async def nack(self, caller: Caller, request: NackRequest) -> Job:
+        return single(await fail_all(self.runtime, [request], caller.tenant_scope))
 
-    async def nack_many(self, caller: Caller, body: object) -> list[Outcome]:
-        """`{"nacks": [nack, ...]}`: one transaction; each entry is the job as the failure left
-        it or why that nack was refused."""
-        tenant = caller.tenant_scope
-        items = batch_items(body, "nacks", self.runtime.options.max_batch_size)
-        return await fail_all(self.runtime, parse_each(items, NackRequest.parse), tenant)
+    async def nack_many(
+        self, caller: Caller, requests: list[NackRequest | OjsError]
+    ) -> list[Outcome]:
+        """One transaction; each entry is the job as the failure left it or why that nack was
+        refused."""
+        check_batch(requests, "nacks", self.runtime.options.max_batch_size)
+        return await fail_all(self.runtime, without_repeats(requests), caller.tenant_scope)
 
-    @staticmethod
-    def _heartbeat_job_ids(request: dict[str, Any]) -> list[str]:
-        listed = request.get("active_jobs")
-        ids = string_list(listed, "active_jobs") if isinstance(listed, list) else []
-        ids += string_list(request.get("active_job_ids"), "active_job_ids")
-        single = optional_string(request, "job_id")
-        if single is not None:
-            ids.append(single)
-        return list(dict.fromkeys(ids))
-
-    async def heartbeat(self, caller: Caller, body: object) -> Heartbeat:
-        tenant = caller.tenant_scope
-        request = require_object(body)
-        worker_id = optional_string(request, "worker_id")
-        job_ids = self._heartbeat_job_ids(request)
-        visibility = optional_positive_int(request, "visibility_timeout_ms", MAX_TIMEOUT_MS)
+    async def heartbeat(self, caller: Caller, request: HeartbeatRequest) -> Heartbeat:
+        worker_id, job_ids = request.worker_id, request.job_ids
         now = self.runtime.now()
         lost: list[str] = []
         directive: str | None = None
         async with self.runtime.store.transaction() as transaction:
-            jobs = await transaction.lock_jobs(job_ids, tenant)
+            jobs = await transaction.lock_jobs(job_ids, caller.tenant_scope)
             renewals: list[JobChange] = []
             for job_id in job_ids:
                 job = jobs.get(job_id)
@@ -142,7 +140,7 @@ class WorkerService:
                 except Conflict:
                     lost.append(job_id)
                     continue
-                renewed = lifecycle.extend_lease(job, now, visibility)
+                renewed = lifecycle.extend_lease(job, now, request.visibility_timeout_ms)
                 renewals.append(JobChange(renewed, job.state, job.lease_token))
             written = await transaction.update_jobs(renewals)
             extended = [change.job.id for change in renewals if change.job.id in written]

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
+from redrive.domain import lifecycle
 from redrive.domain.caller import Caller, Role
 from redrive.domain.errors import OjsError
 from redrive.domain.job import DEFAULT_TENANT, Job
+from redrive.service.attempts import AckRequest, NackRequest
 from redrive.service.facade import Service
+from redrive.service.workers import FetchRequest, HeartbeatRequest
 from redrive.worker.source import Completion, Failure, HeartbeatReply, Outcome
 
 # An embedded worker works the default tenant unless it is given another caller.
 DEFAULT_TENANT_WORKER = Caller.for_tenant(DEFAULT_TENANT, "embedded-worker", Role.WORKER)
+Request = TypeVar("Request", AckRequest, NackRequest)
 # One long-poll is split into waits this long, so `interrupt()` takes effect quickly.
 WAIT_SLICE_MS = 1000
 
@@ -35,7 +39,7 @@ def job_payload(job: Job) -> dict[str, Any]:
 
 
 class EmbeddedJobSource:
-    """Reaches jobs through `service.workers` with the same bodies the HTTP routes pass."""
+    """Reaches jobs through `service.workers` with the typed requests the HTTP edge builds."""
 
     def __init__(self, service: Service, caller: Caller = DEFAULT_TENANT_WORKER) -> None:
         self.service = service
@@ -46,66 +50,63 @@ class EmbeddedJobSource:
         self, queues: list[str], count: int, wait_ms: int, worker_id: str
     ) -> list[dict[str, Any]]:
         deadline = time.monotonic() + wait_ms / 1000
-        body: dict[str, Any] = {"queues": queues, "count": count, "worker_id": worker_id}
         while True:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms > 0 and not self._interrupted:
-                body["wait_ms"] = min(remaining_ms, WAIT_SLICE_MS)
-            else:
-                body.pop("wait_ms", None)
-            jobs = await self.service.workers.fetch(self.caller, body)
-            if jobs or "wait_ms" not in body or self._interrupted:
+            waiting = remaining_ms > 0 and not self._interrupted
+            request = FetchRequest(
+                queues=queues,
+                count=count,
+                worker_id=worker_id,
+                wait_ms=min(remaining_ms, WAIT_SLICE_MS) if waiting else 0,
+            )
+            jobs = await self.service.workers.fetch(self.caller, request)
+            if jobs or not waiting or self._interrupted:
                 return [job_payload(job) for job in jobs]
 
     def interrupt(self) -> None:
         self._interrupted = True
 
     async def ack(self, completions: list[Completion], worker_id: str) -> list[Outcome]:
-        bodies = [
-            {
-                "job_id": completion.job_id,
-                "lease_token": completion.lease_token,
-                "worker_id": worker_id,
-                "result": completion.result,
-            }
+        requests: list[AckRequest] = [
+            AckRequest(completion.job_id, worker_id, completion.lease_token, completion.result)
             for completion in completions
         ]
-        return await self._in_batches(bodies, "acks", self.service.workers.ack_many)
+        return await self._in_batches(requests, self.service.workers.ack_many)
 
     async def nack(self, failures: list[Failure], worker_id: str) -> list[Outcome]:
-        bodies = [
-            {
-                "job_id": failure.job_id,
-                "lease_token": failure.lease_token,
-                "worker_id": worker_id,
-                "error": failure.error,
-                "requeue": failure.requeue,
-            }
-            for failure in failures
-        ]
-        return await self._in_batches(bodies, "nacks", self.service.workers.nack_many)
+        requests: list[NackRequest | OjsError] = []
+        for failure in failures:
+            try:
+                parsed = lifecycle.parse_failure(failure.error)
+            except OjsError as error:  # the runtime built an error the server would refuse
+                requests.append(error)
+                continue
+            requests.append(
+                NackRequest(failure.job_id, worker_id, failure.lease_token, parsed, failure.requeue)
+            )
+        return await self._in_batches(requests, self.service.workers.nack_many)
 
     async def _in_batches(
         self,
-        bodies: list[dict[str, Any]],
-        field: str,
-        send: Callable[[Caller, object], Awaitable[list[Job | OjsError]]],
+        requests: Sequence[Request | OjsError],
+        send: Callable[[Caller, list[Request | OjsError]], Awaitable[list[Job | OjsError]]],
     ) -> list[Outcome]:
         """One service call (one transaction) per batch the service accepts."""
         outcomes: list[Outcome] = []
         size = self.service.runtime.options.max_batch_size
-        for offset in range(0, len(bodies), size):
-            chunk = bodies[offset : offset + size]
-            for body, result in zip(chunk, await send(self.caller, {field: chunk}), strict=True):
+        for offset in range(0, len(requests), size):
+            chunk = list(requests[offset : offset + size])
+            for request, result in zip(chunk, await send(self.caller, chunk), strict=True):
                 if isinstance(result, OjsError):
-                    outcomes.append(Outcome(str(body["job_id"]), problem=result.code))
+                    job_id = "" if isinstance(request, OjsError) else request.job_id
+                    outcomes.append(Outcome(job_id, problem=result.code))
                 else:
                     outcomes.append(Outcome(result.id, state=result.state))
         return outcomes
 
     async def heartbeat(self, job_ids: list[str], worker_id: str) -> HeartbeatReply:
         beat = await self.service.workers.heartbeat(
-            self.caller, {"worker_id": worker_id, "active_jobs": job_ids}
+            self.caller, HeartbeatRequest(worker_id=worker_id, job_ids=job_ids)
         )
         directive = "" if beat.state == "running" else beat.state
         return HeartbeatReply(directive, beat.extended, beat.lost)
