@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from redrive.api.callers import caller_of
+from redrive.api.cron_requests import cron_enabled, cron_registration
 from redrive.api.http import ojs, read_json
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import cron_document
@@ -16,7 +17,8 @@ router = APIRouter(prefix="/ojs/v1/cron", tags=["cron"])
 
 @router.post("", status_code=201, summary="Register (or replace) a cron entry")
 async def register(request: Request) -> Response:
-    cron = await service_of(request).crons.register(caller_of(request), await read_json(request))
+    registration = cron_registration(await read_json(request))
+    cron = await service_of(request).crons.register(caller_of(request), registration)
     return ojs({"cron": cron_document(cron)}, 201)
 
 
@@ -35,9 +37,8 @@ async def get_cron(name: str, request: Request) -> Response:
 
 @router.patch("/{name}", summary="Enable or disable a cron entry")
 async def update_cron(name: str, request: Request) -> Response:
-    cron = await service_of(request).crons.set_enabled(
-        caller_of(request), name, await read_json(request)
-    )
+    enabled = cron_enabled(await read_json(request))
+    cron = await service_of(request).crons.set_enabled(caller_of(request), name, enabled)
     return ojs({"cron": cron_document(cron)})
 
 

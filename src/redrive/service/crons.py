@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,9 +21,6 @@ from redrive.domain.job import TERMINAL_STATES
 from redrive.ports import Transaction
 from redrive.service.runtime import Runtime
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-OVERLAP_POLICIES = ("skip", "allow", "cancel_previous", "enqueue")
-
 
 def next_run_ms(expression: str, timezone: str, after_ms: int) -> int:
     after = datetime.fromtimestamp(after_ms / 1000, tz=UTC)
@@ -31,78 +28,56 @@ def next_run_ms(expression: str, timezone: str, after_ms: int) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _template(request: dict[str, Any]) -> dict[str, Any]:
-    template = request.get("job_template")
-    if template is None:
-        template = {
-            key: request[key] for key in ("type", "args", "meta", "options") if key in request
-        }
-    if not isinstance(template, dict):
-        raise InvalidRequest("job_template must be an object", {"field": "job_template"})
-    template = dict(template)
-    template.setdefault("args", [])
-    return template
+@dataclass(frozen=True)
+class CronRegistration:
+    """A cron entry as a request gives it, read at the edge (api/cron_requests.py); the job
+    template is checked here, against the caller's tenant and the server's defaults."""
 
-
-def require_object(body: object) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise InvalidRequest("the request body must be a JSON object", {"field": "body"})
-    return body
-
-
-def _choice(request: dict[str, Any], name: str, allowed: tuple[str, ...], default: str) -> str:
-    value = request.get(name, default)
-    if value not in allowed:
-        raise InvalidRequest(f"{name} must be one of {', '.join(allowed)}", {"field": name})
-    return str(value)
+    name: str
+    expression: str
+    timezone: str
+    overlap_policy: str
+    enabled: bool
+    job_template: dict[str, Any]
+    description: str | None
 
 
 class CronService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def _definition(self, caller: Caller, request: dict[str, Any], now: int) -> dict[str, Any]:
-        tenant = caller.tenant_scope
-        name = request.get("name")
-        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-            raise InvalidRequest("name must be 1-128 letters, digits, . _ : -", {"field": "name"})
-        expression = request.get("expression", request.get("cron"))
-        if not isinstance(expression, str):
-            raise InvalidRequest(
-                "expression is required (a cron expression)", {"field": "expression"}
-            )
-        timezone = request.get("timezone", "UTC")
+    def _definition(
+        self, caller: Caller, registration: CronRegistration, now: int
+    ) -> dict[str, Any]:
         try:
-            parse_cron(expression)
-            validate_timezone(timezone if isinstance(timezone, str) else "")
+            parse_cron(registration.expression)
+            validate_timezone(registration.timezone)
         except CronExpressionError as error:
             raise InvalidRequest(str(error), {"field": "expression"}) from error
         except CronTimezoneError as error:
             raise InvalidRequest(str(error), {"field": "timezone"}) from error
-        template = _template(request)
         validate_envelope(
-            template,
+            registration.job_template,
             EnqueueContext(
-                now, self.runtime.new_id(now), tenant, self.runtime.options.default_retry
+                now,
+                self.runtime.new_id(now),
+                caller.tenant_scope,
+                self.runtime.options.default_retry,
             ),
         )
-        enabled = request.get("enabled", True)
-        if not isinstance(enabled, bool):
-            raise InvalidRequest("enabled must be a boolean", {"field": "enabled"})
         return {
-            "name": name,
-            "expression": expression,
-            "timezone": timezone,
-            "overlap_policy": _choice(request, "overlap_policy", OVERLAP_POLICIES, "skip"),
-            "enabled": enabled,
-            "job_template": template,
-            "description": request.get("description"),
+            "name": registration.name,
+            "expression": registration.expression,
+            "timezone": registration.timezone,
+            "overlap_policy": registration.overlap_policy,
+            "enabled": registration.enabled,
+            "job_template": registration.job_template,
+            "description": registration.description,
         }
 
-    async def register(self, caller: Caller, body: object) -> dict[str, Any]:
-        request = require_object(body)
+    async def register(self, caller: Caller, registration: CronRegistration) -> dict[str, Any]:
         now = self.runtime.now()
-        definition = self._definition(caller, request, now)
+        definition = self._definition(caller, registration, now)
         async with self.runtime.store.transaction() as transaction:
             existing = await transaction.get_cron(definition["name"], caller.tenant_id)
             cron = {
@@ -142,15 +117,10 @@ class CronService:
                 raise NotFound("cron", name)
         return cron
 
-    async def set_enabled(self, caller: Caller, name: str, body: object) -> dict[str, Any]:
-        tenant = caller.tenant_id
-        request = require_object(body)
-        enabled = request.get("enabled")
-        if not isinstance(enabled, bool):
-            raise InvalidRequest("enabled must be a boolean", {"field": "enabled"})
+    async def set_enabled(self, caller: Caller, name: str, enabled: bool) -> dict[str, Any]:
         now = self.runtime.now()
         async with self.runtime.store.transaction() as transaction:
-            cron = await transaction.get_cron(name, tenant)
+            cron = await transaction.get_cron(name, caller.tenant_id)
             if cron is None:
                 raise NotFound("cron", name)
             definition = {**cron["definition"], "enabled": enabled}
