@@ -22,6 +22,7 @@ from redrive.dashboard import install_dashboard
 from redrive.domain.caller import Caller, Role
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.durations import format_timestamp
+from redrive.domain.envelope import read_envelope
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.retention import parse_policy_changes
 from redrive.ports import Page
@@ -260,7 +261,7 @@ async def _enqueue(service: Service, number: int) -> float:
         "args": [{"n": number}],
         "options": {"queue": "bench-enqueue"},
     }
-    elapsed, _ = await _timed(lambda: service.jobs.enqueue(CALLER, body))
+    elapsed, _ = await _timed(lambda: service.jobs.enqueue(CALLER, read_envelope(body)))
     return elapsed
 
 

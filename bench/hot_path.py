@@ -22,6 +22,7 @@ import httpx
 
 from bench.postgres import database_copy, fresh_database
 from bench.report import Figure, repeats
+from redrive.api.routes_jobs import job_requests
 from redrive.api.worker_requests import batch_items, each_parsed, fetch_request, nack_request
 from redrive.domain.caller import Caller, Role
 from redrive.domain.dead_letter_filter import parse_filter
@@ -141,7 +142,9 @@ async def enqueue(service: Service, count: int, failing: bool, batch: int) -> fl
     bodies = [job_body(index, failing) for index in range(count)]
     started = time.perf_counter()
     for offset in range(0, count, batch):
-        await service.jobs.enqueue_batch(CALLER, {"jobs": bodies[offset : offset + batch]})
+        await service.jobs.enqueue_batch(
+            CALLER, job_requests({"jobs": bodies[offset : offset + batch]})
+        )
     return time.perf_counter() - started
 
 
@@ -304,7 +307,8 @@ async def seed_dead_letters(service: Service, count: int, batch: int) -> None:
     for offset in range(0, count, batch):
         size = min(batch, count - offset)
         await service.jobs.enqueue_batch(
-            CALLER, {"jobs": [job_body(offset + index, True) for index in range(size)]}
+            CALLER,
+            job_requests({"jobs": [job_body(offset + index, True) for index in range(size)]}),
         )
         jobs = await service.workers.fetch(
             CALLER, fetch_request({"queues": [QUEUE], "count": size})

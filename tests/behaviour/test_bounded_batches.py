@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from redrive.api.routes_jobs import job_requests
 from redrive.api.worker_requests import fetch_request
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.ports import PruneScope, Store
@@ -54,7 +55,7 @@ async def test_a_claim_takes_at_most_the_count_asked_for(
     jobs = [
         {"type": "claim.item", "args": [n], "options": {"queue": "claims"}} for n in range(count)
     ]
-    await service.jobs.enqueue_batch(CALLER, {"jobs": jobs})
+    await service.jobs.enqueue_batch(CALLER, job_requests({"jobs": jobs}))
     for asked in (1, 3):
         assert (
             len(

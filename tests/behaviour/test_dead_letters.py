@@ -8,6 +8,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from redrive.api.routes_jobs import job_requests
 from redrive.api.worker_requests import fetch_request, nack_request
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.durations import format_timestamp
@@ -577,7 +578,7 @@ async def make_dead_letters(service: Service, count: int, queue: str) -> list[st
          "options": {"queue": queue, "retry": {"max_attempts": 1, "on_exhaustion": "dead_letter"}}}
         for index in range(count)
     ]  # fmt: skip
-    created = await service.jobs.enqueue_batch(CALLER, {"jobs": jobs})
+    created = await service.jobs.enqueue_batch(CALLER, job_requests({"jobs": jobs}))
     claimed = await service.workers.fetch(
         CALLER, fetch_request({"queues": [queue], "count": count})
     )

@@ -9,6 +9,7 @@ import pytest
 
 from redrive.api.worker_requests import fetch_request
 from redrive.domain.durations import format_timestamp
+from redrive.domain.envelope import read_envelope
 from redrive.ports import Store
 from redrive.service.facade import Service
 from tests.conftest import open_test_store
@@ -26,7 +27,9 @@ PATIENCE_SECONDS = 10
 async def schedule(service: Service, clock: ManualClock, queue: str = QUEUE) -> str:
     """A job due RUN_IN_MS from the clock's now."""
     options = {"queue": queue, "delay_until": format_timestamp(clock.now_ms() + RUN_IN_MS)}
-    job = await service.jobs.enqueue(CALLER, {"type": "due.job", "args": [], "options": options})
+    job = await service.jobs.enqueue(
+        CALLER, read_envelope({"type": "due.job", "args": [], "options": options})
+    )
     assert job.state == "scheduled"
     return job.id
 

@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from redrive.api.routes_jobs import job_requests
 from redrive.api.worker_requests import (
     ack_request,
     batch_items,
@@ -99,7 +100,9 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
         nonlocal next_index
         while count > 0:
             size = min(count, BATCH)
-            await service.jobs.enqueue_batch(CALLER, job_bodies(size, next_index, **job_options))
+            await service.jobs.enqueue_batch(
+                CALLER, job_requests(job_bodies(size, next_index, **job_options))
+            )
             next_index += size
             count -= size
 

@@ -6,9 +6,11 @@ from dataclasses import replace
 
 import pytest
 
+from redrive.api.routes_jobs import job_requests
 from redrive.api.worker_requests import batch_items, each_parsed, fetch_request, nack_request
 from redrive.domain import dead_letter as episodes
 from redrive.domain.dead_letter_filter import parse_filter
+from redrive.domain.envelope import read_envelope
 from redrive.ports import Store
 from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
@@ -22,11 +24,9 @@ async def test_bulk_redrive_statement_matches_domain_redrive(
     service: Service, store: Store, clock: ManualClock
 ) -> None:
     policy = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
-    job = await service.jobs.enqueue(
-        CALLER,
-        {"type": "billing.charge", "args": [{"amount": 5}], "meta": {"trace": "t1"},
-         "options": {"queue": "billing", "retry": policy, "timeout_ms": 9000}},
-    )  # fmt: skip
+    body = {"type": "billing.charge", "args": [{"amount": 5}], "meta": {"trace": "t1"},
+            "options": {"queue": "billing", "retry": policy, "timeout_ms": 9000}}  # fmt: skip
+    job = await service.jobs.enqueue(CALLER, read_envelope(body))
     await service.workers.fetch(CALLER, fetch_request({"queues": ["billing"], "worker_id": "w1"}))
     clock.advance(1500)
     await service.workers.nack(
@@ -56,7 +56,7 @@ async def test_bulk_retry_revives_in_place_and_from_snapshots_alike(
              "options": {"queue": "billing", "retry": policy, "priority": n % 3}}
             for n in range(count)
         ]  # fmt: skip
-        jobs = await service.jobs.enqueue_batch(CALLER, {"jobs": bodies})
+        jobs = await service.jobs.enqueue_batch(CALLER, job_requests({"jobs": bodies}))
         fetched = await service.workers.fetch(
             CALLER, fetch_request({"queues": ["billing"], "count": count})
         )

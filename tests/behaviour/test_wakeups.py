@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from redrive.api.worker_requests import fetch_request
+from redrive.domain.envelope import read_envelope
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
 from tests.conftest import open_test_store
@@ -27,7 +28,7 @@ async def test_waiting_fetch_wakes_on_enqueue(service: Service) -> None:
     await asyncio.sleep(0.2)
     assert not waiting.done(), "an empty fetch with wait_ms must wait"
     job = await service.jobs.enqueue(
-        CALLER, {"type": "mail.send", "args": [], "options": {"queue": "mail"}}
+        CALLER, read_envelope({"type": "mail.send", "args": [], "options": {"queue": "mail"}})
     )
     claimed = await asyncio.wait_for(waiting, PATIENCE_SECONDS)
     assert [found.id for found in claimed] == [job.id]
@@ -38,7 +39,7 @@ async def test_waiting_fetch_ignores_other_queues(service: Service) -> None:
         service.workers.fetch(CALLER, fetch_request({"queues": ["mail"], "wait_ms": 600}))
     )
     await service.jobs.enqueue(
-        CALLER, {"type": "sms.send", "args": [], "options": {"queue": "sms"}}
+        CALLER, read_envelope({"type": "sms.send", "args": [], "options": {"queue": "sms"}})
     )
     assert await asyncio.wait_for(waiting, PATIENCE_SECONDS) == []
 
@@ -71,7 +72,7 @@ async def _wake_across_replicas(database_url: str) -> None:
         )
         await asyncio.sleep(0.3)
         job = await enqueuing_side.jobs.enqueue(
-            CALLER, {"type": "mail.send", "args": [], "options": {"queue": "mail"}}
+            CALLER, read_envelope({"type": "mail.send", "args": [], "options": {"queue": "mail"}})
         )
         claimed = await asyncio.wait_for(waiting, PATIENCE_SECONDS)
         assert [found.id for found in claimed] == [job.id]

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from redrive.api.app import create_app
+from redrive.api.routes_jobs import job_requests
 from redrive.client import Client
 from redrive.service.facade import Service
 from redrive.worker import JobContext, Worker
@@ -35,7 +36,10 @@ async def source(request: pytest.FixtureRequest, service: Service) -> AsyncItera
 
 async def enqueue(service: Service, count: int, **options: Any) -> list[str]:
     jobs = await service.jobs.enqueue_batch(
-        CALLER, {"jobs": [{"type": "noop", "args": [n], "options": options} for n in range(count)]}
+        CALLER,
+        job_requests(
+            {"jobs": [{"type": "noop", "args": [n], "options": options} for n in range(count)]}
+        ),
     )
     return [job.id for job in jobs]
 

@@ -9,6 +9,8 @@ from starlette.responses import Response
 from redrive.api.callers import caller_of
 from redrive.api.http import ojs, read_json
 from redrive.api.serialise import job_document
+from redrive.domain.envelope import JobRequest, read_envelope
+from redrive.domain.errors import InvalidRequest, OjsError, at_index
 from redrive.service.facade import Service
 
 router = APIRouter(prefix="/ojs/v1/jobs", tags=["jobs"])
@@ -19,17 +21,31 @@ def service_of(request: Request) -> Service:
     return service
 
 
+def job_requests(body: object) -> list[JobRequest]:
+    """A batch: `{"jobs": [...]}` or a bare array; the first bad job is refused with its index."""
+    raw_jobs = body.get("jobs") if isinstance(body, dict) else body
+    if not isinstance(raw_jobs, list) or not raw_jobs:
+        raise InvalidRequest("jobs must be a non-empty array", {"field": "jobs"})
+    requests = []
+    for index, raw in enumerate(raw_jobs):
+        try:
+            requests.append(read_envelope(raw))
+        except OjsError as error:
+            raise at_index(error, "jobs", index) from None
+    return requests
+
+
 @router.post("", status_code=201, summary="Enqueue a job")
 async def enqueue(request: Request) -> Response:
-    job = await service_of(request).jobs.enqueue(caller_of(request), await read_json(request))
+    job_request = read_envelope(await read_json(request))
+    job = await service_of(request).jobs.enqueue(caller_of(request), job_request)
     return ojs({"job": job_document(job)}, 201, {"Location": f"/ojs/v1/jobs/{job.id}"})
 
 
 @router.post("/batch", status_code=201, summary="Enqueue many jobs atomically")
 async def enqueue_batch(request: Request) -> Response:
-    jobs = await service_of(request).jobs.enqueue_batch(
-        caller_of(request), await read_json(request)
-    )
+    requests = job_requests(await read_json(request))
+    jobs = await service_of(request).jobs.enqueue_batch(caller_of(request), requests)
     return ojs({"jobs": [job_document(job) for job in jobs], "count": len(jobs)}, 201)
 
 

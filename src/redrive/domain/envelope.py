@@ -142,34 +142,65 @@ def _tags(options: dict[str, Any]) -> None:
         raise _invalid("options.tags", "options.tags must be an array of strings")
 
 
-def _moment(
-    body: dict[str, Any], options: dict[str, Any], names: tuple[str, ...], now: int
-) -> tuple[int | None, str | None]:
+def _moment_field(
+    body: dict[str, Any], options: dict[str, Any], names: tuple[str, ...]
+) -> tuple[str, object] | None:
+    """(field as named in errors, raw value) of the first of `names` given, options first."""
     for source, prefix in ((options, "options."), (body, "")):
         for name in names:
             if source.get(name) is not None:
-                return parse_timestamp(source[name], prefix + name, now)
-    return None, None
+                return prefix + name, source[name]
+    return None
 
 
-def _identifier(body: dict[str, Any], generated: str) -> str:
+def _moment(given: tuple[str, object] | None, now: int) -> tuple[int | None, str | None]:
+    if given is None:
+        return None, None
+    return parse_timestamp(given[1], given[0], now)
+
+
+def _identifier(body: dict[str, Any]) -> str | None:
     if "id" not in body or body["id"] is None:
-        return generated
+        return None
     if not is_uuid7(body["id"]):
         raise _invalid("id", "id must be a lowercase UUIDv7")
     return str(body["id"])
 
 
-def _initial_state(options: dict[str, Any], scheduled_at: int | None, now: int) -> str:
-    if options.get("pending") is True:
+def _initial_state(pending: bool, scheduled_at: int | None, now: int) -> str:
+    if pending:
         return states.PENDING
     if scheduled_at is not None and scheduled_at > now:
         return states.SCHEDULED
     return states.AVAILABLE
 
 
-def validate_envelope(body: object, context: EnqueueContext) -> Job:
-    """A new job from one enqueue request, or InvalidRequest naming the first bad field."""
+@dataclass(frozen=True)
+class JobRequest:
+    """One enqueue request, read and checked at the edge. What depends on the server (the id when
+    none is given, times relative to now, the tenant and the default retry policy) is settled
+    by `new_job`. `args`, `meta` and `options` are the client's JSON, kept as sent."""
+
+    id: str | None
+    type: str
+    args: list[Any]
+    meta: dict[str, Any]
+    options: dict[str, Any]
+    queue: str
+    priority: int
+    pending: bool
+    scheduled: tuple[str, object] | None  # (field, value) as sent: RFC 3339 or a duration
+    expires: tuple[str, object] | None
+    # The (partial) retry policy as sent; merged over the server's default and checked field by
+    # field in `new_job`, where the default is known (one pass on the enqueue hot path).
+    retry: object
+    timeout_ms: int | None
+    visibility_timeout_ms: int | None
+    extra: dict[str, Any]
+
+
+def read_envelope(body: object) -> JobRequest:
+    """An enqueue request from its JSON, or InvalidRequest naming the first bad field."""
     if not isinstance(body, dict):
         raise InvalidRequest("the job must be a JSON object", {"field": "body"})
     job_type = _type(body)
@@ -182,12 +213,7 @@ def validate_envelope(body: object, context: EnqueueContext) -> Job:
     if schema is not None and not isinstance(schema, str):
         raise _invalid("schema", "schema must be a URI string")
     _tags(options)
-    now = context.now_ms
-    scheduled_at, scheduled_text = _moment(body, options, ("scheduled_at", "delay_until"), now)
-    expires_at, expires_text = _moment(body, options, ("expires_at",), now)
-    retry = parse_retry_policy(options.get("retry", body.get("retry")), context.default_retry)
     visibility = _positive_ms(options.get("visibility_timeout_ms"), "options.visibility_timeout_ms")
-    state = _initial_state(options, scheduled_at, now)
     extra = {
         key: value
         for key, value in body.items()
@@ -195,24 +221,55 @@ def validate_envelope(body: object, context: EnqueueContext) -> Job:
     }
     if schema is not None:
         extra["schema"] = schema
-    return Job(
-        id=_identifier(body, context.generated_id),
-        tenant_id=_tenant(meta, context.tenant),
+    return JobRequest(
+        id=_identifier(body),
         type=job_type,
-        queue=queue,
         args=args,
+        meta=meta,
+        options=options,
+        queue=queue,
+        priority=priority,
+        pending=options.get("pending") is True,
+        scheduled=_moment_field(body, options, ("scheduled_at", "delay_until")),
+        expires=_moment_field(body, options, ("expires_at",)),
+        retry=options.get("retry", body.get("retry")),
+        timeout_ms=_positive_ms(options.get("timeout_ms"), "options.timeout_ms"),
+        visibility_timeout_ms=visibility,
+        extra=extra,
+    )
+
+
+def new_job(request: JobRequest, context: EnqueueContext) -> Job:
+    """The job a checked request makes, in the caller's tenant, at `context.now_ms`."""
+    now = context.now_ms
+    scheduled_at, scheduled_text = _moment(request.scheduled, now)
+    expires_at, expires_text = _moment(request.expires, now)
+    retry = parse_retry_policy(request.retry, context.default_retry)
+    state = _initial_state(request.pending, scheduled_at, now)
+    meta = dict(request.meta)
+    return Job(
+        id=request.id or context.generated_id,
+        tenant_id=_tenant(meta, context.tenant),
+        type=request.type,
+        queue=request.queue,
+        args=request.args,
         meta=meta,
         state=state,
         created_at=now,
-        priority=priority,
+        priority=request.priority,
         retry=retry,
-        options=options,
-        extra=extra,
-        timeout_ms=_positive_ms(options.get("timeout_ms"), "options.timeout_ms"),
-        visibility_timeout_ms=visibility or DEFAULT_VISIBILITY_TIMEOUT_MS,
+        options=request.options,
+        extra=request.extra,
+        timeout_ms=request.timeout_ms,
+        visibility_timeout_ms=request.visibility_timeout_ms or DEFAULT_VISIBILITY_TIMEOUT_MS,
         enqueued_at=now if state == states.AVAILABLE else None,
         scheduled_at=scheduled_at,
         scheduled_at_text=scheduled_text,
         expires_at=expires_at,
         expires_at_text=expires_text,
     )
+
+
+def validate_envelope(body: object, context: EnqueueContext) -> Job:
+    """A new job from one enqueue request's JSON (read, then made)."""
+    return new_job(read_envelope(body), context)

@@ -71,3 +71,10 @@ class PayloadTooLarge(OjsError):
     code = "payload_too_large"
     error_type = "validation_error"
     hint = "send a smaller body or split the batch"
+
+
+def at_index(error: OjsError, field: str, index: int) -> OjsError:
+    """The refusal of one entry of a batch (`field`, an array), naming its index."""
+    error.details = {**error.details, "index": index}
+    error.message = f"{field}[{index}]: {error.message}"
+    return error

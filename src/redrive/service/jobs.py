@@ -7,8 +7,8 @@ from collections.abc import Callable
 from redrive.domain import job as states
 from redrive.domain import lifecycle
 from redrive.domain.caller import Caller
-from redrive.domain.envelope import EnqueueContext, validate_envelope
-from redrive.domain.errors import Duplicate, InvalidRequest, NotFound, OjsError
+from redrive.domain.envelope import EnqueueContext, JobRequest, new_job
+from redrive.domain.errors import Duplicate, InvalidRequest, NotFound, OjsError, at_index
 from redrive.domain.events import job_event
 from redrive.domain.job import Job
 from redrive.ports import JobFilter, Transaction
@@ -19,14 +19,14 @@ class JobService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def _validate(self, caller: Caller, body: object, now: int) -> Job:
+    def _new_job(self, caller: Caller, request: JobRequest, now: int) -> Job:
         context = EnqueueContext(
             now_ms=now,
             generated_id=self.runtime.new_id(now),
             tenant=caller.tenant_scope,
             default_retry=self.runtime.options.default_retry,
         )
-        return validate_envelope(body, context)
+        return new_job(request, context)
 
     async def _insert(self, transaction: Transaction, jobs: list[Job], now: int) -> None:
         for queue in sorted({(job.queue, job.tenant_id) for job in jobs}):
@@ -48,30 +48,27 @@ class JobService:
         for job in jobs:
             self.runtime.metrics.enqueued[(job.queue, job.type)] += 1
 
-    async def enqueue(self, caller: Caller, body: object) -> Job:
+    async def enqueue(self, caller: Caller, request: JobRequest) -> Job:
         now = self.runtime.now()
-        job = self._validate(caller, body, now)
+        job = self._new_job(caller, request, now)
         async with self.runtime.store.transaction() as transaction:
             await self._insert(transaction, [job], now)
         return job
 
-    async def enqueue_batch(self, caller: Caller, body: object) -> list[Job]:
-        """All jobs or none: the first invalid one is reported with its index."""
-        raw_jobs = body.get("jobs") if isinstance(body, dict) else body
-        if not isinstance(raw_jobs, list) or not raw_jobs:
+    async def enqueue_batch(self, caller: Caller, requests: list[JobRequest]) -> list[Job]:
+        """All jobs or none: the first one that cannot be made is reported with its index."""
+        if not requests:
             raise InvalidRequest("jobs must be a non-empty array", {"field": "jobs"})
         limit = self.runtime.options.max_batch_size
-        if len(raw_jobs) > limit:
+        if len(requests) > limit:
             raise InvalidRequest(f"a batch holds at most {limit} jobs", {"field": "jobs"})
         now = self.runtime.now()
         jobs = []
-        for index, raw in enumerate(raw_jobs):
+        for index, request in enumerate(requests):
             try:
-                jobs.append(self._validate(caller, raw, now))
+                jobs.append(self._new_job(caller, request, now))
             except OjsError as error:
-                error.details = {**error.details, "index": index}
-                error.message = f"jobs[{index}]: {error.message}"
-                raise
+                raise at_index(error, "jobs", index) from None
         ids = [job.id for job in jobs]
         if len(set(ids)) != len(ids):
             raise Duplicate("the batch repeats a job id", {"field": "jobs"})
