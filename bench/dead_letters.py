@@ -17,9 +17,9 @@ from bench.postgres import database_copy, fresh_database
 from bench.report import Figure, percentile, repeats, summary
 from bench.seed import CATALOGUE, DAY_MS, ERRORS, RETRY_QUEUE, SeedPlan, SeedResult, seed
 from redrive.api.app import create_app
-from redrive.api.query import encode_cursor
 from redrive.dashboard import install_dashboard
 from redrive.domain.caller import Caller, Role
+from redrive.domain.cursor import encode_cursor
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import read_envelope

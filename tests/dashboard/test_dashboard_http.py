@@ -3,6 +3,7 @@ their confirmation showed, and hostile content is shown as text. Each test runs 
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 from typing import Any
@@ -431,3 +432,15 @@ async def test_every_filter_of_the_list(
     empty = await dashboard.get("/ui/dead-letters", params={"queue": "sms"})
     assert "No dead letters match this filter" in empty.text
     assert "queue is sms" in empty.text
+
+
+@pytest.mark.parametrize(
+    "raw", [b"99999999999999999999999:x", b"-5:x", b"17:", b"17:a\x00b", b"junk"], ids=repr
+)
+async def test_a_page_link_the_dashboard_did_not_make_is_a_400_page(
+    dashboard: httpx.AsyncClient, raw: bytes
+) -> None:
+    cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    response = await dashboard.get("/ui/dead-letters", params={"cursor": cursor})
+    assert response.status_code == 400
+    assert "cursor is not one this server issued" in html.unescape(response.text)

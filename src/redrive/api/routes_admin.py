@@ -143,7 +143,7 @@ async def retry(job_id: str, request: Request) -> Response:
 @router.get("/workers", summary="Workers seen recently")
 async def workers(request: Request) -> Response:
     service = service_of(request)
-    now = service.runtime.now()
+    now = service.now()
     documents = [
         worker_document(worker, now, STALE_AFTER_MS)
         for worker in await service.workers.list(caller_of(request))
@@ -175,7 +175,7 @@ async def tenant_stats(tenant_id: str, request: Request) -> Response:
 @router.post("/reset", summary="Wipe all state (test hook; only with REDRIVE_TEST_HOOKS=1)")
 async def reset(request: Request) -> Response:
     service = service_of(request)
-    if not service.runtime.options.test_hooks:
+    if not service.test_hooks:
         raise NotFound("route", "/ojs/v1/admin/reset")
     await service.reset()
     return ojs({"reset": True})

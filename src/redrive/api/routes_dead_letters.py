@@ -22,7 +22,7 @@ from redrive.api.dead_letter_requests import (
     purge_request,
 )
 from redrive.api.http import ojs, read_json
-from redrive.api.query import encode_cursor, limit_page, numbered_page
+from redrive.api.query import limit_page, numbered_page
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import (
     dead_letter_document,
@@ -30,6 +30,7 @@ from redrive.api.serialise import (
     job_document,
     timestamp,
 )
+from redrive.domain.cursor import encode_cursor
 from redrive.domain.dead_letter import parse_override
 from redrive.ports import Page
 from redrive.service.dead_letters import BulkResult

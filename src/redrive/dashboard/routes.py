@@ -95,7 +95,7 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
             "job": found.episode.job,
             "history": found.history,
             "current": found.current,
-            "now": service.runtime.now(),
+            "now": service.now(),
         }
         return render(request, "detail.html", context)
 
@@ -139,7 +139,7 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
             "next_prune_at": service.retention.next_prune_at(),
             "archives": await service.retention.archives(),
             "pruning_policies": PRUNING_POLICIES,
-            "now": service.runtime.now(),
+            "now": service.now(),
         }
         return render(request, "retention.html", context)
 

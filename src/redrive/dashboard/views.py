@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import base64
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from redrive.dashboard.filters import ListFilter
 from redrive.domain.caller import Caller, Role
+from redrive.domain.cursor import decode_cursor, encode_cursor
 from redrive.domain.dead_letter import DEAD, DeadLetter, RetryOverride, apply_override
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.durations import format_timestamp
-from redrive.domain.errors import InvalidRequest, NotFound
+from redrive.domain.errors import NotFound
 from redrive.domain.job import STATES, Job
 from redrive.ports import Page
 from redrive.service.facade import Service
@@ -23,20 +23,6 @@ HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 TOP_ERROR_TYPES = 8
 MESSAGE_SNIPPET = 120
-
-
-def encode_cursor(dead: DeadLetter) -> str:
-    raw = f"{dead.discarded_at}:{dead.id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> Page:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        moment, episode_id = base64.urlsafe_b64decode(padded).decode().split(":", 1)
-        return Page(limit=1, cursor_at=int(moment), cursor_id=episode_id)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise InvalidRequest("that page link is not one this dashboard made", {}) from error
 
 
 def pretty_text(value: Any) -> str:
@@ -104,7 +90,7 @@ async def oldest(service: Service, oldest_at: int | None) -> DeadLetter | None:
 
 
 async def overview(service: Service) -> dict[str, Any]:
-    now = service.runtime.now()
+    now = service.now()
     stats = await service.dead_letters.stats(OPERATOR)
     queues = await service.queues.overview(OPERATOR)
     by_error = sorted(stats["by_error_type"].items(), key=lambda item: (-item[1], item[0]))
@@ -125,14 +111,16 @@ async def overview(service: Service) -> dict[str, Any]:
 async def dead_letter_list(
     service: Service, list_filter: ListFilter, limit: int, cursor: str | None
 ) -> dict[str, Any]:
-    now = service.runtime.now()
+    now = service.now()
     filters = parse_filter(list_filter.service_raw(now), now)
     page = Page(limit=limit + 1)  # one more than shown: is there an older page?
     if cursor:
-        page = replace(decode_cursor(cursor), limit=limit + 1)
+        moment, episode_id = decode_cursor(cursor)
+        page = Page(limit=limit + 1, cursor_at=moment, cursor_id=episode_id)
     found, total = await service.dead_letters.search(OPERATOR, filters, page)
     items = found[:limit]
-    next_cursor = encode_cursor(items[-1]) if len(found) > limit else None
+    last = items[-1] if items else None
+    next_cursor = encode_cursor(last.discarded_at, last.id) if last and len(found) > limit else None
     stats = await service.dead_letters.stats(OPERATOR)
     return {
         "now": now,

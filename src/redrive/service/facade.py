@@ -35,6 +35,16 @@ class Service:
             await transaction.reset()
         self.runtime.metrics = Metrics()
 
+    @property
+    def test_hooks(self) -> bool:
+        """Whether the test-only hooks (state reset, heartbeat directives) are on."""
+        return self.runtime.options.test_hooks
+
+    @property
+    def max_batch_size(self) -> int:
+        """The most entries one batch request (enqueue, ack, nack) may hold."""
+        return self.runtime.options.max_batch_size
+
     def now(self) -> int:
         """The service clock, for edges that resolve relative times ("-PT1H") while parsing."""
         return self.runtime.now()

@@ -93,7 +93,7 @@ class EmbeddedJobSource:
     ) -> list[Outcome]:
         """One service call (one transaction) per batch the service accepts."""
         outcomes: list[Outcome] = []
-        size = self.service.runtime.options.max_batch_size
+        size = self.service.max_batch_size
         for offset in range(0, len(requests), size):
             chunk = list(requests[offset : offset + size])
             for request, result in zip(chunk, await send(self.caller, chunk), strict=True):
