@@ -203,7 +203,7 @@ async def measure_stats(service: Service, count: int, warmup: int) -> list[float
     samples = []
     for index in range(warmup + count):
         elapsed, stats = await _timed(lambda: service.dead_letters.stats(CALLER))
-        if not stats["total"]:
+        if not stats.total:
             raise RuntimeError("stats saw no dead letters")
         if index >= warmup:
             samples.append(elapsed)

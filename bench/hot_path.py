@@ -192,7 +192,7 @@ async def process(service: Service, source: JobSource, count: int, failing: bool
 
 
 async def dead_letters_count(service: Service) -> int:
-    return int((await service.dead_letters.stats(CALLER))["total"])
+    return (await service.dead_letters.stats(CALLER)).total
 
 
 # the server, for the HTTP paths

@@ -32,7 +32,7 @@ async def test_a_prune_batch_removes_at_most_its_limit(
         async with store.transaction() as transaction:
             removed = await transaction.prune_dead_letters(scope, limit)
         assert len(removed) == limit
-    assert (await service.dead_letters.stats(CALLER))["total"] == count - 4
+    assert (await service.dead_letters.stats(CALLER)).total == count - 4
 
 
 @pytest.mark.parametrize("count", [5, 40])
@@ -45,7 +45,7 @@ async def test_a_bulk_move_moves_at_most_its_limit(
         async with store.transaction() as transaction:
             moved = await transaction.move_dead_letters(filters, limit, "deleted", 1, "test")
         assert len(moved) == limit
-    assert (await service.dead_letters.stats(CALLER))["total"] == count - 4
+    assert (await service.dead_letters.stats(CALLER)).total == count - 4
 
 
 @pytest.mark.parametrize("count", [5, 40])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from redrive.domain.durations import format_timestamp
 from redrive.domain.job import DEFAULT_TENANT
+from redrive.domain.records import CronRecord, WorkerRecord
 from redrive.service.facade import Service
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
@@ -237,6 +239,17 @@ WORKER = {
     "first_seen_at": 1_789_000_000_000,
     "last_heartbeat_at": 1_789_900_000_000,
 }
+# The same rows as the store reads them back.
+KEPT_CRON = CronRecord(
+    tenant_id="acme", name="nightly", expression="0 3 * * *", timezone="UTC",
+    overlap_policy="skip", enabled=True, job_template={"type": "report.build", "args": [1]},
+    description="kept", next_run_at=1_790_010_800_000, last_run_at=1_789_924_400_000,
+    last_job_id="019a0000-0000-7000-8000-000000000001", run_count=7, created_at=1_780_000_000_000,
+)  # fmt: skip
+KEPT_WORKER = WorkerRecord(
+    tenant_id="acme", id="w1", state="quiet", directive="quiet", queues=("reports",),
+    active_jobs=2, first_seen_at=1_789_000_000_000, last_heartbeat_at=1_789_900_000_000,
+)  # fmt: skip
 # The rows as schema 2 stored them, written with that schema's columns.
 INSERTS = {
     "sqlite": [
@@ -304,25 +317,22 @@ async def test_migrating_to_head_keeps_the_crons_and_workers_of_schema_2(
 
         async with store.transaction() as transaction:
             kept = await transaction.get_cron("nightly", "acme")
-            assert kept is not None
-            assert kept == {**CRON, "definition": DEFINITION}
+            assert kept == KEPT_CRON
             assert await transaction.get_cron("nightly", DEFAULT_TENANT) is None
             workers = await transaction.list_workers("acme")
-            assert workers == [{**WORKER, "queues": ["reports"]}]
+            assert workers == [KEPT_WORKER]
 
             # The keys are (tenant, name) and (tenant, id) now: another tenant may reuse both.
             await transaction.save_cron(
-                {**kept, "tenant_id": DEFAULT_TENANT, "run_count": 0, "last_job_id": None}
+                replace(KEPT_CRON, tenant_id=DEFAULT_TENANT, run_count=0, last_job_id=None)
             )
             await transaction.touch_worker("w1", DEFAULT_TENANT, ["other"], 0, 1_790_000_000_000)
         async with store.transaction() as transaction:
             for tenant, run_count in (("acme", 7), (DEFAULT_TENANT, 0)):
                 crons = await transaction.list_crons(tenant)
-                assert [(cron["name"], cron["run_count"]) for cron in crons] == [
-                    ("nightly", run_count)
-                ]
+                assert [(cron.name, cron.run_count) for cron in crons] == [("nightly", run_count)]
             both = await transaction.list_workers(None)
-            assert sorted((worker["tenant_id"], worker["active_jobs"]) for worker in both) == [
+            assert sorted((worker.tenant_id, worker.active_jobs) for worker in both) == [
                 (DEFAULT_TENANT, 0),
                 ("acme", 2),
             ]

@@ -91,7 +91,7 @@ async def test_bulk_retry_revives_in_place_and_from_snapshots_alike(
             assert revived is not None, job_id
             expected = episodes.redrive(episode.job, now)
             assert replace(revived, sequence=None) == replace(expected, sequence=None)
-    assert (await service.dead_letters.stats(CALLER))["total"] == 0
+    assert (await service.dead_letters.stats(CALLER)).total == 0
     again = await service.dead_letters.bulk_retry(acting_as("ops"), request)
     assert (again.matched, again.succeeded) == (0, 0)
     for job_id in dead:

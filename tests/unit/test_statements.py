@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import itertools
 from pathlib import Path
 
@@ -10,11 +11,19 @@ import pytest
 
 import redrive.store
 from redrive.store.statements import load_statements, parameter_names
+from redrive.store.transaction import SqlTransaction
 
 STORE = Path(redrive.store.__file__).parent
 SQLITE = STORE / "sqlite" / "statements.sql"
 POSTGRES = STORE / "postgres" / "statements.sql"
-TRANSACTION = STORE / "transaction.py"
+# Every module the shared transaction is composed of (its parts, one per concern, and their base).
+TRANSACTION_MODULES = sorted(
+    {
+        Path(inspect.getfile(part))
+        for part in SqlTransaction.__mro__
+        if part.__module__.startswith("redrive.store.")
+    }
+)
 # Methods of the transaction and its executor whose first argument is a statement name.
 STATEMENT_CALLS = frozenset({"_rows", "_run", "rows", "run"})
 
@@ -69,7 +78,8 @@ def test_parameter_names_ignore_postgres_casts() -> None:
 
 
 class StatementNames(ast.NodeVisitor):
-    """Every statement name transaction.py can pass to the executor, resolved statically."""
+    """Every statement name the transaction's modules can pass to the executor, resolved
+    statically."""
 
     def __init__(self) -> None:
         self.names: set[str] = set()
@@ -158,8 +168,14 @@ class StatementNames(ast.NodeVisitor):
 
 def statement_names_used() -> StatementNames:
     visitor = StatementNames()
-    visitor.visit(ast.parse(TRANSACTION.read_text(encoding="utf-8")))
+    for module in TRANSACTION_MODULES:
+        visitor.visit(ast.parse(module.read_text(encoding="utf-8")))
     return visitor
+
+
+def test_the_transaction_is_composed_of_its_parts() -> None:
+    names = {module.name for module in TRANSACTION_MODULES}
+    assert {"base.py", "jobs.py", "dead_letters.py", "retention.py", "administration.py"} <= names
 
 
 def test_every_statement_name_in_the_transaction_code_is_resolvable() -> None:
@@ -173,7 +189,7 @@ def test_every_statement_name_in_the_transaction_code_is_resolvable() -> None:
 def test_every_statement_the_transaction_uses_exists(path: Path) -> None:
     defined = set(load_statements(path))
     missing = sorted(statement_names_used().names - defined)
-    assert missing == [], f"used in transaction.py but missing from {path.parent.name}: {missing}"
+    assert missing == [], f"used by the transaction but missing from {path.parent.name}: {missing}"
 
 
 def test_fragments_are_included_where_named_and_are_not_statements(tmp_path: Path) -> None:

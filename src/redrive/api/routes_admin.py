@@ -21,6 +21,7 @@ from redrive.domain.envelope import validate_queue_name
 from redrive.domain.errors import InvalidRequest, NotFound
 from redrive.domain.job import STATES
 from redrive.ports import JobFilter
+from redrive.service.queues import QueueSummary
 
 router = APIRouter(prefix="/ojs/v1/admin", tags=["admin"])
 STALE_AFTER_MS = 60_000
@@ -41,12 +42,12 @@ async def stats(request: Request) -> Response:
     return ojs(await service_of(request).queues.totals(caller_of(request)))
 
 
-def _queue_item(queue: dict[str, Any]) -> dict[str, Any]:
+def _queue_item(queue: QueueSummary) -> dict[str, Any]:
     return {
-        "name": queue["name"],
+        "name": queue.name,
         "state": status_word(queue),
-        "paused": queue["paused"],
-        "counts": queue["counts"],
+        "paused": queue.paused,
+        "counts": queue.counts,
     }
 
 

@@ -106,9 +106,9 @@ def build_router(prefix: str) -> APIRouter:
     async def archives(request: Request) -> Response:
         found = await service_of(request).retention.archives()
         items = [
-            {"name": archive["name"], "entries": archive["entries"],
-             "created_at": timestamp(archive["created_at"]),
-             "restored_at": timestamp(archive["restored_at"])}
+            {"name": archive.name, "entries": archive.entries,
+             "created_at": timestamp(archive.created_at),
+             "restored_at": timestamp(archive.restored_at)}
             for archive in found
         ]  # fmt: skip
         return ojs({"archives": items})

@@ -26,6 +26,7 @@ from redrive.api.query import limit_page, numbered_page
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import (
     dead_letter_document,
+    dead_letter_stats_document,
     episode_document,
     job_document,
     timestamp,
@@ -98,10 +99,8 @@ def build_router(prefix: str) -> APIRouter:
     @router.get("/stats", summary="Dead-letter statistics")
     async def stats(request: Request) -> Response:
         service = service_of(request)
-        body = await service.dead_letters.stats(caller_of(request))
+        body = dead_letter_stats_document(await service.dead_letters.stats(caller_of(request)))
         policies = await service.retention.policies()
-        body["oldest_at"] = timestamp(body["oldest_at"])
-        body["newest_at"] = timestamp(body["newest_at"])
         body["retention"] = {
             **policies.global_policy.to_document(),
             "next_prune_at": timestamp(service.retention.next_prune_at()),

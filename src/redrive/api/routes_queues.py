@@ -12,18 +12,22 @@ from redrive.api.callers import caller_of
 from redrive.api.http import ojs
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import timestamp
+from redrive.domain.records import QueueRecord
+from redrive.service.queues import QueueSummary
 
 router = APIRouter(prefix="/ojs/v1/queues", tags=["queues"])
 
 
-def status_word(queue: dict[str, Any]) -> str:
-    return "paused" if queue["paused"] else "active"
+def status_word(queue: QueueSummary | QueueRecord) -> str:
+    return "paused" if queue.paused else "active"
 
 
-def pause_document(queue: dict[str, Any]) -> dict[str, Any]:
-    body: dict[str, Any] = {"name": queue["name"], "paused": bool(queue["paused"])}
-    moment = "paused_at" if queue["paused"] else "resumed_at"
-    body[moment] = timestamp(queue.get(moment))
+def pause_document(queue: QueueRecord) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": queue.name, "paused": queue.paused}
+    if queue.paused:
+        body["paused_at"] = timestamp(queue.paused_at)
+    else:
+        body["resumed_at"] = timestamp(queue.resumed_at)
     return body
 
 
@@ -31,8 +35,8 @@ def pause_document(queue: dict[str, Any]) -> dict[str, Any]:
 async def list_queues(request: Request) -> Response:
     queues = await service_of(request).queues.overview(caller_of(request))
     items = [
-        {"name": q["name"], "status": status_word(q), "paused": q["paused"],
-         "created_at": timestamp(q["created_at"])}
+        {"name": q.name, "status": status_word(q), "paused": q.paused,
+         "created_at": timestamp(q.created_at)}
         for q in queues
     ]  # fmt: skip
     pagination = {"total": len(items), "limit": len(items), "offset": 0, "has_more": False}
@@ -44,9 +48,9 @@ async def get_queue(name: str, request: Request) -> Response:
     queue = await service_of(request).queues.get(caller_of(request), name)
     body = {
         "name": name,
-        "paused": queue["paused"],
+        "paused": queue.paused,
         "status": status_word(queue),
-        **queue["counts"],
+        **queue.counts,
     }
     return ojs({"queue": body})
 
@@ -54,7 +58,7 @@ async def get_queue(name: str, request: Request) -> Response:
 @router.get("/{name}/stats", summary="Queue statistics")
 async def queue_stats(name: str, request: Request) -> Response:
     queue = await service_of(request).queues.get(caller_of(request), name)
-    return ojs({"queue": name, "status": status_word(queue), "stats": queue["counts"]})
+    return ojs({"queue": name, "status": status_word(queue), "stats": queue.counts})
 
 
 async def _set_paused(name: str, request: Request, paused: bool) -> Response:

@@ -1,12 +1,13 @@
-"""OJS JSON shapes of jobs, dead letters, crons, workers and events."""
+"""OJS JSON shapes of jobs, dead letters (and their stats), crons, workers and events."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from redrive.domain.dead_letter import DeadLetter
+from redrive.domain.dead_letter import DeadLetter, DeadLetterStats
 from redrive.domain.durations import format_timestamp
 from redrive.domain.job import Job
+from redrive.domain.records import CronRecord, WorkerRecord
 from redrive.ports import StoredEvent
 
 TIMESTAMP_FIELDS = (
@@ -91,34 +92,44 @@ def episode_document(dead: DeadLetter) -> dict[str, Any]:
     }
 
 
-def cron_document(cron: dict[str, Any]) -> dict[str, Any]:
-    definition = cron["definition"]
+def cron_document(cron: CronRecord) -> dict[str, Any]:
     return {
-        "name": cron["name"],
-        "expression": definition["expression"],
-        "timezone": definition["timezone"],
-        "overlap_policy": definition["overlap_policy"],
-        "enabled": cron["enabled"],
-        "job_template": definition["job_template"],
-        "description": definition.get("description"),
-        "next_run_at": timestamp(cron["next_run_at"]),
-        "last_run_at": timestamp(cron["last_run_at"]),
-        "last_job_id": cron["last_job_id"],
-        "run_count": cron["run_count"],
-        "created_at": timestamp(cron["created_at"]),
+        "name": cron.name,
+        "expression": cron.expression,
+        "timezone": cron.timezone,
+        "overlap_policy": cron.overlap_policy,
+        "enabled": cron.enabled,
+        "job_template": cron.job_template,
+        "description": cron.description,
+        "next_run_at": timestamp(cron.next_run_at),
+        "last_run_at": timestamp(cron.last_run_at),
+        "last_job_id": cron.last_job_id,
+        "run_count": cron.run_count,
+        "created_at": timestamp(cron.created_at),
     }
 
 
-def worker_document(worker: dict[str, Any], now: int, stale_after_ms: int) -> dict[str, Any]:
-    stale = now - worker["last_heartbeat_at"] > stale_after_ms
+def worker_document(worker: WorkerRecord, now: int, stale_after_ms: int) -> dict[str, Any]:
+    stale = now - worker.last_heartbeat_at > stale_after_ms
     return {
-        "id": worker["id"],
-        "state": "stale" if stale else worker["state"],
-        "directive": worker["directive"] or "",
-        "queues": worker["queues"],
-        "active_jobs": worker["active_jobs"],
-        "first_seen_at": timestamp(worker["first_seen_at"]),
-        "last_heartbeat_at": timestamp(worker["last_heartbeat_at"]),
+        "id": worker.id,
+        "state": "stale" if stale else worker.state,
+        "directive": worker.directive or "",
+        "queues": list(worker.queues),
+        "active_jobs": worker.active_jobs,
+        "first_seen_at": timestamp(worker.first_seen_at),
+        "last_heartbeat_at": timestamp(worker.last_heartbeat_at),
+    }
+
+
+def dead_letter_stats_document(stats: DeadLetterStats) -> dict[str, Any]:
+    return {
+        "total": stats.total,
+        "by_queue": stats.by_queue,
+        "by_type": stats.by_type,
+        "by_error_type": stats.by_error_type,
+        "oldest_at": timestamp(stats.oldest_at),
+        "newest_at": timestamp(stats.newest_at),
     }
 
 

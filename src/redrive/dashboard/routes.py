@@ -135,7 +135,7 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
                 queue: policy.to_document() for queue, policy in sorted(policies.queues.items())
             },
             "updated": policies.updated,
-            "dead_by_queue": stats["by_queue"],
+            "dead_by_queue": stats.by_queue,
             "next_prune_at": service.retention.next_prune_at(),
             "archives": await service.retention.archives(),
             "pruning_policies": PRUNING_POLICIES,

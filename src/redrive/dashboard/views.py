@@ -93,17 +93,17 @@ async def overview(service: Service) -> dict[str, Any]:
     now = service.now()
     stats = await service.dead_letters.stats(OPERATOR)
     queues = await service.queues.overview(OPERATOR)
-    by_error = sorted(stats["by_error_type"].items(), key=lambda item: (-item[1], item[0]))
+    by_error = sorted(stats.by_error_type.items(), key=lambda item: (-item[1], item[0]))
     return {
         "now": now,
         "states": STATES,
         "queues": queues,
-        "dead_total": stats["total"],
-        "dead_by_queue": stats["by_queue"],
+        "dead_total": stats.total,
+        "dead_by_queue": stats.by_queue,
         "top_errors": by_error[:TOP_ERROR_TYPES],
         "trend": await trend(service, now),
-        "oldest": await oldest(service, stats["oldest_at"]),
-        "oldest_at": stats["oldest_at"],
+        "oldest": await oldest(service, stats.oldest_at),
+        "oldest_at": stats.oldest_at,
         "next_prune_at": service.retention.next_prune_at(),
     }
 
@@ -127,9 +127,9 @@ async def dead_letter_list(
         "filter": list_filter,
         "rows": [row(dead) for dead in items],
         "total": total,
-        "dead_total": stats["total"],
-        "queues": sorted(stats["by_queue"]),
-        "error_types": sorted(stats["by_error_type"]),
+        "dead_total": stats.total,
+        "queues": sorted(stats.by_queue),
+        "error_types": sorted(stats.by_error_type),
         "limit": limit,
         "cursor": cursor or "",
         "next_cursor": next_cursor,

@@ -63,6 +63,19 @@ LAST_REPLAYED_AT = "ojs.last_replayed_at"
 REPLAY_RULE = "ojs.replay_rule"
 
 
+@dataclass(frozen=True)
+class DeadLetterStats:
+    """What the dead-letter queue holds now (status `dead`): how many, per queue, per job type
+    and per error type ("unknown" for none), and when the oldest and newest died."""
+
+    total: int
+    by_queue: dict[str, int]
+    by_type: dict[str, int]
+    by_error_type: dict[str, int]
+    oldest_at: int | None
+    newest_at: int | None
+
+
 def replay_count(job: Job) -> int:
     value = job.meta.get(REPLAY_COUNT, 0)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,8 +1,9 @@
-"""A job as a plain JSON-ready record and back, for snapshots that must round-trip exactly."""
+"""Records: a job as plain JSON-ready data and back; typed queue, worker and cron records."""
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 from redrive.domain.job import Job
@@ -11,6 +12,54 @@ from redrive.domain.retry import RetryPolicy, parse_retry_policy
 # Read once: these run for every job written or read on the hot path.
 RETRY_FIELDS = tuple(field.name for field in dataclasses.fields(RetryPolicy))
 JOB_FIELDS = tuple(field.name for field in dataclasses.fields(Job))
+
+
+@dataclass(frozen=True)
+class QueueRecord:
+    """A tenant's queue as the server keeps it. Queues are keyed by (tenant_id, name): two
+    tenants' queues of one name are two queues, each paused or resumed on its own."""
+
+    tenant_id: str
+    name: str
+    paused: bool
+    created_at: int
+    paused_at: int | None = None
+    resumed_at: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """A worker as the server last saw it, keyed by (tenant_id, id): its state, the directive
+    waiting for it (None for none), the queues it fetches from and the jobs it holds."""
+
+    tenant_id: str
+    id: str
+    state: str
+    directive: str | None
+    queues: tuple[str, ...]
+    active_jobs: int
+    first_seen_at: int
+    last_heartbeat_at: int
+
+
+@dataclass(frozen=True)
+class CronRecord:
+    """A registered cron entry, keyed by (tenant_id, name): what it enqueues and when, and how
+    its runs have gone (the last run, the job it made, how many runs)."""
+
+    tenant_id: str
+    name: str
+    expression: str
+    timezone: str
+    overlap_policy: str
+    enabled: bool
+    job_template: dict[str, Any]
+    description: str | None
+    next_run_at: int | None
+    last_run_at: int | None
+    last_job_id: str | None
+    run_count: int
+    created_at: int
 
 
 def retry_to_record(policy: RetryPolicy) -> dict[str, Any]:
@@ -38,4 +87,12 @@ def job_from_record(record: dict[str, Any]) -> Job:
     return Job(**values)
 
 
-__all__ = ["job_from_record", "job_to_record", "parse_retry_policy", "retry_from_record"]
+__all__ = [
+    "CronRecord",
+    "QueueRecord",
+    "WorkerRecord",
+    "job_from_record",
+    "job_to_record",
+    "parse_retry_policy",
+    "retry_from_record",
+]

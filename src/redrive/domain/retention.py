@@ -30,6 +30,31 @@ class RetentionPolicy:
 
 
 @dataclass(frozen=True)
+class PolicyRecord:
+    """A stored retention policy: the global one (queue GLOBAL) or one queue's override, and who
+    changed it last, when."""
+
+    tenant_id: str
+    queue: str
+    policy: RetentionPolicy
+    updated_at: int
+    updated_by: str
+
+
+@dataclass(frozen=True)
+class ArchiveRecord:
+    """An archive file pruning wrote: where it is, how many dead letters it holds, and when it
+    was written (and restored, once it has been)."""
+
+    name: str
+    tenant_id: str
+    path: str
+    entries: int
+    created_at: int
+    restored_at: int | None = None
+
+
+@dataclass(frozen=True)
 class PolicyChanges:
     """A retention change as a request gives it; what is None keeps its current value."""
 

@@ -11,7 +11,7 @@ from redrive.domain.dead_letter import new_dead_letter
 from redrive.domain.errors import InvalidRequest, NotFound, OjsError
 from redrive.domain.events import completed_event, failure_events
 from redrive.domain.job import AVAILABLE, Job
-from redrive.ports import JobChange, Transaction
+from redrive.ports import AttemptWrites, JobChange, JobStore
 from redrive.service.runtime import Runtime
 
 Request = TypeVar("Request", bound="AttemptRequest")
@@ -65,7 +65,7 @@ def without_repeats(requests: list[Request | OjsError]) -> list[Request | OjsErr
 
 
 async def lock_requested(
-    transaction: Transaction, requests: list[Request | OjsError], tenant: str | None
+    transaction: JobStore, requests: list[Request | OjsError], tenant: str | None
 ) -> dict[str, Job]:
     ids = [request.job_id for request in requests if not isinstance(request, OjsError)]
     return await transaction.lock_jobs(ids, tenant)
@@ -93,7 +93,7 @@ def decide(
 
 async def record_failures(
     runtime: Runtime,
-    transaction: Transaction,
+    transaction: AttemptWrites,
     failures: list[tuple[Job, lifecycle.FailureOutcome]],
     now: int,
 ) -> set[str]:

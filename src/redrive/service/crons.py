@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +18,8 @@ from redrive.domain.envelope import EnqueueContext, validate_envelope
 from redrive.domain.errors import InvalidRequest, NotFound
 from redrive.domain.events import Event, job_event
 from redrive.domain.job import TERMINAL_STATES
-from redrive.ports import Transaction
+from redrive.domain.records import CronRecord
+from redrive.ports import CronFiring
 from redrive.service.runtime import Runtime
 
 
@@ -46,9 +47,7 @@ class CronService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def _definition(
-        self, caller: Caller, registration: CronRegistration, now: int
-    ) -> dict[str, Any]:
+    def _check(self, caller: Caller, registration: CronRegistration, now: int) -> None:
         try:
             parse_cron(registration.expression)
             validate_timezone(registration.timezone)
@@ -65,43 +64,38 @@ class CronService:
                 self.runtime.options.default_retry,
             ),
         )
-        return {
-            "name": registration.name,
-            "expression": registration.expression,
-            "timezone": registration.timezone,
-            "overlap_policy": registration.overlap_policy,
-            "enabled": registration.enabled,
-            "job_template": registration.job_template,
-            "description": registration.description,
-        }
 
-    async def register(self, caller: Caller, registration: CronRegistration) -> dict[str, Any]:
+    async def register(self, caller: Caller, registration: CronRegistration) -> CronRecord:
         now = self.runtime.now()
-        definition = self._definition(caller, registration, now)
+        self._check(caller, registration, now)
         async with self.runtime.store.transaction() as transaction:
-            existing = await transaction.get_cron(definition["name"], caller.tenant_id)
-            cron = {
-                "name": definition["name"],
-                "tenant_id": caller.tenant_id,
-                "definition": definition,
-                "enabled": definition["enabled"],
-                "next_run_at": next_run_ms(definition["expression"], definition["timezone"], now)
-                if definition["enabled"]
+            existing = await transaction.get_cron(registration.name, caller.tenant_id)
+            cron = CronRecord(
+                tenant_id=caller.tenant_id,
+                name=registration.name,
+                expression=registration.expression,
+                timezone=registration.timezone,
+                overlap_policy=registration.overlap_policy,
+                enabled=registration.enabled,
+                job_template=registration.job_template,
+                description=registration.description,
+                next_run_at=next_run_ms(registration.expression, registration.timezone, now)
+                if registration.enabled
                 else None,
-                "last_run_at": existing["last_run_at"] if existing else None,
-                "last_job_id": existing["last_job_id"] if existing else None,
-                "run_count": existing["run_count"] if existing else 0,
-                "created_at": existing["created_at"] if existing else now,
-            }
+                last_run_at=existing.last_run_at if existing else None,
+                last_job_id=existing.last_job_id if existing else None,
+                run_count=existing.run_count if existing else 0,
+                created_at=existing.created_at if existing else now,
+            )
             await transaction.save_cron(cron)
         return cron
 
-    async def list(self, caller: Caller) -> list[dict[str, Any]]:
+    async def list(self, caller: Caller) -> list[CronRecord]:
         tenant = caller.tenant_id  # crons are keyed by (tenant, name): always one tenant's
         async with self.runtime.store.transaction() as transaction:
             return await transaction.list_crons(tenant)
 
-    async def get(self, caller: Caller, name: str) -> dict[str, Any]:
+    async def get(self, caller: Caller, name: str) -> CronRecord:
         tenant = caller.tenant_id
         async with self.runtime.store.transaction() as transaction:
             cron = await transaction.get_cron(name, tenant)
@@ -109,7 +103,7 @@ class CronService:
             raise NotFound("cron", name)
         return cron
 
-    async def delete(self, caller: Caller, name: str) -> dict[str, Any]:
+    async def delete(self, caller: Caller, name: str) -> CronRecord:
         tenant = caller.tenant_id
         async with self.runtime.store.transaction() as transaction:
             cron = await transaction.get_cron(name, tenant)
@@ -117,58 +111,51 @@ class CronService:
                 raise NotFound("cron", name)
         return cron
 
-    async def set_enabled(self, caller: Caller, name: str, enabled: bool) -> dict[str, Any]:
+    async def set_enabled(self, caller: Caller, name: str, enabled: bool) -> CronRecord:
         now = self.runtime.now()
         async with self.runtime.store.transaction() as transaction:
             cron = await transaction.get_cron(name, caller.tenant_id)
             if cron is None:
                 raise NotFound("cron", name)
-            definition = {**cron["definition"], "enabled": enabled}
-            cron.update(definition=definition, enabled=enabled, next_run_at=None)
-            if enabled:
-                cron["next_run_at"] = next_run_ms(
-                    definition["expression"], definition["timezone"], now
-                )
+            next_run_at = next_run_ms(cron.expression, cron.timezone, now) if enabled else None
+            cron = replace(cron, enabled=enabled, next_run_at=next_run_at)
             await transaction.save_cron(cron)
         return cron
 
-    async def fire_due(self, transaction: Transaction, now: int, limit: int = 100) -> int:
+    async def fire_due(self, transaction: CronFiring, now: int, limit: int = 100) -> int:
         """Enqueue one job for every due cron (skipping overlaps), then schedule its next run."""
         fired = 0
-        for cron in await transaction.due_crons(now, limit):
-            definition = cron["definition"]
-            cron["next_run_at"] = next_run_ms(definition["expression"], definition["timezone"], now)
+        for due in await transaction.due_crons(now, limit):
+            cron = replace(due, next_run_at=next_run_ms(due.expression, due.timezone, now))
             previous = (
-                await transaction.get_job(cron["last_job_id"], None)
-                if cron["last_job_id"]
-                else None
+                await transaction.get_job(cron.last_job_id, None) if cron.last_job_id else None
             )
             overlapping = previous is not None and previous.state not in TERMINAL_STATES
-            if overlapping and definition["overlap_policy"] == "skip":
+            if overlapping and cron.overlap_policy == "skip":
                 event = Event(
-                    "cron.skipped", cron["tenant_id"], None, None, cron["name"],
-                    {"cron_name": cron["name"], "reason": "overlap",
-                     "existing_job_id": cron["last_job_id"]},
+                    "cron.skipped", cron.tenant_id, None, None, cron.name,
+                    {"cron_name": cron.name, "reason": "overlap",
+                     "existing_job_id": cron.last_job_id},
                 )  # fmt: skip
                 await self.runtime.emit(transaction, [event], now)
                 await transaction.save_cron(cron)
                 continue
-            tenant = cron["tenant_id"]
             job = validate_envelope(
-                definition["job_template"],
+                cron.job_template,
                 EnqueueContext(
-                    now, self.runtime.new_id(now), tenant, self.runtime.options.default_retry
+                    now, self.runtime.new_id(now), cron.tenant_id,
+                    self.runtime.options.default_retry,
                 ),
-            )
+            )  # fmt: skip
             await transaction.ensure_queue(job.queue, job.tenant_id, now)
             await transaction.insert_job(job)
             await transaction.notify({job.queue})
-            cron.update(last_run_at=now, last_job_id=job.id, run_count=cron["run_count"] + 1)
+            cron = replace(cron, last_run_at=now, last_job_id=job.id, run_count=cron.run_count + 1)
             await transaction.save_cron(cron)
             events = [
                 job_event("enqueued", job, priority=job.priority),
-                job_event("cron.triggered", job, cron_name=cron["name"],
-                          cron_expr=definition["expression"], job_id=job.id),
+                job_event("cron.triggered", job, cron_name=cron.name,
+                          cron_expr=cron.expression, job_id=job.id),
             ]  # fmt: skip
             await self.runtime.emit(transaction, events, now)
             fired += 1

@@ -5,16 +5,21 @@ from __future__ import annotations
 import asyncio
 import sys
 from dataclasses import dataclass, field
-from typing import Any
 
 from redrive.domain import dead_letter as episodes
 from redrive.domain.caller import Caller
-from redrive.domain.dead_letter import DeadLetter, MovedEpisode, RetryOverride, apply_override
+from redrive.domain.dead_letter import (
+    DeadLetter,
+    DeadLetterStats,
+    MovedEpisode,
+    RetryOverride,
+    apply_override,
+)
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.errors import InvalidRequest, NotFound
 from redrive.domain.events import episode_event, job_event
 from redrive.domain.job import Job
-from redrive.ports import Page, Transaction
+from redrive.ports import DeadLetterMoves, Page
 from redrive.service.runtime import Runtime
 
 BULK_CHUNK = 1000
@@ -119,7 +124,7 @@ class DeadLetterService:
 
     async def redrive(
         self,
-        transaction: Transaction,
+        transaction: DeadLetterMoves,
         dead: DeadLetter,
         job: Job,
         status: str,
@@ -266,7 +271,7 @@ class DeadLetterService:
         return moved
 
     async def _revive(
-        self, transaction: Transaction, moved: list[MovedEpisode], moved_by: str, now: int
+        self, transaction: DeadLetterMoves, moved: list[MovedEpisode], moved_by: str, now: int
     ) -> None:
         """Requeue the jobs of moved episodes: in place where the dead job's row is still in the
         jobs table, from the episode's snapshot where it was pruned from there."""
@@ -291,7 +296,7 @@ class DeadLetterService:
         self.runtime.metrics.dead_letter_retried.update(episode.queue for episode in moved)
 
     async def _forget(
-        self, transaction: Transaction, moved: list[MovedEpisode], moved_by: str, now: int
+        self, transaction: DeadLetterMoves, moved: list[MovedEpisode], moved_by: str, now: int
     ) -> None:
         if not moved:
             return
@@ -308,6 +313,6 @@ class DeadLetterService:
     async def purge(self, caller: Caller, request: BulkRequest) -> BulkResult:
         return await self._bulk(caller, request, "purge")
 
-    async def stats(self, caller: Caller) -> dict[str, Any]:
+    async def stats(self, caller: Caller) -> DeadLetterStats:
         async with self.runtime.store.transaction() as transaction:
             return await transaction.dead_letter_stats(caller.tenant_scope)

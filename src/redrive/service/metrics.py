@@ -43,7 +43,7 @@ class MetricsService:
         return MetricsSnapshot(
             counters=copy.deepcopy(self.runtime.metrics),
             queue_depth=dict(depth),
-            dead_letters_by_queue={queue: int(count) for queue, count in dead["by_queue"].items()},
+            dead_letters_by_queue=dict(dead.by_queue),
         )
 
     async def health(self) -> HealthStatus:

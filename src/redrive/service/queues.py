@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
-from redrive.domain.caller import SYSTEM, Caller
+from redrive.domain.caller import Caller
 from redrive.domain.envelope import validate_queue_name
 from redrive.domain.events import Event
 from redrive.domain.job import STATES
+from redrive.domain.records import QueueRecord
 from redrive.service.runtime import Runtime
 
 MINUTE_MS = 60_000
@@ -18,48 +20,63 @@ def empty_counts() -> dict[str, int]:
     return dict.fromkeys(STATES, 0)
 
 
+@dataclass(frozen=True)
+class QueueSummary:
+    """A queue as its caller sees it: whether it is paused, since when it is known, and its jobs
+    per state. For a caller spanning every tenant, a name covers every tenant's queue of that
+    name: paused when any of them is (fetches across tenants skip it then), known since the
+    first."""
+
+    name: str
+    paused: bool
+    created_at: int | None
+    counts: dict[str, int]
+
+
+def _merged(records: list[QueueRecord]) -> dict[str, tuple[bool, int]]:
+    """Per name: paused when any tenant's queue of that name is, and the earliest created_at."""
+    merged: dict[str, tuple[bool, int]] = {}
+    for record in records:
+        paused, created_at = merged.get(record.name, (False, record.created_at))
+        merged[record.name] = (paused or record.paused, min(created_at, record.created_at))
+    return merged
+
+
 class QueueService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def overview(self, caller: Caller) -> list[dict[str, Any]]:
-        """Every known queue with its per-state counts and paused flag, sorted by name."""
+    async def overview(self, caller: Caller) -> list[QueueSummary]:
+        """Every queue of the caller's tenant (of every tenant for a caller spanning them) with
+        its per-state counts and paused flag, sorted by name."""
         tenant = caller.tenant_scope
         async with self.runtime.store.transaction() as transaction:
-            queues = await transaction.list_queues()
+            queues = await transaction.list_queues(tenant)
             counts = await transaction.count_jobs(tenant, None)
         per_queue: dict[str, dict[str, int]] = defaultdict(empty_counts)
         for (queue, state), count in counts.items():
             per_queue[queue][state] = count
-        known = {queue["name"]: queue for queue in queues}
-        names = sorted(set(known) | set(per_queue))
-        if tenant is not None:
-            names = [name for name in names if name in per_queue]
+        known = _merged(queues)
         return [
-            {
-                "name": name,
-                "paused": bool(known.get(name, {}).get("paused", False)),
-                "created_at": known.get(name, {}).get("created_at"),
-                "counts": per_queue[name] if name in per_queue else empty_counts(),
-            }
-            for name in names
+            QueueSummary(
+                name=name,
+                paused=known[name][0] if name in known else False,
+                created_at=known[name][1] if name in known else None,
+                counts=per_queue[name] if name in per_queue else empty_counts(),
+            )
+            for name in sorted(set(known) | set(per_queue))
         ]
 
-    async def get(self, caller: Caller, name: str) -> dict[str, Any]:
-        tenant = caller.tenant_scope
+    async def get(self, caller: Caller, name: str) -> QueueSummary:
         validate_queue_name(name, "queue")
-        for queue in await self.overview(SYSTEM):
-            if queue["name"] == name:
-                break
-        else:
-            queue = {"name": name, "paused": False, "created_at": None, "counts": empty_counts()}
-        if tenant is not None:
-            async with self.runtime.store.transaction() as transaction:
-                counts = await transaction.count_jobs(tenant, name)
-            queue["counts"] = empty_counts() | {state: n for (_, state), n in counts.items()}
-        return queue
+        for queue in await self.overview(caller):
+            if queue.name == name:
+                return queue
+        return QueueSummary(name=name, paused=False, created_at=None, counts=empty_counts())
 
-    async def set_paused(self, caller: Caller, name: str, paused: bool) -> dict[str, Any]:
+    async def set_paused(self, caller: Caller, name: str, paused: bool) -> QueueRecord:
+        """Pause or resume the caller's tenant's queue of this name; other tenants' queues of the
+        same name are theirs to pause."""
         validate_queue_name(name, "queue")
         now = self.runtime.now()
         async with self.runtime.store.transaction() as transaction:
@@ -80,12 +97,12 @@ class QueueService:
             counts = await transaction.count_jobs(tenant, None)
             finished = await transaction.count_finished_since(tenant, now - MINUTE_MS)
             workers = await transaction.list_workers(tenant)
-            queues = await transaction.list_queues()
+            queues = await transaction.list_queues(tenant)
         jobs = empty_counts()
         for (_, state), count in counts.items():
             jobs[state] += count
         return {
-            "queues": len({queue["name"] for queue in queues} | {queue for queue, _ in counts}),
+            "queues": len({queue.name for queue in queues} | {queue for queue, _ in counts}),
             "workers": len(workers),
             "jobs": jobs,
             "total_jobs": sum(jobs.values()),

@@ -15,12 +15,14 @@ from redrive.domain.events import Event
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.retention import (
     GLOBAL,
+    ArchiveRecord,
     PolicyChanges,
+    PolicyRecord,
     RetentionPolicy,
     next_prune_at,
     plan_prune,
 )
-from redrive.ports import Archive, PruneScope, Transaction
+from redrive.ports import Archive, DeadLetterStore, PruneScope
 from redrive.service import locks
 from redrive.service.runtime import Runtime
 
@@ -50,30 +52,26 @@ class Policies:
         return self.queues.get(queue, self.global_policy)
 
 
-def _policy(row: dict[str, Any]) -> RetentionPolicy:
-    return RetentionPolicy(row["max_age_ms"], row["max_count"], row["pruning_policy"])
-
-
 class RetentionService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
     async def policies(self) -> Policies:
         async with self.runtime.store.transaction() as transaction:
-            rows = await transaction.dead_letter_policies(POLICY_TENANT)
+            stored = await transaction.dead_letter_policies(POLICY_TENANT)
         global_policy = self.runtime.options.retention
         queues: dict[str, RetentionPolicy] = {}
-        for row in rows:
-            if row["queue"] == GLOBAL:
-                global_policy = _policy(row)
+        for record in stored:
+            if record.queue == GLOBAL:
+                global_policy = record.policy
             else:
-                queues[row["queue"]] = _policy(row)
+                queues[record.queue] = record.policy
         updated = {
-            row["queue"]: {
-                "updated_at": format_timestamp(row["updated_at"]),
-                "updated_by": row["updated_by"],
+            record.queue: {
+                "updated_at": format_timestamp(record.updated_at),
+                "updated_by": record.updated_by,
             }
-            for row in rows
+            for record in stored
         }
         return Policies(global_policy, queues, updated)
 
@@ -92,15 +90,9 @@ class RetentionService:
         policy = changes.applied_to(base)
         async with self.runtime.store.transaction() as transaction:
             await transaction.save_dead_letter_policy(
-                {
-                    "tenant_id": POLICY_TENANT,
-                    "queue": queue or GLOBAL,
-                    "max_age_ms": policy.max_age_ms,
-                    "max_count": policy.max_count,
-                    "pruning_policy": policy.pruning_policy,
-                    "updated_at": self.runtime.now(),
-                    "updated_by": caller.actor,
-                }
+                PolicyRecord(
+                    POLICY_TENANT, queue or GLOBAL, policy, self.runtime.now(), caller.actor
+                )
             )
         return policy
 
@@ -146,12 +138,12 @@ class RetentionService:
                 return True
 
     async def _excess(
-        self, transaction: Transaction, scope: PruneScope, policies: Policies, now: int
+        self, transaction: DeadLetterStore, scope: PruneScope, policies: Policies, now: int
     ) -> int:
         """How many of the oldest dead letters the scope holds beyond its max_count, counted
         inside the batch's transaction so that concurrent prunes never remove too many."""
         stats = await transaction.dead_letter_stats(None)
-        plans = plan_prune(policies.global_policy, policies.queues, stats["by_queue"], now)
+        plans = plan_prune(policies.global_policy, policies.queues, stats.by_queue, now)
         wanted = scope.queue or GLOBAL
         return next(plan.excess for plan in plans if plan.queue == wanted)
 
@@ -172,9 +164,8 @@ class RetentionService:
                 name = f"dead-letters-{stamp}-{self.runtime.new_token()[:8]}.jsonl.gz"
                 path = await self._archive().write(name, rows)
                 await transaction.add_dead_letter_archive(
-                    {"name": name, "tenant_id": POLICY_TENANT, "path": path,
-                     "entries": len(rows), "created_at": now}
-                )  # fmt: skip
+                    ArchiveRecord(name, POLICY_TENANT, path, len(rows), now)
+                )
                 report.archives.append(name)
         report.by_queue.update(row["queue"] for row in rows if row["status"] == DEAD)
         if scope.archive:
@@ -199,14 +190,14 @@ class RetentionService:
             await self.runtime.emit(transaction, events, now)
         self.runtime.metrics.dead_letter_pruned.update(report.by_queue)
 
-    async def archives(self) -> list[dict[str, Any]]:
+    async def archives(self) -> list[ArchiveRecord]:
         async with self.runtime.store.transaction() as transaction:
             return await transaction.dead_letter_archives()
 
     async def restore(self, name: str) -> dict[str, int]:
         """Put an archive's entries back in the dead-letter queue, skipping any whose job is
         dead again already. Restoring twice adds nothing the second time."""
-        known = {archive["name"] for archive in await self.archives()}
+        known = {archive.name for archive in await self.archives()}
         if name not in known:
             raise NotFound("archive", name)
         try:

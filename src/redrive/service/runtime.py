@@ -12,7 +12,7 @@ from redrive.domain.events import Event
 from redrive.domain.identifiers import uuid7
 from redrive.domain.retention import RetentionPolicy
 from redrive.domain.retry import RetryPolicy
-from redrive.ports import Archive, Clock, Store, StoredEvent, Transaction
+from redrive.ports import Archive, Clock, EventStore, Store, StoredEvent
 
 
 class SystemClock:
@@ -82,7 +82,7 @@ class Runtime:
     def jitter_factor(self) -> float:
         return 0.5 + self.rng.random()
 
-    async def emit(self, transaction: Transaction, events: list[Event], now: int) -> None:
+    async def emit(self, transaction: EventStore, events: list[Event], now: int) -> None:
         if events:
             stored = [
                 StoredEvent(id=f"evt_{self.new_id(now)}", sequence=0, time=now, event=event)

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from redrive.domain import lifecycle
 from redrive.domain.events import job_event
-from redrive.ports import Transaction
+from redrive.ports import AttemptWrites, CronFiring, EventStore, JobStore, Transaction
 from redrive.service import locks
 from redrive.service.attempts import record_failures
 from redrive.service.crons import CronService
@@ -73,12 +73,12 @@ class Sweeper:
                 return -1
             return await self.tasks[name](transaction, now)
 
-    async def _promote(self, transaction: Transaction, now: int) -> int:
+    async def _promote(self, transaction: JobStore, now: int) -> int:
         queues = await transaction.promote_due_jobs(now)
         await transaction.notify(queues)
         return len(queues)
 
-    async def _expire(self, transaction: Transaction, now: int) -> int:
+    async def _expire(self, transaction: AttemptWrites, now: int) -> int:
         expired = 0
         for job in await transaction.expired_jobs(now, BATCH):
             outcome = lifecycle.expire(job, now)
@@ -87,21 +87,21 @@ class Sweeper:
                 expired += 1
         return expired
 
-    async def _reap(self, transaction: Transaction, now: int) -> int:
+    async def _reap(self, transaction: AttemptWrites, now: int) -> int:
         failures = [
             (job, lifecycle.reap(job, now, self.runtime.jitter_factor()))
             for job in await transaction.expired_leases(now, BATCH)
         ]
         return len(await record_failures(self.runtime, transaction, failures, now))
 
-    async def _fire_crons(self, transaction: Transaction, now: int) -> int:
+    async def _fire_crons(self, transaction: CronFiring, now: int) -> int:
         return await self.crons.fire_due(transaction, now)
 
-    async def _prune_finished_jobs(self, transaction: Transaction, now: int) -> int:
+    async def _prune_finished_jobs(self, transaction: JobStore, now: int) -> int:
         """Completed, cancelled and discarded jobs leave the hot table after their retention.
         A dead job's history stays in the dead-letter table, which answers GET for it."""
         cutoff = now - self.runtime.options.finished_job_retention_ms
         return await transaction.prune_finished_jobs(cutoff, BATCH)
 
-    async def _trim_events(self, transaction: Transaction, now: int) -> int:
+    async def _trim_events(self, transaction: EventStore, now: int) -> int:
         return await transaction.delete_events_before(now - self.runtime.options.event_retention_ms)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from redrive.domain import lifecycle
 from redrive.domain.caller import Caller
 from redrive.domain.errors import Conflict, InvalidRequest, NotFound, OjsError
 from redrive.domain.events import started_event
 from redrive.domain.job import Job
+from redrive.domain.records import WorkerRecord
 from redrive.ports import Claim, JobChange
 from redrive.service.attempts import (
     AckRequest,
@@ -83,7 +83,9 @@ class WorkerService:
         claimed: list[Job] = []
         async with self.runtime.store.transaction() as transaction:
             await transaction.notify(await transaction.promote_due_jobs(now, queues))
-            paused = await transaction.paused_queue_names()
+            # The caller's tenant's paused queues. A caller spanning every tenant skips a queue
+            # any tenant paused: its claim would take that tenant's jobs too.
+            paused = await transaction.paused_queue_names(caller.tenant_scope)
             for queue in queues:
                 if queue in paused or len(claimed) >= count:
                     continue
@@ -148,7 +150,7 @@ class WorkerService:
                 worker = await transaction.touch_worker(
                     worker_id, caller.tenant_id, [], len(job_ids), now
                 )
-                directive = directive or worker.get("directive")
+                directive = directive or worker.directive
         return Heartbeat(directive or "running", extended, lost, now)
 
     def _test_directive(self, job: Job) -> str | None:
@@ -159,12 +161,12 @@ class WorkerService:
 
     async def set_directive(self, worker_id: str, directive: str | None) -> None:
         async with self.runtime.store.transaction() as transaction:
-            workers = {worker["id"] for worker in await transaction.list_workers(None)}
+            workers = {worker.id for worker in await transaction.list_workers(None)}
             if worker_id not in workers:
                 raise NotFound("worker", worker_id)
             await transaction.set_worker_directive(worker_id, directive)
 
-    async def list(self, caller: Caller) -> list[dict[str, Any]]:
+    async def list(self, caller: Caller) -> list[WorkerRecord]:
         tenant = caller.tenant_scope
         async with self.runtime.store.transaction() as transaction:
             return await transaction.list_workers(tenant)

@@ -196,23 +196,27 @@ DELETE FROM jobs WHERE sequence IN (
 
 -- name: ensure_queue
 INSERT INTO queues (name, tenant_id, created_at) VALUES (:name, :tenant_id, :now)
-ON CONFLICT (name) DO NOTHING;
+ON CONFLICT (tenant_id, name) DO NOTHING;
 
 -- name: set_queue_paused
 INSERT INTO queues (name, tenant_id, created_at, paused, paused_at, resumed_at)
 VALUES (:name, :tenant_id, :now, :paused,
         CASE WHEN :paused THEN :now END, CASE WHEN :paused THEN NULL ELSE :now END)
-ON CONFLICT (name) DO UPDATE SET
+ON CONFLICT (tenant_id, name) DO UPDATE SET
     paused = excluded.paused,
     paused_at = CASE WHEN excluded.paused THEN :now ELSE queues.paused_at END,
     resumed_at = CASE WHEN excluded.paused THEN queues.resumed_at ELSE :now END
 RETURNING *;
 
 -- name: select_queues
-SELECT * FROM queues ORDER BY name;
+-- One tenant's queues; every tenant's when :tenant_id is NULL.
+SELECT * FROM queues WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+ORDER BY name, tenant_id;
 
 -- name: select_paused_queue_names
-SELECT name FROM queues WHERE paused;
+-- One tenant's paused queues; those any tenant paused when :tenant_id is NULL.
+SELECT DISTINCT name FROM queues
+WHERE paused AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
 -- name: insert_dead_letters
 INSERT INTO dead_letters (

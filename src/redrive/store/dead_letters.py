@@ -1,0 +1,145 @@
+"""Dead episodes: entering, searching, counting and moving them, their jobs, and the tallies."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import fields
+from typing import Any
+
+from redrive.domain.dead_letter import DEAD, DeadLetter, DeadLetterStats, MovedEpisode
+from redrive.domain.dead_letter_filter import DeadLetterFilter
+from redrive.ports import DeadLetterStore, Page
+from redrive.store.base import SqlBase
+from redrive.store.codec import dead_letter_from_row, dead_letter_record, dump
+
+
+def _filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
+    """Every filter attribute, bound by its own name (the SQL fragment names each one)."""
+    return {item.name: getattr(filters, item.name) for item in fields(DeadLetterFilter)}
+
+
+def _tally_row(dead: DeadLetter) -> dict[str, Any]:
+    job = dead.job
+    return {
+        "tenant_id": job.tenant_id,
+        "queue": job.queue,
+        "type": job.type,
+        "error_type": dead.error_type,
+        "status": DEAD,
+    }
+
+
+def _totals(rows: list[dict[str, Any]], column: str) -> dict[str, int]:
+    """Tally counts summed by one of their columns (no value counts as "unknown"), by name."""
+    totals: Counter[str] = Counter()
+    for row in rows:
+        totals[row[column] or "unknown"] += int(row["count"])
+    return {name: count for name, count in sorted(totals.items()) if count}
+
+
+class SqlDeadLetters(SqlBase, DeadLetterStore):
+    async def insert_dead_letters(self, dead_letters: list[DeadLetter]) -> None:
+        """Insert many episodes in one statement and count them in the tallies."""
+        if dead_letters:
+            rows = [dead_letter_record(dead_letter) for dead_letter in dead_letters]
+            await self._run("insert_dead_letters", rows=dump(rows))
+            self._tally(rows, 1)
+
+    async def list_dead_letters(self, filters: DeadLetterFilter, page: Page) -> list[DeadLetter]:
+        rows = await self._rows(
+            "select_dead_letters",
+            limit=page.limit,
+            offset=page.offset,
+            cursor_at=page.cursor_at,
+            cursor_id=page.cursor_id,
+            **_filter_parameters(filters),
+        )
+        return [dead_letter_from_row(row) for row in rows]
+
+    async def count_dead_letters(self, filters: DeadLetterFilter) -> int:
+        if filters.counted_by_tallies:
+            return sum((await self.count_dead_letters_by_queue(filters)).values())
+        rows = await self._rows("count_dead_letters", **_filter_parameters(filters))
+        return int(rows[0]["count"])
+
+    async def count_dead_letters_by_queue(self, filters: DeadLetterFilter) -> dict[str, int]:
+        """From the tallies when they count the set exactly, else by counting rows."""
+        if not filters.counted_by_tallies:
+            rows = await self._rows("count_dead_letters_by_queue", **_filter_parameters(filters))
+            return {row["queue"]: int(row["count"]) for row in rows}
+        rows = await self._rows("select_dead_letter_tallies", tenant_id=filters.tenant_id)
+        wanted = {"queue": filters.queue, "type": filters.type, "error_type": filters.error_type}
+        prefix = filters.type_prefix or ""
+        counts: Counter[str] = Counter()
+        for row in rows:
+            if row["type"].startswith(prefix) and all(
+                value is None or (row[key] or "") == value for key, value in wanted.items()
+            ):
+                counts[row["queue"]] += int(row["count"])
+        return {queue: count for queue, count in counts.items() if count}
+
+    async def move_dead_letters(
+        self, filters: DeadLetterFilter, limit: int, status: str, now: int, moved_by: str
+    ) -> list[MovedEpisode]:
+        """Flip up to `limit` dead episodes matching the filter (newest first) to `status` in
+        one statement and take them off the tallies; returns those this call moved."""
+        parameters = _filter_parameters(filters)
+        del parameters["status"]  # the filter selects dead episodes; :moved_to is where they go
+        rows = await self._rows(
+            "move_dead_letters", limit=limit, moved_to=status, now=now, moved_by=moved_by,
+            **parameters,
+        )  # fmt: skip
+        moved = [MovedEpisode(**row) for row in rows]
+        self._tally([{**row, "status": DEAD} for row in rows], -1)
+        return moved
+
+    async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]:
+        if not episode_ids:
+            return []
+        ids = self.executor.list_parameter(episode_ids)
+        return [
+            dead_letter_from_row(row)
+            for row in await self._rows("select_dead_letters_by_id", ids=ids)
+        ]
+
+    async def redrive_jobs(self, job_ids: list[str], now: int) -> set[str]:
+        """Put dead jobs whose rows are still in the jobs table back in their queues."""
+        if not job_ids:
+            return set()
+        rows = await self._rows("redrive_jobs", ids=self.executor.list_parameter(job_ids), now=now)
+        return {row["id"] for row in rows}
+
+    async def delete_dead_jobs(self, job_ids: list[str]) -> None:
+        if job_ids:
+            await self._run("delete_dead_jobs", ids=self.executor.list_parameter(job_ids))
+
+    async def get_dead_letter(self, job_id: str, tenant_id: str | None) -> DeadLetter | None:
+        rows = await self._rows("select_dead_letter", job_id=job_id, tenant_id=tenant_id)
+        return dead_letter_from_row(rows[0]) if rows else None
+
+    async def dead_letter_episodes(self, job_id: str, tenant_id: str | None) -> list[DeadLetter]:
+        rows = await self._rows("select_dead_letter_episodes", job_id=job_id, tenant_id=tenant_id)
+        return [dead_letter_from_row(row) for row in rows]
+
+    async def move_dead_letter(
+        self, dead_letter: DeadLetter, status: str, now: int, moved_by: str
+    ) -> bool:
+        """Flip an episode out of `dead`; False when someone else already moved it."""
+        changed = await self._run(
+            "move_dead_letter", id=dead_letter.id, status=status, now=now, moved_by=moved_by
+        )
+        if changed == 1:
+            self._tally([_tally_row(dead_letter)], -1)
+        return changed == 1
+
+    async def dead_letter_stats(self, tenant_id: str | None) -> DeadLetterStats:
+        rows = await self._rows("select_dead_letter_tallies", tenant_id=tenant_id)
+        times = (await self._rows("dead_letter_time_range", tenant_id=tenant_id))[0]
+        return DeadLetterStats(
+            total=sum(int(row["count"]) for row in rows),
+            by_queue=_totals(rows, "queue"),
+            by_type=_totals(rows, "type"),
+            by_error_type=_totals(rows, "error_type"),
+            oldest_at=times["oldest_at"],
+            newest_at=times["newest_at"],
+        )

@@ -1,0 +1,32 @@
+"""The events outbox: appending events, reading them for streams and webhooks, trimming."""
+
+from __future__ import annotations
+
+from redrive.ports import EventQuery, EventStore, StoredEvent
+from redrive.store.base import SqlBase
+from redrive.store.codec import dump, event_from_row, event_record
+
+
+class SqlEvents(SqlBase, EventStore):
+    async def add_events(self, events: list[StoredEvent]) -> None:
+        if events:
+            await self._run("insert_events", rows=dump([event_record(e) for e in events]))
+
+    async def list_events(self, query: EventQuery) -> list[StoredEvent]:
+        after_sequence = None
+        if query.after_id:
+            found = await self._rows("select_event_sequence", id=query.after_id)
+            after_sequence = found[0]["sequence"] if found else None
+        rows = await self._rows(
+            "select_events",
+            tenant_id=query.tenant_id,
+            after_sequence=after_sequence,
+            types=self.executor.list_parameter(query.types),
+            queues=self.executor.list_parameter(query.queues),
+            job_types=self.executor.list_parameter(query.job_types),
+            limit=query.limit,
+        )
+        return [event_from_row(row) for row in rows]
+
+    async def delete_events_before(self, before: int) -> int:
+        return await self._run("delete_events_before", before=before)

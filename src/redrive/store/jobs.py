@@ -1,0 +1,114 @@
+"""The live jobs table: inserts, guarded updates, reads, locks, claims, promotion, expiry."""
+
+from __future__ import annotations
+
+from redrive.domain.job import Job
+from redrive.ports import Claim, JobChange, JobFilter, JobStore
+from redrive.store.base import SqlBase, present
+from redrive.store.codec import dump, job_from_row, job_parameters, job_records, lifecycle_record
+
+
+class SqlJobs(SqlBase, JobStore):
+    async def insert_jobs(self, jobs: list[Job]) -> set[str]:
+        """Insert many jobs in one statement; ids that exist already are left as they are.
+        Returns the ids actually inserted."""
+        if not jobs:
+            return set()
+        rows = await self._rows("insert_jobs", rows=dump(job_records(jobs)))
+        return {row["id"] for row in rows}
+
+    async def insert_job(self, job: Job) -> bool:
+        return bool(await self.insert_jobs([job]))
+
+    async def upsert_job(self, job: Job) -> None:
+        await self.executor.run("upsert_job", job_parameters(job))
+
+    async def update_jobs(self, changes: list[JobChange]) -> set[str]:
+        """Write the lifecycle (state, attempt, timestamps, lease, errors, result) of many decided
+        jobs in one statement, each guarded by the state and lease it was decided from; returns
+        the ids written (a missing id lost a race). A job's definition is never changed here."""
+        if not changes:
+            return set()
+        records = [
+            present(
+                {
+                    **lifecycle_record(change.job),
+                    "expected_state": change.expected_state,
+                    "expected_lease_token": change.expected_lease_token,
+                }
+            )
+            for change in changes
+        ]
+        ids = self.executor.list_parameter([change.job.id for change in changes])
+        return {row["id"] for row in await self._rows("update_jobs", rows=dump(records), ids=ids)}
+
+    async def update_job(self, job: Job, expected_state: str, expected_lease: str | None) -> bool:
+        return bool(await self.update_jobs([JobChange(job, expected_state, expected_lease)]))
+
+    async def get_job(self, job_id: str, tenant_id: str | None, lock: bool = False) -> Job | None:
+        name = "select_job_for_update" if lock else "select_job"
+        rows = await self._rows(name, id=job_id, tenant_id=tenant_id)
+        return job_from_row(rows[0]) if rows else None
+
+    async def lock_jobs(self, job_ids: list[str], tenant_id: str | None) -> dict[str, Job]:
+        """Read and lock many jobs in one statement (in id order); missing ids are absent."""
+        if not job_ids:
+            return {}
+        rows = await self._rows(
+            "select_jobs_for_update", ids=self.executor.list_parameter(job_ids), tenant_id=tenant_id
+        )
+        return {row["id"]: job_from_row(row) for row in rows}
+
+    async def list_jobs(
+        self, tenant_id: str | None, filters: JobFilter, limit: int, offset: int
+    ) -> tuple[list[Job], int]:
+        keys = {"tenant_id": tenant_id, "queue": filters.queue, "state": filters.state,
+                "type": filters.type}  # fmt: skip
+        rows = await self._rows("select_jobs", limit=limit, offset=offset, **keys)
+        total = await self._rows("count_jobs", **keys)
+        return [job_from_row(row) for row in rows], int(total[0]["count"])
+
+    async def claim_jobs(self, claim: Claim, now: int) -> list[Job]:
+        rows = await self._rows(
+            "claim_jobs",
+            queue=claim.queue,
+            limit=claim.limit,
+            worker_id=claim.worker_id,
+            lease_token=claim.lease_token,
+            visibility_timeout_ms=claim.visibility_timeout_ms,
+            tenant_id=claim.tenant_id,
+            now=now,
+        )
+        jobs = [job_from_row(row) for row in rows]
+        return sorted(jobs, key=lambda job: (-job.priority, job.sequence or 0))
+
+    async def promote_due_jobs(self, now: int, queues: list[str] | None = None) -> set[str]:
+        """Make every due job (of these queues; of all without) available, waiting for one
+        another transaction is promoting: a fetch never misses a job due before it."""
+        rows = await self._rows(
+            "promote_due_jobs", queues=self.executor.list_parameter(queues), now=now
+        )
+        return {row["queue"] for row in rows}
+
+    async def expired_jobs(self, now: int, limit: int) -> list[Job]:
+        return [
+            job_from_row(row)
+            for row in await self._rows("select_expired_jobs", now=now, limit=limit)
+        ]
+
+    async def expired_leases(self, now: int, limit: int) -> list[Job]:
+        rows = await self._rows("select_expired_leases", now=now, limit=limit)
+        return [job_from_row(row) for row in rows]
+
+    async def count_jobs(
+        self, tenant_id: str | None, queue: str | None
+    ) -> dict[tuple[str, str], int]:
+        rows = await self._rows("count_jobs_by_queue_and_state", tenant_id=tenant_id, queue=queue)
+        return {(row["queue"], row["state"]): int(row["count"]) for row in rows}
+
+    async def count_finished_since(self, tenant_id: str | None, since: int) -> dict[str, int]:
+        rows = await self._rows("count_finished_since", tenant_id=tenant_id, since=since)
+        return {row["state"]: int(row["count"]) for row in rows}
+
+    async def prune_finished_jobs(self, before: int, limit: int) -> int:
+        return await self._run("prune_finished_jobs", before=before, limit=limit)

@@ -1,0 +1,109 @@
+"""Dead-letter policies: retention (prune batches, archives, restoring) and replay rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redrive.domain.replay import ReplayRule
+from redrive.domain.retention import ArchiveRecord, PolicyRecord, RetentionPolicy
+from redrive.ports import PruneScope, ReplayRuleStore, RetentionStore
+from redrive.store.base import SqlBase
+from redrive.store.codec import replay_rule_from_row, replay_rule_parameters
+
+
+def _policy(row: dict[str, Any]) -> PolicyRecord:
+    return PolicyRecord(
+        tenant_id=row["tenant_id"],
+        queue=row["queue"],
+        policy=RetentionPolicy(
+            int(row["max_age_ms"]), int(row["max_count"]), row["pruning_policy"]
+        ),
+        updated_at=int(row["updated_at"]),
+        updated_by=row["updated_by"],
+    )
+
+
+def _archive(row: dict[str, Any]) -> ArchiveRecord:
+    return ArchiveRecord(
+        name=row["name"],
+        tenant_id=row["tenant_id"],
+        path=row["path"],
+        entries=int(row["entries"]),
+        created_at=int(row["created_at"]),
+        restored_at=row["restored_at"],
+    )
+
+
+class SqlRetention(SqlBase, RetentionStore):
+    async def prune_dead_letters(self, scope: PruneScope, limit: int) -> list[dict[str, Any]]:
+        """Delete one batch (by age when `scope.before` is set, else the oldest dead ones) and
+        return the removed rows: whole rows when archiving, the tally columns otherwise."""
+        by_age = scope.before is not None
+        prefix = "archive" if scope.archive else "prune"
+        name = f"{prefix}_dead_letters_by_age" if by_age else f"{prefix}_oldest_dead_letters"
+        parameters: dict[str, Any] = {
+            "queue": scope.queue,
+            "excluded_queues": self.executor.list_parameter(scope.excluded_queues),
+            "limit": limit,
+        }
+        if by_age:
+            parameters["before"] = scope.before
+        rows = await self.executor.rows(name, parameters)
+        self._tally(rows, -1)
+        return rows
+
+    async def restore_dead_letter(self, row: dict[str, Any]) -> bool:
+        restored = await self.executor.rows("restore_dead_letter", row)
+        if restored:
+            self._tally([row], 1)
+        return bool(restored)
+
+    async def dead_letter_policies(self, tenant_id: str) -> list[PolicyRecord]:
+        rows = await self._rows("select_dead_letter_policies", tenant_id=tenant_id)
+        return [_policy(row) for row in rows]
+
+    async def save_dead_letter_policy(self, policy: PolicyRecord) -> None:
+        await self._run(
+            "upsert_dead_letter_policy",
+            tenant_id=policy.tenant_id,
+            queue=policy.queue,
+            max_age_ms=policy.policy.max_age_ms,
+            max_count=policy.policy.max_count,
+            pruning_policy=policy.policy.pruning_policy,
+            updated_at=policy.updated_at,
+            updated_by=policy.updated_by,
+        )
+
+    async def delete_dead_letter_policy(self, tenant_id: str, queue: str) -> bool:
+        return await self._run("delete_dead_letter_policy", tenant_id=tenant_id, queue=queue) > 0
+
+    async def add_dead_letter_archive(self, archive: ArchiveRecord) -> None:
+        await self._run(
+            "insert_dead_letter_archive",
+            name=archive.name,
+            tenant_id=archive.tenant_id,
+            path=archive.path,
+            entries=archive.entries,
+            created_at=archive.created_at,
+        )
+
+    async def dead_letter_archives(self) -> list[ArchiveRecord]:
+        return [_archive(row) for row in await self._rows("select_dead_letter_archives")]
+
+    async def mark_archive_restored(self, name: str, now: int) -> None:
+        await self._run("mark_archive_restored", name=name, now=now)
+
+
+class SqlReplayRules(SqlBase, ReplayRuleStore):
+    async def replay_rules(self, tenant_id: str | None) -> list[ReplayRule]:
+        rows = await self._rows("select_replay_rules", tenant_id=tenant_id)
+        return [replay_rule_from_row(row) for row in rows]
+
+    async def save_replay_rule(self, rule: ReplayRule) -> None:
+        await self.executor.run("upsert_replay_rule", replay_rule_parameters(rule))
+
+    async def delete_replay_rule(self, rule_id: str) -> bool:
+        return await self._run("delete_replay_rule", id=rule_id) > 0
+
+    async def count_replays(self, rule_id: str, count: int) -> None:
+        await self._run("count_replays", id=rule_id, count=count)
