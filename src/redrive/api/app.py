@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from redrive import __version__
 from redrive.api import (
+    openapi,
     routes_admin,
     routes_cron,
     routes_dead_letter_admin,
@@ -61,4 +62,5 @@ def create_app(
         *routes_dead_letters.routers,
     ):
         app.include_router(router)
+    openapi.install(app)
     return app

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from redrive.api import openapi
 from redrive.api.callers import caller_for_tenant, caller_of
 from redrive.api.dead_letter_requests import bulk_request, query_values
 from redrive.api.http import ojs, read_json
@@ -37,7 +38,11 @@ def _page(items: list[Any], request: Request) -> tuple[list[Any], dict[str, int]
     }
 
 
-@router.get("/stats", summary="Server-wide job counts and throughput")
+@router.get(
+    "/stats",
+    summary="Server-wide job counts and throughput",
+    responses=openapi.outcomes(400),
+)
 async def stats(request: Request) -> Response:
     return ojs(await service_of(request).queues.totals(caller_of(request)))
 
@@ -51,26 +56,43 @@ def _queue_item(queue: QueueSummary) -> dict[str, Any]:
     }
 
 
-@router.get("/queues", summary="Queues with per-state counts")
+@router.get(
+    "/queues",
+    summary="Queues with per-state counts",
+    openapi_extra=openapi.numbered_pages(),
+    responses=openapi.outcomes(400),
+)
 async def queues(request: Request) -> Response:
     overview = await service_of(request).queues.overview(caller_of(request))
     items, pagination = _page([_queue_item(queue) for queue in overview], request)
     return ojs({"items": items, "pagination": pagination})
 
 
-@router.get("/queues/{name}", summary="One queue with per-state counts")
+@router.get(
+    "/queues/{name}",
+    summary="One queue with per-state counts",
+    responses=openapi.outcomes(400),
+)
 async def queue(name: str, request: Request) -> Response:
     found = await service_of(request).queues.get(caller_of(request), name)
     return ojs({**_queue_item(found), "configuration": {}})
 
 
-@router.post("/queues/{name}/pause", summary="Pause a queue")
+@router.post(
+    "/queues/{name}/pause",
+    summary="Pause a queue",
+    responses=openapi.outcomes(400),
+)
 async def pause(name: str, request: Request) -> Response:
     found = await service_of(request).queues.set_paused(caller_of(request), name, True)
     return ojs(pause_document(found))
 
 
-@router.post("/queues/{name}/resume", summary="Resume a queue")
+@router.post(
+    "/queues/{name}/resume",
+    summary="Resume a queue",
+    responses=openapi.outcomes(400),
+)
 async def resume(name: str, request: Request) -> Response:
     found = await service_of(request).queues.set_paused(caller_of(request), name, False)
     return ojs(pause_document(found))
@@ -99,7 +121,12 @@ def job_filter(request: Request) -> JobFilter:
     )
 
 
-@router.get("/jobs", summary="Search jobs")
+@router.get(
+    "/jobs",
+    summary="Search jobs",
+    openapi_extra=openapi.job_search(JOB_SEARCH_KEYS),
+    responses=openapi.outcomes(400),
+)
 async def jobs(request: Request) -> Response:
     page, per_page = numbered_page(request)
     found, total = await service_of(request).jobs.list(
@@ -109,7 +136,13 @@ async def jobs(request: Request) -> Response:
     return ojs({"items": [job_document(job) for job in found], "pagination": pagination})
 
 
-@router.post("/jobs/bulk/{action}", summary="Bulk retry or purge of dead-lettered jobs")
+@router.post(
+    "/jobs/bulk/{action}",
+    summary="Bulk retry or purge of dead-lettered jobs",
+    description="`action` is retry, or delete (purge is another name for it)",
+    openapi_extra=openapi.body("BulkRequest", required=False),
+    responses=openapi.outcomes(400),
+)
 async def bulk(action: str, request: Request) -> Response:
     if action not in ("retry", "delete", "purge"):
         raise InvalidRequest(
@@ -124,24 +157,41 @@ async def bulk(action: str, request: Request) -> Response:
     return ojs(bulk_document(result))
 
 
-@router.get("/jobs/{job_id}", summary="Job detail (flat)")
+@router.get(
+    "/jobs/{job_id}",
+    summary="Job detail (flat)",
+    responses=openapi.outcomes(400, 404),
+)
 async def job(job_id: str, request: Request) -> Response:
     return ojs(job_document(await service_of(request).jobs.get(caller_of(request), job_id)))
 
 
-@router.post("/jobs/{job_id}/cancel", summary="Cancel a job")
+@router.post(
+    "/jobs/{job_id}/cancel",
+    summary="Cancel a job",
+    responses=openapi.outcomes(400, 404, 409),
+)
 async def cancel(job_id: str, request: Request) -> Response:
     cancelled, previous = await service_of(request).jobs.cancel(caller_of(request), job_id)
     return ojs({**job_document(cancelled), "previous_state": previous})
 
 
-@router.post("/jobs/{job_id}/retry", summary="Retry a dead-lettered job")
+@router.post(
+    "/jobs/{job_id}/retry",
+    summary="Retry a dead-lettered job",
+    responses=openapi.outcomes(400, 404),
+)
 async def retry(job_id: str, request: Request) -> Response:
     job = await service_of(request).dead_letters.retry(caller_of(request), job_id, RetryOverride())
     return ojs(job_document(job))
 
 
-@router.get("/workers", summary="Workers seen recently")
+@router.get(
+    "/workers",
+    summary="Workers seen recently",
+    openapi_extra=openapi.numbered_pages(),
+    responses=openapi.outcomes(400),
+)
 async def workers(request: Request) -> Response:
     service = service_of(request)
     now = service.now()
@@ -156,7 +206,12 @@ async def workers(request: Request) -> Response:
     return ojs({"items": items, "summary": summary, "pagination": pagination})
 
 
-@router.post("/workers/{worker_id}/{directive}", summary="Tell a worker to go quiet or terminate")
+@router.post(
+    "/workers/{worker_id}/{directive}",
+    summary="Tell a worker to go quiet or terminate",
+    description="`directive` is quiet, terminate or resume",
+    responses=openapi.outcomes(404),
+)
 async def direct_worker(worker_id: str, directive: str, request: Request) -> Response:
     if directive not in ("quiet", "terminate", "resume"):
         raise NotFound("worker action", directive)
@@ -166,14 +221,22 @@ async def direct_worker(worker_id: str, directive: str, request: Request) -> Res
     return ojs({"id": worker_id, "directive": "" if directive == "resume" else directive})
 
 
-@router.get("/tenants/{tenant_id}/stats", summary="Job counts of one tenant")
+@router.get(
+    "/tenants/{tenant_id}/stats",
+    summary="Job counts of one tenant",
+    responses=openapi.outcomes(400),
+)
 async def tenant_stats(tenant_id: str, request: Request) -> Response:
     totals = await service_of(request).queues.totals(caller_for_tenant(tenant_id))
     return ojs({"tenant_id": tenant_id, "total_jobs": totals["total_jobs"], "jobs": totals["jobs"],
                 "throughput": totals["throughput"]})  # fmt: skip
 
 
-@router.post("/reset", summary="Wipe all state (test hook; only with REDRIVE_TEST_HOOKS=1)")
+@router.post(
+    "/reset",
+    summary="Wipe all state (test hook; only with REDRIVE_TEST_HOOKS=1)",
+    responses=openapi.outcomes(404),
+)
 async def reset(request: Request) -> Response:
     service = service_of(request)
     if not service.test_hooks:

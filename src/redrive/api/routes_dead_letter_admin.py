@@ -12,6 +12,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from redrive.api import openapi
 from redrive.api.callers import caller_of
 from redrive.api.http import ojs, read_json
 from redrive.api.routes_dead_letters import ADMIN, DATA_PLANE
@@ -48,7 +49,11 @@ def confirm_prune(body: object) -> None:
 def build_router(prefix: str) -> APIRouter:
     router = APIRouter(prefix=prefix, tags=["dead-letter administration"])
 
-    @router.get("/retention", summary="Retention policies: the global one and per-queue overrides")
+    @router.get(
+        "/retention",
+        summary="Retention policies: the global one and per-queue overrides",
+        responses=openapi.outcomes(),
+    )
     async def retention(request: Request) -> Response:
         service = service_of(request).retention
         policies = await service.policies()
@@ -63,32 +68,55 @@ def build_router(prefix: str) -> APIRouter:
             }
         )
 
-    @router.put("/retention", summary="Change the global retention policy")
+    @router.put(
+        "/retention",
+        summary="Change the global retention policy",
+        openapi_extra=openapi.body("RetentionPolicyChanges"),
+        responses=openapi.outcomes(400),
+    )
     async def set_global(request: Request) -> Response:
         service = service_of(request).retention
         changes = parse_policy_changes(await read_json(request))
         policy = await service.set_policy(caller_of(request), None, changes)
         return ojs({"policy": policy_document(None, policy, "global")})
 
-    @router.get("/retention/{queue}", summary="The retention policy that applies to a queue")
+    @router.get(
+        "/retention/{queue}",
+        summary="The retention policy that applies to a queue",
+        responses=openapi.outcomes(),
+    )
     async def queue_policy(queue: str, request: Request) -> Response:
         policies = await service_of(request).retention.policies()
         source = "queue" if queue in policies.queues else "global"
         return ojs({"policy": policy_document(queue, policies.for_queue(queue), source)})
 
-    @router.put("/retention/{queue}", summary="Set a queue's retention override")
+    @router.put(
+        "/retention/{queue}",
+        summary="Set a queue's retention override",
+        openapi_extra=openapi.body("RetentionPolicyChanges"),
+        responses=openapi.outcomes(400),
+    )
     async def set_queue(queue: str, request: Request) -> Response:
         service = service_of(request).retention
         changes = parse_policy_changes(await read_json(request))
         policy = await service.set_policy(caller_of(request), queue, changes)
         return ojs({"policy": policy_document(queue, policy, "queue")})
 
-    @router.delete("/retention/{queue}", summary="Remove a queue's override (back to global)")
+    @router.delete(
+        "/retention/{queue}",
+        summary="Remove a queue's override (back to global)",
+        responses=openapi.outcomes(400, 404),
+    )
     async def remove_queue(queue: str, request: Request) -> Response:
         await service_of(request).retention.remove_policy(caller_of(request), queue)
         return ojs({"deleted": True, "queue": queue})
 
-    @router.post("/prune", summary="Prune now by the retention policies (needs confirm: true)")
+    @router.post(
+        "/prune",
+        summary="Prune now by the retention policies (needs confirm: true)",
+        openapi_extra=openapi.body("PruneRequest"),
+        responses=openapi.outcomes(400),
+    )
     async def prune(request: Request) -> Response:
         confirm_prune(await read_json(request, required=False))
         report = await service_of(request).retention.prune()
@@ -102,7 +130,11 @@ def build_router(prefix: str) -> APIRouter:
             }
         )
 
-    @router.get("/archives", summary="Archive files written by pruning")
+    @router.get(
+        "/archives",
+        summary="Archive files written by pruning",
+        responses=openapi.outcomes(),
+    )
     async def archives(request: Request) -> Response:
         found = await service_of(request).retention.archives()
         items = [
@@ -113,7 +145,11 @@ def build_router(prefix: str) -> APIRouter:
         ]  # fmt: skip
         return ojs({"archives": items})
 
-    @router.post("/archives/{name}/restore", summary="Put an archive back in the dead-letter queue")
+    @router.post(
+        "/archives/{name}/restore",
+        summary="Put an archive back in the dead-letter queue",
+        responses=openapi.outcomes(400, 404),
+    )
     async def restore(name: str, request: Request) -> Response:
         return ojs(await service_of(request).retention.restore(name))
 
@@ -123,31 +159,54 @@ def build_router(prefix: str) -> APIRouter:
 def build_rules_router(prefix: str) -> APIRouter:
     router = APIRouter(prefix=prefix, tags=["dead-letter administration"])
 
-    @router.get("/rules", summary="Automatic replay rules")
+    @router.get(
+        "/rules",
+        summary="Automatic replay rules",
+        responses=openapi.outcomes(400),
+    )
     async def rules(request: Request) -> Response:
         found = await service_of(request).replay.list(caller_of(request))
         return ojs({"rules": [rule.to_document() for rule in found]})
 
-    @router.post("/rules", status_code=201, summary="Create a replay rule")
+    @router.post(
+        "/rules",
+        status_code=201,
+        summary="Create a replay rule",
+        openapi_extra=openapi.body("ReplayRule"),
+        responses=openapi.outcomes(400, 409, ok=201),
+    )
     async def create_rule(request: Request) -> Response:
         service = service_of(request)
         changes = parse_rule_changes(await read_json(request), service.now())
         rule = await service.replay.create(caller_of(request), changes)
         return ojs({"rule": rule.to_document()}, 201)
 
-    @router.get("/rules/{rule_id}", summary="One replay rule (by id or name)")
+    @router.get(
+        "/rules/{rule_id}",
+        summary="One replay rule (by id or name)",
+        responses=openapi.outcomes(400, 404),
+    )
     async def get_rule(rule_id: str, request: Request) -> Response:
         rule = await service_of(request).replay.get(caller_of(request), rule_id)
         return ojs({"rule": rule.to_document()})
 
-    @router.patch("/rules/{rule_id}", summary="Change a replay rule")
+    @router.patch(
+        "/rules/{rule_id}",
+        summary="Change a replay rule",
+        openapi_extra=openapi.body("ReplayRuleChanges"),
+        responses=openapi.outcomes(400, 404),
+    )
     async def update_rule(rule_id: str, request: Request) -> Response:
         service = service_of(request)
         changes = parse_rule_changes(await read_json(request), service.now())
         rule = await service.replay.update(caller_of(request), rule_id, changes)
         return ojs({"rule": rule.to_document()})
 
-    @router.delete("/rules/{rule_id}", summary="Delete a replay rule")
+    @router.delete(
+        "/rules/{rule_id}",
+        summary="Delete a replay rule",
+        responses=openapi.outcomes(400, 404),
+    )
     async def delete_rule(rule_id: str, request: Request) -> Response:
         rule = await service_of(request).replay.delete(caller_of(request), rule_id)
         return ojs({"deleted": True, "rule": rule.to_document()})

@@ -13,6 +13,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from redrive.api import openapi
 from redrive.api.callers import caller_of
 from redrive.api.dead_letter_requests import (
     KEYSET_PAGING,
@@ -92,11 +93,20 @@ def build_router(prefix: str) -> APIRouter:
     admin = prefix == ADMIN
     router = APIRouter(prefix=prefix, tags=["dead-letter"])
 
-    @router.get("", summary="List dead letters")
+    @router.get(
+        "",
+        summary="List dead letters",
+        openapi_extra=openapi.dead_letter_list(NUMBERED_PAGING if admin else KEYSET_PAGING),
+        responses=openapi.outcomes(400),
+    )
     async def list_dead_letters(request: Request) -> Response:
         return await (list_page_numbered(request) if admin else list_keyset(request))
 
-    @router.get("/stats", summary="Dead-letter statistics")
+    @router.get(
+        "/stats",
+        summary="Dead-letter statistics",
+        responses=openapi.outcomes(400),
+    )
     async def stats(request: Request) -> Response:
         service = service_of(request)
         body = dead_letter_stats_document(await service.dead_letters.stats(caller_of(request)))
@@ -108,26 +118,47 @@ def build_router(prefix: str) -> APIRouter:
         }
         return ojs(body)
 
-    @router.post("/retry", summary="Retry every dead letter matching a filter")
+    @router.post(
+        "/retry",
+        summary="Retry every dead letter matching a filter",
+        openapi_extra=openapi.body("BulkRequest", required=False),
+        responses=openapi.outcomes(400),
+    )
     async def bulk_retry(request: Request) -> Response:
         service = service_of(request)
         bulk = bulk_request(await read_json(request, required=False), service.now())
         return ojs(bulk_document(await service.dead_letters.bulk_retry(caller_of(request), bulk)))
 
-    @router.delete("", summary="Purge every dead letter matching a filter")
+    @router.delete(
+        "",
+        summary="Purge every dead letter matching a filter",
+        description="The filter and the flags come from the query string, the body, or both "
+        "(a key given in both is refused)",
+        openapi_extra=openapi.purge(),
+        responses=openapi.outcomes(400),
+    )
     async def purge(request: Request) -> Response:
         service = service_of(request)
         bulk = purge_request(request, await read_json(request, required=False), service.now())
         return ojs(bulk_document(await service.dead_letters.purge(caller_of(request), bulk)))
 
-    @router.get("/{job_id}", summary="Get one dead letter")
+    @router.get(
+        "/{job_id}",
+        summary="Get one dead letter",
+        responses=openapi.outcomes(400, 404),
+    )
     async def get_dead_letter(job_id: str, request: Request) -> Response:
         dead, history = await service_of(request).dead_letters.get(caller_of(request), job_id)
         document = dead_letter_document(dead)
         document["episodes"] = [episode_document(episode) for episode in history]
         return ojs({"job": document})
 
-    @router.post("/{job_id}/retry", summary="Retry one dead letter, optionally modified")
+    @router.post(
+        "/{job_id}/retry",
+        summary="Retry one dead letter, optionally modified",
+        openapi_extra=openapi.body("RetryRequest", required=False),
+        responses=openapi.outcomes(400, 404),
+    )
     async def retry(job_id: str, request: Request) -> Response:
         override = parse_override(await read_json(request, required=False))
         job = await service_of(request).dead_letters.retry(caller_of(request), job_id, override)
@@ -135,7 +166,12 @@ def build_router(prefix: str) -> APIRouter:
         document["re_enqueued_at"] = timestamp(job.enqueued_at)
         return ojs({"job": document})
 
-    @router.delete("/{job_id}", summary="Delete one dead letter", status_code=204 if admin else 200)
+    @router.delete(
+        "/{job_id}",
+        summary="Delete one dead letter",
+        status_code=204 if admin else 200,
+        responses=openapi.outcomes(400, 404, ok=204 if admin else 200),
+    )
     async def delete(job_id: str, request: Request) -> Response:
         await service_of(request).dead_letters.delete(caller_of(request), job_id)
         if admin:

@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from redrive.api import openapi
 from redrive.api.callers import caller_of
 from redrive.api.http import ojs, read_json
 from redrive.api.serialise import job_document
@@ -35,21 +36,33 @@ def job_requests(body: object) -> list[JobRequest]:
     return requests
 
 
-@router.post("", status_code=201, summary="Enqueue a job")
+@router.post(
+    "",
+    status_code=201,
+    summary="Enqueue a job",
+    openapi_extra=openapi.body("JobRequest"),
+    responses=openapi.outcomes(400, 409, ok=201),
+)
 async def enqueue(request: Request) -> Response:
     job_request = read_envelope(await read_json(request))
     job = await service_of(request).jobs.enqueue(caller_of(request), job_request)
     return ojs({"job": job_document(job)}, 201, {"Location": f"/ojs/v1/jobs/{job.id}"})
 
 
-@router.post("/batch", status_code=201, summary="Enqueue many jobs atomically")
+@router.post(
+    "/batch",
+    status_code=201,
+    summary="Enqueue many jobs atomically",
+    openapi_extra=openapi.body("JobBatch"),
+    responses=openapi.outcomes(400, 409, ok=201),
+)
 async def enqueue_batch(request: Request) -> Response:
     requests = job_requests(await read_json(request))
     jobs = await service_of(request).jobs.enqueue_batch(caller_of(request), requests)
     return ojs({"jobs": [job_document(job) for job in jobs], "count": len(jobs)}, 201)
 
 
-@router.get("/{job_id}", summary="Get a job")
+@router.get("/{job_id}", summary="Get a job", responses=openapi.outcomes(400, 404))
 async def get_job(job_id: str, request: Request) -> Response:
     job = await service_of(request).jobs.get(caller_of(request), job_id)
     return ojs({"job": job_document(job)})
@@ -60,17 +73,29 @@ async def _cancel(job_id: str, request: Request) -> Response:
     return ojs({"job": {**job_document(job), "previous_state": previous}})
 
 
-@router.delete("/{job_id}", summary="Cancel a job")
+@router.delete(
+    "/{job_id}",
+    summary="Cancel a job",
+    responses=openapi.outcomes(400, 404, 409),
+)
 async def cancel_job(job_id: str, request: Request) -> Response:
     return await _cancel(job_id, request)
 
 
-@router.post("/{job_id}/cancel", summary="Cancel a job")
+@router.post(
+    "/{job_id}/cancel",
+    summary="Cancel a job",
+    responses=openapi.outcomes(400, 404, 409),
+)
 async def cancel_job_post(job_id: str, request: Request) -> Response:
     return await _cancel(job_id, request)
 
 
-@router.post("/{job_id}/activate", summary="Make a pending job available")
+@router.post(
+    "/{job_id}/activate",
+    summary="Make a pending job available",
+    responses=openapi.outcomes(400, 404, 409),
+)
 async def activate_job(job_id: str, request: Request) -> Response:
     job = await service_of(request).jobs.activate(caller_of(request), job_id)
     return ojs({"job": job_document(job)})

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from redrive.api import openapi
 from redrive.api.callers import caller_of
 from redrive.api.http import ojs
 from redrive.api.routes_jobs import service_of
@@ -31,7 +32,7 @@ def pause_document(queue: QueueRecord) -> dict[str, Any]:
     return body
 
 
-@router.get("", summary="List queues")
+@router.get("", summary="List queues", responses=openapi.outcomes(400))
 async def list_queues(request: Request) -> Response:
     queues = await service_of(request).queues.overview(caller_of(request))
     items = [
@@ -43,7 +44,11 @@ async def list_queues(request: Request) -> Response:
     return ojs({"queues": items, "pagination": pagination})
 
 
-@router.get("/{name}", summary="One queue with its job counts")
+@router.get(
+    "/{name}",
+    summary="One queue with its job counts",
+    responses=openapi.outcomes(400),
+)
 async def get_queue(name: str, request: Request) -> Response:
     queue = await service_of(request).queues.get(caller_of(request), name)
     body = {
@@ -55,7 +60,7 @@ async def get_queue(name: str, request: Request) -> Response:
     return ojs({"queue": body})
 
 
-@router.get("/{name}/stats", summary="Queue statistics")
+@router.get("/{name}/stats", summary="Queue statistics", responses=openapi.outcomes(400))
 async def queue_stats(name: str, request: Request) -> Response:
     queue = await service_of(request).queues.get(caller_of(request), name)
     return ojs({"queue": name, "status": status_word(queue), "stats": queue.counts})
@@ -73,11 +78,19 @@ async def _set_paused(name: str, request: Request, paused: bool) -> Response:
     )
 
 
-@router.post("/{name}/pause", summary="Pause a queue (fetch returns nothing from it)")
+@router.post(
+    "/{name}/pause",
+    summary="Pause a queue (fetch returns nothing from it)",
+    responses=openapi.outcomes(400),
+)
 async def pause(name: str, request: Request) -> Response:
     return await _set_paused(name, request, True)
 
 
-@router.post("/{name}/resume", summary="Resume a paused queue")
+@router.post(
+    "/{name}/resume",
+    summary="Resume a paused queue",
+    responses=openapi.outcomes(400),
+)
 async def resume(name: str, request: Request) -> Response:
     return await _set_paused(name, request, False)

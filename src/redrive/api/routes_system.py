@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from redrive import __version__
+from redrive.api import openapi
 from redrive.api.callers import caller_of
 from redrive.api.http import ojs
 from redrive.api.metrics import render_metrics
@@ -17,7 +18,7 @@ from redrive.api.serialise import event_document
 router = APIRouter(tags=["system"])
 
 
-@router.get("/ojs/manifest", summary="What this server implements")
+@router.get("/ojs/manifest", summary="What this server implements", responses=openapi.outcomes())
 async def manifest(request: Request) -> Response:
     backend = service_of(request).metrics.backend
     return ojs(
@@ -77,30 +78,39 @@ async def _health(request: Request) -> Response:
     return ojs(body, 200 if status.healthy else 503)
 
 
-@router.get("/ojs/v1/health", summary="Health")
+@router.get("/ojs/v1/health", summary="Health", responses=openapi.outcomes(503))
 async def health(request: Request) -> Response:
     return await _health(request)
 
 
-@router.get("/health", summary="Health")
+@router.get("/health", summary="Health", responses=openapi.outcomes(503))
 async def root_health(request: Request) -> Response:
     return await _health(request)
 
 
-@router.get("/ready", summary="Readiness: the database answers")
+@router.get("/ready", summary="Readiness: the database answers", responses=openapi.outcomes(503))
 async def ready(request: Request) -> Response:
     if await service_of(request).healthy():
         return ojs({"status": "ready"})
     return ojs({"status": "not_ready"}, 503)
 
 
-@router.get("/metrics", summary="Prometheus metrics")
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    responses=openapi.outcomes(media_type="text/plain"),
+)
 async def metrics(request: Request) -> Response:
     text = render_metrics(await service_of(request).metrics.snapshot())
     return Response(text, headers={"content-type": "text/plain"})
 
 
-@router.get("/ojs/v1/events", summary="Lifecycle events, oldest first")
+@router.get(
+    "/ojs/v1/events",
+    summary="Lifecycle events, oldest first",
+    openapi_extra=openapi.events_query(),
+    responses=openapi.outcomes(400),
+)
 async def events(request: Request) -> Response:
     query = request.query_params
     limit = integer(request, "limit", 100, 1, 1000)

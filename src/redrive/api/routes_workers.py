@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from redrive.api import openapi
 from redrive.api.callers import caller_of
 from redrive.api.errors import error_body, status_of
 from redrive.api.http import ojs, read_json
@@ -48,7 +49,12 @@ def _outcome(job: Job, with_document: bool = True) -> dict[str, Any]:
     return body
 
 
-@router.post("/fetch", summary="Claim available jobs with a lease")
+@router.post(
+    "/fetch",
+    summary="Claim available jobs with a lease",
+    openapi_extra=openapi.body("FetchRequest"),
+    responses=openapi.outcomes(400),
+)
 async def fetch(request: Request) -> Response:
     claim = fetch_request(await read_json(request))
     jobs = await service_of(request).workers.fetch(caller_of(request), claim)
@@ -79,6 +85,8 @@ def _batch_results(outcomes: list[Job | OjsError], request: Request, acked: bool
     summary="Acknowledge many jobs in one transaction (redrive extension)",
     description='Body `{"acks": [<ack request>, ...]}`. 200 with one result per ack, in order; '
     "each succeeds or is refused on its own (`ok`, and `error` with the status it would have had).",
+    openapi_extra=openapi.body("AckBatch"),
+    responses=openapi.outcomes(400),
 )
 async def ack_batch(request: Request) -> Response:
     acks = each_parsed(batch_items(await read_json(request), "acks"), ack_request)
@@ -90,6 +98,8 @@ async def ack_batch(request: Request) -> Response:
     "/nack/batch",
     summary="Report many failed attempts in one transaction (redrive extension)",
     description='Body `{"nacks": [<nack request>, ...]}`. 200 with one result per nack, in order.',
+    openapi_extra=openapi.body("NackBatch"),
+    responses=openapi.outcomes(400),
 )
 async def nack_batch(request: Request) -> Response:
     nacks = each_parsed(batch_items(await read_json(request), "nacks"), nack_request)
@@ -97,21 +107,36 @@ async def nack_batch(request: Request) -> Response:
     return _batch_results(outcomes, request, acked=False)
 
 
-@router.post("/ack", summary="Acknowledge a job as completed")
+@router.post(
+    "/ack",
+    summary="Acknowledge a job as completed",
+    openapi_extra=openapi.body("AckRequest"),
+    responses=openapi.outcomes(400, 404, 409),
+)
 async def ack(request: Request) -> Response:
     ack_body = ack_request(await read_json(request))
     job = await service_of(request).workers.ack(caller_of(request), ack_body)
     return ojs({"acknowledged": True, **_outcome(job)})
 
 
-@router.post("/nack", summary="Report a failed attempt")
+@router.post(
+    "/nack",
+    summary="Report a failed attempt",
+    openapi_extra=openapi.body("NackRequest"),
+    responses=openapi.outcomes(400, 404, 409),
+)
 async def nack(request: Request) -> Response:
     nack_body = nack_request(await read_json(request))
     job = await service_of(request).workers.nack(caller_of(request), nack_body)
     return ojs(_outcome(job))
 
 
-@router.post("/heartbeat", summary="Extend leases and receive a directive")
+@router.post(
+    "/heartbeat",
+    summary="Extend leases and receive a directive",
+    openapi_extra=openapi.body("HeartbeatRequest", required=False),
+    responses=openapi.outcomes(400),
+)
 async def heartbeat(request: Request) -> Response:
     beat_body = heartbeat_request(await read_json(request, required=False) or {})
     beat = await service_of(request).workers.heartbeat(caller_of(request), beat_body)
