@@ -82,6 +82,7 @@ async def test_a_bad_purge_body_is_refused_and_deletes_nothing(
         pytest.param("queue=qa&queue=other&confirm=true", "queue", id="repeated-key"),
         pytest.param("queue=qa&confirm=yes", "confirm", id="confirm-word"),
         pytest.param("args_contains=a%00b&confirm=true", "args_contains", id="nul"),
+        pytest.param("queue=qa&confirm=true&limit=%C2%B2", "limit", id="superscript-limit"),
     ],
 )
 async def test_a_bad_purge_query_is_refused_and_deletes_nothing(

@@ -47,7 +47,7 @@ def _flag(value: object, name: str) -> bool:
 def _limit(value: object) -> int | None:
     if value is None:
         return None
-    if isinstance(value, str) and value.isdigit():
+    if isinstance(value, str) and value.isascii() and value.isdigit():
         value = int(value)  # from a query string
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InvalidRequest("limit must be a positive integer", {"field": "limit"})

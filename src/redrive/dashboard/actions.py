@@ -92,7 +92,9 @@ def add_dead_letter_actions(router: APIRouter, service: Service, wrap: Wrapper) 
         list_filter = ListFilter.from_query(form.first_values())
         plan = bulk.BulkPlan.from_values(form.get("do"), form.all("id"), list_filter)
         expected = form.get("expected")
-        message, _ = await bulk.execute(service, plan, int(expected) if expected.isdigit() else -1)
+        message, _ = await bulk.execute(
+            service, plan, int(expected) if expected.isascii() and expected.isdigit() else -1
+        )
         if message is None:
             context = await bulk.preview(service, plan, pin=False)
             context["changed_from"] = expected

@@ -135,7 +135,7 @@ def page_size(query: Mapping[str, str]) -> int:
     raw = query.get("limit") or ""
     if not raw:
         return DEFAULT_PAGE_SIZE
-    if not raw.isdigit() or int(raw) not in PAGE_SIZES:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) not in PAGE_SIZES:
         sizes = ", ".join(str(size) for size in PAGE_SIZES)
         raise InvalidRequest(f"limit must be one of {sizes}", {"field": "limit"})
     return int(raw)

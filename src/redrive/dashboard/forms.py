@@ -116,7 +116,7 @@ def rule_changes(form: Form, creating: bool, now: int) -> RuleChanges:
         body["delay"] = form.get("delay")
     max_replays = form.get("max_replays")
     if max_replays:
-        if not max_replays.isdigit():
+        if not (max_replays.isascii() and max_replays.isdigit()):
             raise InvalidRequest("max_replays must be a whole number", {"field": "max_replays"})
         body["max_replays"] = int(max_replays)
     return parse_rule_changes(body, now)
@@ -129,7 +129,7 @@ def policy_changes(form: Form) -> PolicyChanges:
         body["max_age"] = form.get("max_age")
     max_count = form.get("max_count")
     if max_count:
-        if not max_count.isdigit():
+        if not (max_count.isascii() and max_count.isdigit()):
             raise InvalidRequest("max_count must be a whole number", {"field": "max_count"})
         body["max_count"] = int(max_count)
     if form.get("pruning_policy"):
