@@ -18,7 +18,7 @@ from bench.report import Figure, percentile, repeats, summary
 from bench.seed import CATALOGUE, DAY_MS, ERRORS, RETRY_QUEUE, SeedPlan, SeedResult, seed
 from redrive.api.app import create_app
 from redrive.dashboard import install_dashboard
-from redrive.domain.caller import Caller, Role
+from redrive.domain.caller import SYSTEM, Caller, Role
 from redrive.domain.cursor import encode_cursor
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.durations import format_timestamp
@@ -249,7 +249,7 @@ async def prune_once(url: str, settings: Settings) -> dict[str, Any]:
     async with opened(url, settings.pool_size) as service:
         await _set_policy(service)
         started = time.perf_counter()
-        report = await service.retention.prune()
+        report = await service.retention.prune(SYSTEM)
         seconds = time.perf_counter() - started
     await _verify_pruned(url, settings.rows, report.removed)
     return {"seconds": seconds, "removed": report.removed}
@@ -275,7 +275,7 @@ async def prune_with_enqueues(url: str, settings: Settings) -> dict[str, Any]:
         await _set_policy(pruner)
         idle = [await _enqueue(producer, n) for n in range(settings.idle_enqueues)]
         started = time.perf_counter()
-        prune = asyncio.create_task(pruner.retention.prune())
+        prune = asyncio.create_task(pruner.retention.prune(SYSTEM))
         busy: list[float] = []
         while not prune.done():
             busy.append(await _enqueue(producer, len(idle) + len(busy)))

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from redrive.api.app import create_app
+from redrive.domain.caller import SYSTEM
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.postgres.store import PostgresStore
@@ -176,7 +177,9 @@ async def test_two_replicas_pruning_at_once_remove_exactly_the_excess(
     put = await client.put("/ojs/v1/dead-letter/retention", json={"max_count": 40})
     assert put.status_code == 200, put.text
     async with replica(database_url, clock, seed=17) as (other_service, _):
-        reports = await asyncio.gather(service.retention.prune(), other_service.retention.prune())
+        reports = await asyncio.gather(
+            service.retention.prune(SYSTEM), other_service.retention.prune(SYSTEM)
+        )
     assert sum(report.deleted for report in reports) == 160
     assert sum(report.by_queue["capped"] for report in reports) == 160
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from redrive.dashboard.csrf import COOKIE_NAME
+from redrive.domain.caller import SYSTEM
 from redrive.domain.dead_letter import RetryOverride
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.durations import format_timestamp
@@ -52,7 +53,7 @@ async def snapshot(service: Service) -> dict[str, Any]:
         "queues": await service.queues.overview(CALLER),
         "events": [stored.id for stored in events],
         "rules": [rule.to_document() for rule in await service.replay.list(CALLER)],
-        "policies": (await service.retention.policies()).queues,
+        "policies": (await service.retention.policies(SYSTEM)).queues,
     }
 
 
@@ -305,7 +306,7 @@ async def test_rules_and_retention_are_edited_through_forms(
          "pruning_policy": "delete"},
     )  # fmt: skip
     assert saved.status_code == 303
-    policies = await service.retention.policies()
+    policies = await service.retention.policies(SYSTEM)
     assert (policies.queues["mail"].max_age_ms, policies.queues["mail"].max_count) == (
         7 * 86_400_000, 50,
     )  # fmt: skip
@@ -314,7 +315,7 @@ async def test_rules_and_retention_are_edited_through_forms(
     assert "own policy" in page.text
     removed = await post_form(dashboard, "/ui/retention/mail/delete", {"csrf_token": token})
     assert removed.status_code == 303
-    assert (await service.retention.policies()).queues == {}
+    assert (await service.retention.policies(SYSTEM)).queues == {}
     bad = await post_form(dashboard, "/ui/retention", {"csrf_token": token, "max_age": "soon"})
     assert bad.status_code == 400
     assert "max_age" in bad.text

@@ -216,7 +216,7 @@ async def direct_worker(worker_id: str, directive: str, request: Request) -> Res
     if directive not in ("quiet", "terminate", "resume"):
         raise NotFound("worker action", directive)
     await service_of(request).workers.set_directive(
-        worker_id, None if directive == "resume" else directive
+        caller_of(request), worker_id, None if directive == "resume" else directive
     )
     return ojs({"id": worker_id, "directive": "" if directive == "resume" else directive})
 

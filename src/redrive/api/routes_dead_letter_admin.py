@@ -56,7 +56,7 @@ def build_router(prefix: str) -> APIRouter:
     )
     async def retention(request: Request) -> Response:
         service = service_of(request).retention
-        policies = await service.policies()
+        policies = await service.policies(caller_of(request))
         return ojs(
             {
                 "global": policy_document(None, policies.global_policy, "global"),
@@ -86,7 +86,7 @@ def build_router(prefix: str) -> APIRouter:
         responses=openapi.outcomes(),
     )
     async def queue_policy(queue: str, request: Request) -> Response:
-        policies = await service_of(request).retention.policies()
+        policies = await service_of(request).retention.policies(caller_of(request))
         source = "queue" if queue in policies.queues else "global"
         return ojs({"policy": policy_document(queue, policies.for_queue(queue), source)})
 
@@ -119,7 +119,7 @@ def build_router(prefix: str) -> APIRouter:
     )
     async def prune(request: Request) -> Response:
         confirm_prune(await read_json(request, required=False))
-        report = await service_of(request).retention.prune()
+        report = await service_of(request).retention.prune(caller_of(request))
         return ojs(
             {
                 "deleted": report.deleted,
@@ -136,7 +136,7 @@ def build_router(prefix: str) -> APIRouter:
         responses=openapi.outcomes(),
     )
     async def archives(request: Request) -> Response:
-        found = await service_of(request).retention.archives()
+        found = await service_of(request).retention.archives(caller_of(request))
         items = [
             {"name": archive.name, "entries": archive.entries,
              "created_at": timestamp(archive.created_at),
@@ -151,7 +151,7 @@ def build_router(prefix: str) -> APIRouter:
         responses=openapi.outcomes(400, 404),
     )
     async def restore(name: str, request: Request) -> Response:
-        return ojs(await service_of(request).retention.restore(name))
+        return ojs(await service_of(request).retention.restore(caller_of(request), name))
 
     return router
 

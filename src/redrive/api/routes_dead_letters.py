@@ -110,7 +110,7 @@ def build_router(prefix: str) -> APIRouter:
     async def stats(request: Request) -> Response:
         service = service_of(request)
         body = dead_letter_stats_document(await service.dead_letters.stats(caller_of(request)))
-        policies = await service.retention.policies()
+        policies = await service.retention.policies(caller_of(request))
         body["retention"] = {
             **policies.global_policy.to_document(),
             "next_prune_at": timestamp(service.retention.next_prune_at()),

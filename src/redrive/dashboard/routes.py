@@ -125,7 +125,7 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
     @router.get("/retention", include_in_schema=False)
     @html_errors
     async def retention(request: Request) -> Response:
-        policies = await service.retention.policies()
+        policies = await service.retention.policies(views.OPERATOR)
         stats = await service.dead_letters.stats(views.OPERATOR)
         context = {
             "page": "retention",
@@ -137,7 +137,7 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
             "updated": policies.updated,
             "dead_by_queue": stats.by_queue,
             "next_prune_at": service.retention.next_prune_at(),
-            "archives": await service.retention.archives(),
+            "archives": await service.retention.archives(views.OPERATOR),
             "pruning_policies": PRUNING_POLICIES,
             "now": service.now(),
         }

@@ -56,7 +56,7 @@ class RetentionService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    async def policies(self) -> Policies:
+    async def policies(self, caller: Caller) -> Policies:
         async with self.runtime.store.transaction() as transaction:
             stored = await transaction.dead_letter_policies(POLICY_TENANT)
         global_policy = self.runtime.options.retention
@@ -85,7 +85,7 @@ class RetentionService:
         their current values."""
         if queue is not None:
             validate_queue_name(queue, "queue")
-        current = await self.policies()
+        current = await self.policies(caller)
         base = current.global_policy if queue is None else current.for_queue(queue)
         policy = changes.applied_to(base)
         async with self.runtime.store.transaction() as transaction:
@@ -101,10 +101,10 @@ class RetentionService:
             if not await transaction.delete_dead_letter_policy(POLICY_TENANT, queue):
                 raise NotFound("retention policy", queue)
 
-    async def prune(self) -> PruneReport:
+    async def prune(self, caller: Caller) -> PruneReport:
         """Age first, then count, in short batches. Every batch takes the prune lock: when
         another replica holds it, this run stops and leaves the work to that one."""
-        policies = await self.policies()
+        policies = await self.policies(caller)
         report = PruneReport()
         overridden = sorted(policies.queues) or None
         scopes: list[tuple[str, list[str] | None, RetentionPolicy]] = [
@@ -190,14 +190,14 @@ class RetentionService:
             await self.runtime.emit(transaction, events, now)
         self.runtime.metrics.dead_letter_pruned.update(report.by_queue)
 
-    async def archives(self) -> list[ArchiveRecord]:
+    async def archives(self, caller: Caller) -> list[ArchiveRecord]:
         async with self.runtime.store.transaction() as transaction:
             return await transaction.dead_letter_archives()
 
-    async def restore(self, name: str) -> dict[str, int]:
+    async def restore(self, caller: Caller, name: str) -> dict[str, int]:
         """Put an archive's entries back in the dead-letter queue, skipping any whose job is
         dead again already. Restoring twice adds nothing the second time."""
-        known = {archive.name for archive in await self.archives()}
+        known = {archive.name for archive in await self.archives(caller)}
         if name not in known:
             raise NotFound("archive", name)
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from redrive.domain import lifecycle
+from redrive.domain.caller import SYSTEM
 from redrive.domain.events import job_event
 from redrive.ports import AttemptWrites, CronFiring, EventStore, JobStore, Transaction
 from redrive.service import locks
@@ -64,7 +65,7 @@ class Sweeper:
 
     async def prune(self) -> int:
         self.next_prune_at = self.retention.next_prune_at()
-        return (await self.retention.prune()).removed
+        return (await self.retention.prune(SYSTEM)).removed
 
     async def run(self, name: str) -> int:
         now = self.runtime.now()

@@ -159,12 +159,14 @@ class WorkerService:
         directive = job.test_directive
         return directive if directive in DIRECTIVES else None
 
-    async def set_directive(self, worker_id: str, directive: str | None) -> None:
+    async def set_directive(self, caller: Caller, worker_id: str, directive: str | None) -> None:
+        """Tell the caller's tenant's worker of this id to go quiet, terminate or run again."""
         async with self.runtime.store.transaction() as transaction:
-            workers = {worker.id for worker in await transaction.list_workers(None)}
-            if worker_id not in workers:
-                raise NotFound("worker", worker_id)
-            await transaction.set_worker_directive(worker_id, directive)
+            changed = await transaction.set_worker_directive(
+                worker_id, caller.tenant_scope, directive
+            )
+        if not changed:
+            raise NotFound("worker", worker_id)
 
     async def list(self, caller: Caller) -> list[WorkerRecord]:
         tenant = caller.tenant_scope

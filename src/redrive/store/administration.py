@@ -69,9 +69,14 @@ class SqlWorkers(SqlBase, WorkerStore):
         )
         return _worker(rows[0])
 
-    async def set_worker_directive(self, worker_id: str, directive: str | None) -> None:
+    async def set_worker_directive(
+        self, worker_id: str, tenant_id: str | None, directive: str | None
+    ) -> int:
         state = directive or "running"
-        await self._run("set_worker_directive", id=worker_id, directive=directive, state=state)
+        return await self._run(
+            "set_worker_directive",
+            id=worker_id, tenant_id=tenant_id, directive=directive, state=state,
+        )  # fmt: skip
 
     async def list_workers(self, tenant_id: str | None) -> list[WorkerRecord]:
         return [_worker(row) for row in await self._rows("select_workers", tenant_id=tenant_id)]

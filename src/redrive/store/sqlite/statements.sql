@@ -427,7 +427,8 @@ ON CONFLICT (tenant_id, id) DO UPDATE SET
 RETURNING *;
 
 -- name: set_worker_directive
-UPDATE workers SET directive = :directive, state = :state WHERE id = :id;
+UPDATE workers SET directive = :directive, state = :state
+WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
 -- name: select_workers
 SELECT * FROM workers WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)

@@ -1,0 +1,55 @@
+"""No use-case is callable without a caller: every public use-case of the service takes a
+`Caller` first, except the system's own background work, named here with its reason."""
+
+from __future__ import annotations
+
+import inspect
+from typing import get_type_hints
+
+import pytest
+
+from redrive.domain.caller import Caller
+from redrive.service import facade
+
+SYSTEM_WORK = {
+    "CronService.fire_due": "the sweeper fires every tenant's due crons in its transaction",
+    "DeadLetterService.redrive": "a step inside a use-case's transaction, not a use-case",
+    "ReplayService.replay_due": "the sweeper runs every tenant's replay rules",
+    "MetricsService.snapshot": "server-wide counters for /metrics",
+    "MetricsService.health": "liveness of the server and its database",
+    "Sweeper.sweep": "periodic maintenance across tenants",
+    "Sweeper.run": "periodic maintenance across tenants",
+    "Sweeper.prune": "periodic maintenance across tenants",
+    "Service.healthy": "liveness of the database",
+    "Service.reset": "test hook, only with REDRIVE_TEST_HOOKS=1",
+    "Runtime.emit": "a step inside a use-case's transaction, not a use-case",
+}
+
+
+def use_cases() -> list[tuple[str, object]]:
+    classes = {
+        name: value
+        for name, value in vars(facade).items()
+        if inspect.isclass(value) and value.__module__.startswith("redrive.service")
+    }
+    return [
+        (f"{class_name}.{name}", method)
+        for class_name, cls in classes.items()
+        for name, method in inspect.getmembers(cls, inspect.iscoroutinefunction)
+        if not name.startswith("_")
+    ]
+
+
+@pytest.mark.parametrize(("name", "method"), use_cases(), ids=[name for name, _ in use_cases()])
+def test_a_use_case_takes_a_caller_first(name: str, method: object) -> None:
+    assert callable(method)
+    parameters = list(inspect.signature(method).parameters)[1:]
+    if name in SYSTEM_WORK:
+        assert "caller" not in parameters, f"{name} takes a caller now: drop it from SYSTEM_WORK"
+        return
+    assert parameters[:1] == ["caller"], f"{name}{parameters} must take the caller first"
+    assert get_type_hints(method)["caller"] is Caller
+
+
+def test_the_list_of_system_work_names_real_methods() -> None:
+    assert set(SYSTEM_WORK) <= {name for name, _ in use_cases()}
