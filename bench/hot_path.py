@@ -24,7 +24,7 @@ from bench.postgres import database_copy, fresh_database
 from bench.report import Figure, repeats
 from redrive.api.routes_jobs import job_requests
 from redrive.api.worker_requests import batch_items, each_parsed, fetch_request, nack_request
-from redrive.domain.caller import Caller, Role
+from redrive.domain.caller import SYSTEM, Caller, Role
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.ports import Store
@@ -149,7 +149,7 @@ async def enqueue(service: Service, count: int, failing: bool, batch: int) -> fl
 
 
 async def settled(service: Service, state: str) -> int:
-    async with service.runtime.store.transaction() as transaction:
+    async with service.runtime.store.transaction(SYSTEM) as transaction:
         return (await transaction.count_jobs(None, QUEUE)).get((QUEUE, state), 0)
 
 

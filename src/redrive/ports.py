@@ -6,6 +6,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import DeadLetter, DeadLetterStats, MovedEpisode
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.events import Event
@@ -259,7 +260,11 @@ class Store(Protocol):
     # chunks over this many (1 where writers queue up anyway).
     write_lanes: int
 
-    def transaction(self) -> AbstractAsyncContextManager[Transaction]: ...
+    def transaction(self, caller: Caller) -> AbstractAsyncContextManager[Transaction]:
+        """One transaction acting for the caller: on PostgreSQL, row-level security limits it
+        to the caller's tenant (every tenant for a caller that spans them)."""
+        ...
+
     async def migrate(self) -> list[str]: ...
     async def ping(self) -> bool: ...
     async def wait_for_work(self, queues: list[str], timeout: float) -> bool: ...

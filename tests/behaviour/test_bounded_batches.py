@@ -8,6 +8,7 @@ import pytest
 
 from redrive.api.routes_jobs import job_requests
 from redrive.api.worker_requests import fetch_request
+from redrive.domain.caller import SYSTEM
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.ports import PruneScope, Store
 from redrive.service.facade import Service
@@ -29,7 +30,7 @@ async def test_a_prune_batch_removes_at_most_its_limit(
     before = clock.now_ms() if by_age else None
     scope = PruneScope(queue="prunable", excluded_queues=None, before=before, archive=archive)
     for limit in (1, 3):
-        async with store.transaction() as transaction:
+        async with store.transaction(SYSTEM) as transaction:
             removed = await transaction.prune_dead_letters(scope, limit)
         assert len(removed) == limit
     assert (await service.dead_letters.stats(CALLER)).total == count - 4
@@ -42,7 +43,7 @@ async def test_a_bulk_move_moves_at_most_its_limit(
     await make_dead_letters(service, count, "movable")
     filters = parse_filter({"queue": "movable"}, service.now()).scoped(CALLER.tenant_id)
     for limit in (1, 3):
-        async with store.transaction() as transaction:
+        async with store.transaction(SYSTEM) as transaction:
             moved = await transaction.move_dead_letters(filters, limit, "deleted", 1, "test")
         assert len(moved) == limit
     assert (await service.dead_letters.stats(CALLER)).total == count - 4
@@ -65,6 +66,6 @@ async def test_a_claim_takes_at_most_the_count_asked_for(
             )
             == asked
         )
-    async with store.transaction() as transaction:
+    async with store.transaction(SYSTEM) as transaction:
         counts = await transaction.count_jobs(None, "claims")
     assert (counts.get(("claims", "active")), counts.get(("claims", "available"))) == (4, count - 4)

@@ -13,6 +13,7 @@ import httpx
 import psycopg
 import pytest
 
+from redrive.domain.caller import SYSTEM
 from redrive.domain.durations import format_timestamp
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.records import CronRecord, WorkerRecord
@@ -315,7 +316,7 @@ async def test_migrating_to_head_keeps_the_crons_and_workers_of_schema_2(
         assert later and all(version > BEFORE_TENANT_KEYS for version in later)
         assert await store.migrate() == []
 
-        async with store.transaction() as transaction:
+        async with store.transaction(SYSTEM) as transaction:
             kept = await transaction.get_cron("nightly", "acme")
             assert kept == KEPT_CRON
             assert await transaction.get_cron("nightly", DEFAULT_TENANT) is None
@@ -327,7 +328,7 @@ async def test_migrating_to_head_keeps_the_crons_and_workers_of_schema_2(
                 replace(KEPT_CRON, tenant_id=DEFAULT_TENANT, run_count=0, last_job_id=None)
             )
             await transaction.touch_worker("w1", DEFAULT_TENANT, ["other"], 0, 1_790_000_000_000)
-        async with store.transaction() as transaction:
+        async with store.transaction(SYSTEM) as transaction:
             for tenant, run_count in (("acme", 7), (DEFAULT_TENANT, 0)):
                 crons = await transaction.list_crons(tenant)
                 assert [(cron.name, cron.run_count) for cron in crons] == [("nightly", run_count)]
@@ -344,7 +345,7 @@ async def test_a_cron_lookup_without_a_tenant_is_refused(backend: str, empty_dat
     store = await open_store(backend, empty_database)
     try:
         await store.migrate()
-        async with store.transaction() as transaction:
+        async with store.transaction(SYSTEM) as transaction:
             with pytest.raises(ValueError, match="needs a tenant"):
                 await transaction.get_cron("nightly", None)
             with pytest.raises(ValueError, match="needs a tenant"):

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from redrive.api.worker_requests import fetch_request
+from redrive.domain.caller import SYSTEM
 from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import read_envelope
 from redrive.ports import Store
@@ -36,7 +37,7 @@ async def schedule(service: Service, clock: ManualClock, queue: str = QUEUE) -> 
 
 async def promote_and_hold(store: Store, now: int, promoting: asyncio.Event) -> set[str]:
     """The other replica's sweeper: promotes every due job and commits only after a pause."""
-    async with store.transaction() as transaction:
+    async with store.transaction(SYSTEM) as transaction:
         queues = await transaction.promote_due_jobs(now)
         promoting.set()
         await asyncio.sleep(HOLD_SECONDS)

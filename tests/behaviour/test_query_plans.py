@@ -32,6 +32,7 @@ from redrive.api.worker_requests import (
     nack_request,
 )
 from redrive.domain import lifecycle
+from redrive.domain.caller import SYSTEM
 from redrive.domain.errors import OjsError
 from redrive.domain.job import DEFAULT_TENANT, Job
 from redrive.service.facade import Service
@@ -150,7 +151,7 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
     clock.advance(5_000)
     now = clock.now_ms()
 
-    async with store.transaction() as transaction:
+    async with store.transaction(SYSTEM) as transaction:
         locked = await transaction.lock_jobs(active[:ACTIVE_IN_BATCH], None)
         counts = await transaction.count_jobs(None, None)
     # What update_jobs receives when a worker acks a batch of its jobs (see SqlTransaction).

@@ -11,6 +11,7 @@ import httpx
 import psycopg
 import pytest
 
+from redrive.domain.caller import SYSTEM
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.records import QueueRecord
 from redrive.service.facade import Service
@@ -207,7 +208,7 @@ async def test_migrating_to_head_keeps_the_queues_of_schema_3(
         assert later and all(version > BEFORE_QUEUE_KEYS for version in later)
         assert await store.migrate() == []
 
-        async with store.transaction() as transaction:
+        async with store.transaction(SYSTEM) as transaction:
             assert await transaction.list_queues("acme") == [KEPT_QUEUE]
             assert await transaction.list_queues(DEFAULT_TENANT) == []
             assert await transaction.paused_queue_names("acme") == {"reports"}
@@ -218,7 +219,7 @@ async def test_migrating_to_head_keeps_the_queues_of_schema_3(
                 "reports", DEFAULT_TENANT, False, 1_790_000_000_001
             )
             assert (resumed.tenant_id, resumed.paused) == (DEFAULT_TENANT, False)
-        async with store.transaction() as transaction:
+        async with store.transaction(SYSTEM) as transaction:
             assert await transaction.list_queues("acme") == [KEPT_QUEUE]
             both = await transaction.list_queues(None)
             assert sorted((queue.tenant_id, queue.paused) for queue in both) == [

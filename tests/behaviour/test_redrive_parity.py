@@ -9,6 +9,7 @@ import pytest
 from redrive.api.routes_jobs import job_requests
 from redrive.api.worker_requests import batch_items, each_parsed, fetch_request, nack_request
 from redrive.domain import dead_letter as episodes
+from redrive.domain.caller import SYSTEM
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.envelope import read_envelope
 from redrive.ports import Store
@@ -36,7 +37,7 @@ async def test_bulk_redrive_statement_matches_domain_redrive(
     clock.advance(60_000)
     now = clock.now_ms()
     expected = episodes.redrive(dead.job, now)
-    async with store.transaction() as transaction:
+    async with store.transaction(SYSTEM) as transaction:
         assert await transaction.redrive_jobs([job.id], now) == {job.id}
         revived = await transaction.get_job(job.id, None)
     assert revived is not None
@@ -71,7 +72,7 @@ async def test_bulk_retry_revives_in_place_and_from_snapshots_alike(
 
     pruned = await kill(5)
     clock.advance(60_000)
-    async with store.transaction() as transaction:
+    async with store.transaction(SYSTEM) as transaction:
         assert await transaction.prune_finished_jobs(clock.now_ms(), 100) == 5
         assert all([await transaction.get_job(job_id, None) is None for job_id in pruned])
     in_place = await kill(4)
@@ -85,7 +86,7 @@ async def test_bulk_retry_revives_in_place_and_from_snapshots_alike(
     result = await service.dead_letters.bulk_retry(acting_as("ops"), request)
 
     assert (result.matched, result.succeeded, result.failed) == (9, 9, 0)
-    async with store.transaction() as transaction:
+    async with store.transaction(SYSTEM) as transaction:
         for job_id, episode in dead.items():
             revived = await transaction.get_job(job_id, None)
             assert revived is not None, job_id

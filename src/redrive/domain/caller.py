@@ -9,12 +9,31 @@ from redrive.domain.job import DEFAULT_TENANT
 
 
 class Role(StrEnum):
-    """What a caller may do; each role includes the one before it."""
+    """Who a caller is; `GRANTS` says what each role may do."""
 
     WORKER = "worker"
     VIEWER = "viewer"
     OPERATOR = "operator"
     ADMIN = "admin"
+
+
+class Permission(StrEnum):
+    """What a route or use-case needs of its caller."""
+
+    WORK = "work"  # enqueue, fetch, ack, nack, heartbeat, cancel
+    READ_JOBS = "read_jobs"  # read the tenant's jobs
+    READ = "read"  # read everything else in the tenant: dead letters, queues, stats, events
+    OPERATE = "operate"  # retry, replay, redrive, delete one dead letter
+    ADMINISTER = "administer"  # purge, retention, replay rules, queue pause, keys, audit log
+
+
+GRANTS: dict[Role, frozenset[Permission]] = {
+    Role.WORKER: frozenset({Permission.WORK, Permission.READ_JOBS}),
+    Role.VIEWER: frozenset({Permission.READ_JOBS, Permission.READ}),
+    Role.OPERATOR: frozenset({Permission.READ_JOBS, Permission.READ, Permission.OPERATE}),
+    # An admin may do everything, a worker's work included (one admin key runs the OJS suites).
+    Role.ADMIN: frozenset(Permission),
+}
 
 
 @dataclass(frozen=True)
@@ -27,6 +46,10 @@ class Caller:
     actor: str
     role: Role
     all_tenants: bool = False
+    # The API key the request carried (None for the server's own work and with auth off), and
+    # the request's id, both recorded by the audit log.
+    key_id: str | None = None
+    request_id: str | None = None
 
     @classmethod
     def for_tenant(cls, tenant_id: str, actor: str, role: Role) -> Caller:
@@ -35,6 +58,9 @@ class Caller:
     @classmethod
     def across_tenants(cls, actor: str, role: Role) -> Caller:
         return cls(tenant_id=DEFAULT_TENANT, actor=actor, role=role, all_tenants=True)
+
+    def may(self, permission: Permission) -> bool:
+        return permission in GRANTS[self.role]
 
     @property
     def tenant_scope(self) -> str | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from redrive.domain import lifecycle
+from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import new_dead_letter
 from redrive.domain.errors import InvalidRequest, NotFound, OjsError
 from redrive.domain.events import completed_event, failure_events
@@ -120,12 +121,12 @@ async def record_failures(
 
 
 async def acknowledge_all(
-    runtime: Runtime, requests: list[AckRequest | OjsError], tenant: str | None
+    runtime: Runtime, requests: list[AckRequest | OjsError], caller: Caller
 ) -> list[Outcome]:
     """Acknowledge many jobs in one transaction; each entry succeeds or fails on its own."""
     now = runtime.now()
-    async with runtime.store.transaction() as transaction:
-        jobs = await lock_requested(transaction, requests, tenant)
+    async with runtime.store.transaction(caller) as transaction:
+        jobs = await lock_requested(transaction, requests, caller.tenant_scope)
         decided = [
             decide(
                 request, jobs, now, "ack", lambda job, r: lifecycle.acknowledge(job, now, r.result)
@@ -156,7 +157,7 @@ async def acknowledge_all(
 
 
 async def fail_all(
-    runtime: Runtime, requests: list[NackRequest | OjsError], tenant: str | None
+    runtime: Runtime, requests: list[NackRequest | OjsError], caller: Caller
 ) -> list[Outcome]:
     """Record many failed attempts in one transaction; each entry succeeds or fails on its own."""
     now = runtime.now()
@@ -164,8 +165,8 @@ async def fail_all(
     def apply(job: Job, request: NackRequest) -> lifecycle.FailureOutcome:
         return lifecycle.fail(job, now, request.failure, runtime.jitter_factor(), request.requeue)
 
-    async with runtime.store.transaction() as transaction:
-        jobs = await lock_requested(transaction, requests, tenant)
+    async with runtime.store.transaction(caller) as transaction:
+        jobs = await lock_requested(transaction, requests, caller.tenant_scope)
         decided = [decide(request, jobs, now, "nack", apply) for request in requests]
         written = await record_failures(
             runtime,

@@ -68,7 +68,7 @@ class CronService:
     async def register(self, caller: Caller, registration: CronRegistration) -> CronRecord:
         now = self.runtime.now()
         self._check(caller, registration, now)
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             existing = await transaction.get_cron(registration.name, caller.tenant_id)
             cron = CronRecord(
                 tenant_id=caller.tenant_id,
@@ -92,12 +92,12 @@ class CronService:
 
     async def list(self, caller: Caller) -> list[CronRecord]:
         tenant = caller.tenant_id  # crons are keyed by (tenant, name): always one tenant's
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             return await transaction.list_crons(tenant)
 
     async def get(self, caller: Caller, name: str) -> CronRecord:
         tenant = caller.tenant_id
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             cron = await transaction.get_cron(name, tenant)
         if cron is None:
             raise NotFound("cron", name)
@@ -105,7 +105,7 @@ class CronService:
 
     async def delete(self, caller: Caller, name: str) -> CronRecord:
         tenant = caller.tenant_id
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             cron = await transaction.get_cron(name, tenant)
             if cron is None or not await transaction.delete_cron(name, tenant):
                 raise NotFound("cron", name)
@@ -113,7 +113,7 @@ class CronService:
 
     async def set_enabled(self, caller: Caller, name: str, enabled: bool) -> CronRecord:
         now = self.runtime.now()
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             cron = await transaction.get_cron(name, caller.tenant_id)
             if cron is None:
                 raise NotFound("cron", name)

@@ -99,7 +99,7 @@ class DeadLetterService:
         self, caller: Caller, filters: DeadLetterFilter, page: Page
     ) -> tuple[list[DeadLetter], int]:
         filters = filters.scoped(caller.tenant_scope)
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             items = await transaction.list_dead_letters(filters, page)
             total = await transaction.count_dead_letters(filters)
         return items, total
@@ -107,7 +107,7 @@ class DeadLetterService:
     async def get(self, caller: Caller, job_id: str) -> tuple[DeadLetter, list[DeadLetter]]:
         """The job's current dead episode, and every episode it has had, oldest first."""
         tenant = caller.tenant_scope
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             dead = await transaction.get_dead_letter(job_id, tenant)
             history = await transaction.dead_letter_episodes(job_id, tenant) if dead else []
         if dead is None:
@@ -116,7 +116,7 @@ class DeadLetterService:
 
     async def episodes(self, caller: Caller, job_id: str) -> list[DeadLetter]:
         """Every episode the job has had, oldest first, whether or not one is dead now."""
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             history = await transaction.dead_letter_episodes(job_id, caller.tenant_scope)
         if not history:
             raise NotFound("dead letter", job_id)
@@ -152,7 +152,7 @@ class DeadLetterService:
 
     async def retry(self, caller: Caller, job_id: str, override: RetryOverride) -> Job:
         now = self.runtime.now()
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             dead = await transaction.get_dead_letter(job_id, caller.tenant_scope)
             if dead is None:
                 raise NotFound("dead letter", job_id)
@@ -165,7 +165,7 @@ class DeadLetterService:
 
     async def delete(self, caller: Caller, job_id: str) -> None:
         now = self.runtime.now()
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             dead = await transaction.get_dead_letter(job_id, caller.tenant_scope)
             if dead is None or not await transaction.move_dead_letter(
                 dead, episodes.DELETED, now, caller.actor
@@ -188,7 +188,7 @@ class DeadLetterService:
         moved: list[str] = []
         queues: set[str] = set()
         forgotten: list[MovedEpisode] = []
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             for job_id in job_ids:
                 dead = await transaction.get_dead_letter(job_id, caller.tenant_scope)
                 if dead is None:
@@ -210,7 +210,7 @@ class DeadLetterService:
     async def preview(self, caller: Caller, filters: DeadLetterFilter) -> Preview:
         """What a bulk action by this filter would move, without moving anything."""
         filters = filters.scoped(caller.tenant_scope)
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             by_queue = await transaction.count_dead_letters_by_queue(filters)
             sample = await transaction.list_dead_letters(filters, Page(limit=SAMPLE_SIZE))
         return Preview(matched=sum(by_queue.values()), by_queue=by_queue, sample=sample)
@@ -243,7 +243,7 @@ class DeadLetterService:
             nonlocal budget
             while (take := min(BULK_CHUNK, budget)) > 0:
                 budget -= take
-                moved = await self._move_chunk(filters, action, caller.actor, take)
+                moved = await self._move_chunk(caller, filters, action, take)
                 budget += take - len(moved)
                 if not moved:
                     return
@@ -258,11 +258,12 @@ class DeadLetterService:
         return result
 
     async def _move_chunk(
-        self, filters: DeadLetterFilter, action: str, moved_by: str, limit: int
+        self, caller: Caller, filters: DeadLetterFilter, action: str, limit: int
     ) -> list[MovedEpisode]:
+        moved_by = caller.actor
         now = self.runtime.now()
         status = episodes.RETRIED if action == "retry" else episodes.DELETED
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             moved = await transaction.move_dead_letters(filters, limit, status, now, moved_by)
             if action == "retry":
                 await self._revive(transaction, moved, moved_by, now)
@@ -314,5 +315,5 @@ class DeadLetterService:
         return await self._bulk(caller, request, "purge")
 
     async def stats(self, caller: Caller) -> DeadLetterStats:
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             return await transaction.dead_letter_stats(caller.tenant_scope)

@@ -33,5 +33,5 @@ class EventService:
         if not 1 <= limit <= MAX_EVENTS:
             raise InvalidRequest(f"limit must be from 1 to {MAX_EVENTS}", {"field": "limit"})
         query = EventQuery(tenant, after, _list(types), _list(queues), _list(job_types), limit)
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             return await transaction.list_events(query)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from redrive.domain.caller import SYSTEM
 from redrive.service.crons import CronService
 from redrive.service.dead_letters import DeadLetterService
 from redrive.service.events import EventService
@@ -31,7 +32,7 @@ class Service:
 
     async def reset(self) -> None:
         """Wipe every table. Only reachable when test hooks are on."""
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(SYSTEM) as transaction:
             await transaction.reset()
         self.runtime.metrics = Metrics()
 

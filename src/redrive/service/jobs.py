@@ -51,7 +51,7 @@ class JobService:
     async def enqueue(self, caller: Caller, request: JobRequest) -> Job:
         now = self.runtime.now()
         job = self._new_job(caller, request, now)
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             await self._insert(transaction, [job], now)
         return job
 
@@ -72,13 +72,13 @@ class JobService:
         ids = [job.id for job in jobs]
         if len(set(ids)) != len(ids):
             raise Duplicate("the batch repeats a job id", {"field": "jobs"})
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             await self._insert(transaction, jobs, now)
         return jobs
 
     async def get(self, caller: Caller, job_id: str) -> Job:
         tenant = caller.tenant_scope
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             job = await transaction.get_job(job_id, tenant)
             if job is None:
                 dead = await transaction.get_dead_letter(job_id, tenant)
@@ -93,7 +93,7 @@ class JobService:
     ) -> tuple[Job, Job]:
         """Lock the job, let the domain decide, write the outcome guarded; (before, after)."""
         now = self.runtime.now()
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             job = await transaction.get_job(job_id, caller.tenant_scope, lock=True)
             if job is None:
                 raise NotFound("job", job_id)
@@ -116,5 +116,5 @@ class JobService:
     async def list(
         self, caller: Caller, filters: JobFilter, limit: int, offset: int
     ) -> tuple[list[Job], int]:
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             return await transaction.list_jobs(caller.tenant_scope, filters, limit, offset)

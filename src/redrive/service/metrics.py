@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
+from redrive.domain.caller import SYSTEM
 from redrive.service.runtime import Metrics, Runtime
 
 
@@ -37,7 +38,7 @@ class MetricsService:
 
     async def snapshot(self) -> MetricsSnapshot:
         """Server-wide: the counters belong to the process and /metrics is for its operators."""
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(SYSTEM) as transaction:
             depth = await transaction.count_jobs(None, None)
             dead = await transaction.dead_letter_stats(None)
         return MetricsSnapshot(

@@ -50,7 +50,7 @@ class QueueService:
         """Every queue of the caller's tenant (of every tenant for a caller spanning them) with
         its per-state counts and paused flag, sorted by name."""
         tenant = caller.tenant_scope
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             queues = await transaction.list_queues(tenant)
             counts = await transaction.count_jobs(tenant, None)
         per_queue: dict[str, dict[str, int]] = defaultdict(empty_counts)
@@ -79,7 +79,7 @@ class QueueService:
         same name are theirs to pause."""
         validate_queue_name(name, "queue")
         now = self.runtime.now()
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             queue = await transaction.set_queue_paused(name, caller.tenant_id, paused, now)
             event_type = "queue.paused" if paused else "queue.resumed"
             await self.runtime.emit(
@@ -93,7 +93,7 @@ class QueueService:
         """Jobs per state, throughput over the last minute, and counts of queues and workers."""
         tenant = caller.tenant_scope
         now = self.runtime.now()
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             counts = await transaction.count_jobs(tenant, None)
             finished = await transaction.count_finished_since(tenant, now - MINUTE_MS)
             workers = await transaction.list_workers(tenant)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from redrive.domain.caller import SYSTEM, Caller
+from redrive.domain.caller import SYSTEM, Caller, Role
 from redrive.domain.dead_letter import REPLAYED, mark_replayed
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.errors import Duplicate, NotFound
@@ -24,7 +24,7 @@ class ReplayService:
         self.dead_letters = dead_letters
 
     async def list(self, caller: Caller) -> list[ReplayRule]:
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             return await transaction.replay_rules(caller.tenant_scope)
 
     async def get(self, caller: Caller, rule_id: str) -> ReplayRule:
@@ -41,19 +41,19 @@ class ReplayService:
             for existing in await self.list(caller)
         ):
             raise Duplicate(f"a replay rule named {rule.name!r} exists", {"name": rule.name})
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             await transaction.save_replay_rule(rule)
         return rule
 
     async def update(self, caller: Caller, rule_id: str, changes: RuleChanges) -> ReplayRule:
         rule = changed_rule(await self.get(caller, rule_id), changes, self.runtime.now())
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             await transaction.save_replay_rule(rule)
         return rule
 
     async def delete(self, caller: Caller, rule_id: str) -> ReplayRule:
         rule = await self.get(caller, rule_id)
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             await transaction.delete_replay_rule(rule.id)
         return rule
 
@@ -73,7 +73,8 @@ class ReplayService:
         until = cutoff if base.until is None else min(base.until, cutoff)
         filters = replace(base, until=until, replay_count_below=rule.max_replays)
         actor = f"rule:{rule.name}"
-        async with self.runtime.store.transaction() as transaction:
+        caller = Caller.for_tenant(rule.tenant_id, actor, Role.OPERATOR)
+        async with self.runtime.store.transaction(caller) as transaction:
             if not await transaction.try_lock(locks.REPLAY):
                 return 0
             count = 0

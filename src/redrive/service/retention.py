@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from redrive.domain.caller import Caller
+from redrive.domain.caller import SYSTEM, Caller
 from redrive.domain.dead_letter import DEAD
 from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import validate_queue_name
@@ -57,7 +57,7 @@ class RetentionService:
         self.runtime = runtime
 
     async def policies(self, caller: Caller) -> Policies:
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             stored = await transaction.dead_letter_policies(POLICY_TENANT)
         global_policy = self.runtime.options.retention
         queues: dict[str, RetentionPolicy] = {}
@@ -88,7 +88,7 @@ class RetentionService:
         current = await self.policies(caller)
         base = current.global_policy if queue is None else current.for_queue(queue)
         policy = changes.applied_to(base)
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             await transaction.save_dead_letter_policy(
                 PolicyRecord(
                     POLICY_TENANT, queue or GLOBAL, policy, self.runtime.now(), caller.actor
@@ -97,7 +97,7 @@ class RetentionService:
         return policy
 
     async def remove_policy(self, caller: Caller, queue: str) -> None:
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             if not await transaction.delete_dead_letter_policy(POLICY_TENANT, queue):
                 raise NotFound("retention policy", queue)
 
@@ -150,7 +150,7 @@ class RetentionService:
     async def _prune_batch(
         self, scope: PruneScope, batch: int, policies: Policies, report: PruneReport, now: int
     ) -> int | None:
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(SYSTEM) as transaction:
             if not await transaction.try_lock(locks.PRUNE):
                 return None
             if scope.before is None:
@@ -186,12 +186,12 @@ class RetentionService:
                   {"queue": queue, "count": count})
             for queue, count in sorted(report.by_queue.items())
         ]  # fmt: skip
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(SYSTEM) as transaction:
             await self.runtime.emit(transaction, events, now)
         self.runtime.metrics.dead_letter_pruned.update(report.by_queue)
 
     async def archives(self, caller: Caller) -> list[ArchiveRecord]:
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             return await transaction.dead_letter_archives()
 
     async def restore(self, caller: Caller, name: str) -> dict[str, int]:
@@ -206,7 +206,7 @@ class RetentionService:
             raise NotFound("archive file", name) from error
         restored = 0
         now = self.runtime.now()
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             for row in rows:
                 values = {key: row[key] for key in RESTORED_COLUMNS}
                 if await transaction.restore_dead_letter(values):

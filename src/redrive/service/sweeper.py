@@ -69,7 +69,7 @@ class Sweeper:
 
     async def run(self, name: str) -> int:
         now = self.runtime.now()
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(SYSTEM) as transaction:
             if not await transaction.try_lock(LOCK_KEYS[name]):
                 return -1
             return await self.tasks[name](transaction, now)

@@ -81,7 +81,7 @@ class WorkerService:
         now = self.runtime.now()
         token = self.runtime.new_token()
         claimed: list[Job] = []
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             await transaction.notify(await transaction.promote_due_jobs(now, queues))
             # The caller's tenant's paused queues. A caller spanning every tenant skips a queue
             # any tenant paused: its claim would take that tenant's jobs too.
@@ -102,7 +102,7 @@ class WorkerService:
         return claimed
 
     async def ack(self, caller: Caller, request: AckRequest) -> Job:
-        return single(await acknowledge_all(self.runtime, [request], caller.tenant_scope))
+        return single(await acknowledge_all(self.runtime, [request], caller))
 
     async def ack_many(
         self, caller: Caller, requests: list[AckRequest | OjsError]
@@ -110,10 +110,10 @@ class WorkerService:
         """One transaction; each entry is the completed job or why that ack was refused (the
         others still land). Entries the edge could not read arrive as their refusal."""
         check_batch(requests, "acks", self.runtime.options.max_batch_size)
-        return await acknowledge_all(self.runtime, without_repeats(requests), caller.tenant_scope)
+        return await acknowledge_all(self.runtime, without_repeats(requests), caller)
 
     async def nack(self, caller: Caller, request: NackRequest) -> Job:
-        return single(await fail_all(self.runtime, [request], caller.tenant_scope))
+        return single(await fail_all(self.runtime, [request], caller))
 
     async def nack_many(
         self, caller: Caller, requests: list[NackRequest | OjsError]
@@ -121,14 +121,14 @@ class WorkerService:
         """One transaction; each entry is the job as the failure left it or why that nack was
         refused."""
         check_batch(requests, "nacks", self.runtime.options.max_batch_size)
-        return await fail_all(self.runtime, without_repeats(requests), caller.tenant_scope)
+        return await fail_all(self.runtime, without_repeats(requests), caller)
 
     async def heartbeat(self, caller: Caller, request: HeartbeatRequest) -> Heartbeat:
         worker_id, job_ids = request.worker_id, request.job_ids
         now = self.runtime.now()
         lost: list[str] = []
         directive: str | None = None
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             jobs = await transaction.lock_jobs(job_ids, caller.tenant_scope)
             renewals: list[JobChange] = []
             for job_id in job_ids:
@@ -161,7 +161,7 @@ class WorkerService:
 
     async def set_directive(self, caller: Caller, worker_id: str, directive: str | None) -> None:
         """Tell the caller's tenant's worker of this id to go quiet, terminate or run again."""
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             changed = await transaction.set_worker_directive(
                 worker_id, caller.tenant_scope, directive
             )
@@ -170,5 +170,5 @@ class WorkerService:
 
     async def list(self, caller: Caller) -> list[WorkerRecord]:
         tenant = caller.tenant_scope
-        async with self.runtime.store.transaction() as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             return await transaction.list_workers(tenant)

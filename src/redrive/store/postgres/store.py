@@ -15,6 +15,7 @@ from psycopg.rows import dict_row
 from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool
 
+from redrive.domain.caller import Caller
 from redrive.store.statements import (
     load_statements,
     migration_files,
@@ -122,7 +123,7 @@ class PostgresStore:
         return await self.wakeups.wait(queues, timeout)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[SqlTransaction]:
+    async def transaction(self, caller: Caller) -> AsyncIterator[SqlTransaction]:
         async with self.pool.connection() as connection, connection.transaction():
             transaction = SqlTransaction(PostgresExecutor(connection, self))
             yield transaction

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from redrive.domain.caller import Caller
 from redrive.store.statements import load_statements, migration_files, split_script
 from redrive.store.transaction import SqlTransaction
 from redrive.store.wakeups import Wakeups
@@ -82,7 +83,7 @@ class SqliteStore:
         return await asyncio.get_running_loop().run_in_executor(self._thread, function)
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[SqlTransaction]:
+    async def transaction(self, caller: Caller) -> AsyncIterator[SqlTransaction]:
         task = asyncio.current_task()
         if self._lock.locked() and self._owner is task:
             raise RuntimeError("nested transaction: this task already holds the SQLite store")
