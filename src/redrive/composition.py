@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 from fastapi import FastAPI
 
 from redrive.api.app import create_app
@@ -20,6 +22,34 @@ from redrive.store.sqlite.store import SqliteStore
 
 class ConfigurationError(ValueError):
     pass
+
+
+FIRST_KEY_HINT = (
+    "make one with: redrive keys create --database DATABASE_URL --tenant TENANT --role admin "
+    "--name NAME"
+)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach `host` (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def auth_required(settings: Settings) -> bool:
+    """Auth is on whenever the server can be reached from another machine: `auto` (the default)
+    turns it on for any address but loopback, `on` always; `off` is refused beyond loopback."""
+    loopback = is_loopback(settings.host)
+    if settings.auth == "off" and not loopback:
+        raise ConfigurationError(
+            f"REDRIVE_AUTH=off is only allowed on a loopback address, not {settings.host}: "
+            "anyone who reaches the server could purge the dead-letter queue"
+        )
+    return settings.auth == "on" or (settings.auth == "auto" and not loopback)
 
 
 def sqlite_path(url: str) -> str:
@@ -71,8 +101,11 @@ def build_service(store: Store, settings: Settings) -> Service:
     return Service(runtime)
 
 
-def build_app(store: Store, settings: Settings) -> FastAPI:
+def build_app(store: Store, settings: Settings, authenticate: bool | None = None) -> FastAPI:
+    """The server's app; `authenticate` overrides what the settings decide (the in-process CLI
+    runs without keys: reaching the database is a stronger credential than any key)."""
     service = build_service(store, settings)
+    required = auth_required(settings) if authenticate is None else authenticate
     loop = SweepLoop(service.sweeper, settings.sweep_interval_ms / 1000)
 
     async def shutdown() -> None:
@@ -80,7 +113,11 @@ def build_app(store: Store, settings: Settings) -> FastAPI:
         await store.close()
 
     app = create_app(
-        service, max_body_bytes=settings.max_body_bytes, on_startup=loop.start, on_shutdown=shutdown
+        service,
+        max_body_bytes=settings.max_body_bytes,
+        auth_required=required,
+        on_startup=loop.start,
+        on_shutdown=shutdown,
     )
     install_dashboard(app, service)
     return app

@@ -11,6 +11,7 @@ from redrive.domain.dead_letter import DeadLetter, DeadLetterStats, MovedEpisode
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.events import Event
 from redrive.domain.job import Job
+from redrive.domain.keys import ApiKey
 from redrive.domain.records import CronRecord, QueueRecord, WorkerRecord
 from redrive.domain.replay import ReplayRule
 from redrive.domain.retention import ArchiveRecord, PolicyRecord
@@ -228,6 +229,27 @@ class CronFiring(CronStore, JobStore, QueueStore, EventStore, Protocol):
     """What firing due crons writes: the cron's run, the job it enqueues and its queue, events."""
 
 
+@dataclass(frozen=True)
+class StoredKey:
+    """A key's record and the hash of its secret (the hash never leaves the key service)."""
+
+    key: ApiKey
+    key_hash: str
+
+
+class KeyStore(Protocol):
+    """API keys, by id; lists and revocation limited to a tenant unless `tenant_id` is None."""
+
+    async def insert_key(self, key: ApiKey, key_hash: str) -> bool:
+        """False when the tenant already has a live key of this name."""
+        ...
+
+    async def key_by_id(self, key_id: str) -> StoredKey | None: ...
+    async def list_keys(self, tenant_id: str | None, include_revoked: bool) -> list[ApiKey]: ...
+    async def revoke_key(self, key_id: str, tenant_id: str | None, now: int) -> ApiKey | None: ...
+    async def count_live_keys(self, now: int) -> int: ...
+
+
 class Transaction(
     JobStore,
     QueueStore,
@@ -238,6 +260,7 @@ class Transaction(
     CronStore,
     EventStore,
     MaintenanceStore,
+    KeyStore,
     Protocol,
 ):
     """One unit of work over every concern above: everything done through it commits together

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import (
@@ -26,6 +26,10 @@ class Settings(BaseSettings):
     )
     host: str = Field("127.0.0.1", description="address to listen on")
     port: int = Field(8080, description="port to listen on")
+    auth: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="API keys: auto (required beyond loopback), on, or off (loopback only)",
+    )
     log_level: str = Field("info", description="debug, info, warning or error")
     log_format: str = Field("auto", description="json, text, or auto (json when not a terminal)")
     test_hooks: bool = Field(

@@ -26,6 +26,7 @@ from redrive.api.dead_letter_requests import (
     bulk_request,
     query_values,
 )
+from redrive.api.key_requests import key_request
 from redrive.api.routes_admin import JOB_SEARCH_KEYS
 from redrive.api.routes_dead_letter_admin import confirm_prune
 from redrive.api.routes_jobs import job_requests
@@ -36,6 +37,7 @@ from redrive.api.worker_requests import (
     heartbeat_request,
     nack_request,
 )
+from redrive.domain.caller import Caller, Role
 from redrive.domain.dead_letter import parse_override
 from redrive.domain.dead_letter_filter import FILTER_FIELDS, parse_filter
 from redrive.domain.envelope import read_envelope
@@ -74,7 +76,9 @@ PARSERS: dict[str, Parser] = {
     "ReplayRuleChanges": lambda body: parse_rule_changes(body, NOW),
     "CronRegistration": cron_registration,
     "CronEnabled": cron_enabled,
+    "KeyRequest": lambda body: key_request(body, KEY_MAKER),
 }
+KEY_MAKER = Caller.across_tenants("test", Role.ADMIN)
 JOB = {"type": "email.send", "args": [1], "options": {"queue": "emails", "priority": 5}}
 # (schema, body): the schema and the parser both accept it.
 ACCEPTED: list[tuple[str, object]] = [
@@ -98,6 +102,8 @@ ACCEPTED: list[tuple[str, object]] = [
     ("CronRegistration", {"name": "nightly", "expression": "0 3 * * *", "type": "report.build"}),
     ("CronRegistration", {"name": "n", "cron": "@hourly", "job_template": {"type": "a.b"}}),
     ("CronEnabled", {"enabled": True}),
+    ("KeyRequest", {"name": "ci.deploy", "role": "worker", "expires_in": "P90D"}),
+    ("KeyRequest", {"name": "ops", "role": "admin", "tenant": "acme", "all_tenants": True}),
 ]
 # (schema, body): the schema and the parser both refuse it.
 REFUSED: list[tuple[str, object]] = [
@@ -123,6 +129,10 @@ REFUSED: list[tuple[str, object]] = [
     ("ReplayRule", {"name": "r", "filter": {}, "max_replays": 0}),
     ("CronRegistration", {"name": "n", "expression": "* * * * *", "overlap_policy": "maybe"}),
     ("CronEnabled", {"enabled": "true"}),
+    ("KeyRequest", {"name": "ops", "role": "root"}),
+    ("KeyRequest", {"name": "-ops", "role": "admin"}),
+    ("KeyRequest", {"name": "ops", "role": "admin", "all_tenants": "yes"}),
+    ("KeyRequest", {"role": "admin"}),
 ]
 
 

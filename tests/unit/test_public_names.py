@@ -21,6 +21,7 @@ PACKAGE_NAMES = [
     "__version__",
 ]
 CLIENT_NAMES = [
+    "ApiKey",
     "DEFAULT_URL",
     "Archive",
     "BulkResult",
@@ -31,6 +32,7 @@ CLIENT_NAMES = [
     "DeadLetterStats",
     "DuplicateError",
     "Episode",
+    "ForbiddenError",
     "Heartbeat",
     "InvalidRequestError",
     "Job",
@@ -48,6 +50,7 @@ CLIENT_NAMES = [
     "RetryPolicy",
     "ServerError",
     "SyncClient",
+    "UnauthenticatedError",
     "UnreachableError",
 ]
 

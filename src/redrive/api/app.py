@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from redrive import __version__
 from redrive.api import (
@@ -15,10 +15,12 @@ from redrive.api import (
     routes_dead_letter_admin,
     routes_dead_letters,
     routes_jobs,
+    routes_keys,
     routes_queues,
     routes_system,
     routes_workers,
 )
+from redrive.api.authorization import authorize
 from redrive.api.errors import install_error_handlers
 from redrive.api.middleware import ProtocolHeaders
 from redrive.service.facade import Service
@@ -29,6 +31,7 @@ Hook = Callable[[], Awaitable[None]]
 def create_app(
     service: Service,
     max_body_bytes: int = 1_048_576,
+    auth_required: bool = False,
     on_startup: Hook | None = None,
     on_shutdown: Hook | None = None,
 ) -> FastAPI:
@@ -47,20 +50,26 @@ def create_app(
         version=__version__,
         description="An Open Job Spec job server built around the dead-letter queue.",
         lifespan=lifespan,
+        dependencies=[Depends(authorize)],
     )
     app.state.service = service
+    app.state.auth_required = auth_required
     install_error_handlers(app)
     app.add_middleware(ProtocolHeaders, max_body_bytes=max_body_bytes)
-    for router in (
-        routes_system.router,
-        routes_jobs.router,
-        routes_workers.router,
-        routes_queues.router,
-        routes_cron.router,
-        routes_admin.router,
-        *routes_dead_letter_admin.routers,
-        *routes_dead_letters.routers,
-    ):
+    for router in ROUTERS:
         app.include_router(router)
     openapi.install(app)
     return app
+
+
+ROUTERS = (
+    routes_system.router,
+    routes_jobs.router,
+    routes_workers.router,
+    routes_queues.router,
+    routes_cron.router,
+    routes_admin.router,
+    *routes_dead_letter_admin.routers,
+    *routes_dead_letters.routers,
+    routes_keys.router,
+)

@@ -1,9 +1,9 @@
-"""Who an HTTP request acts as: the `Caller` every route passes to the service.
+"""Who an HTTP request acts as: the `Caller` the authorization step made for it.
 
-Until API keys exist, the tenant comes from the `X-OJS-Tenant` header (the default tenant when
-it is absent) and the actor is the server's own name for the HTTP edge; a client-set actor
-header is not believed. Routes that read or change one named tenant (the tenant stats route)
-build their caller from the path.
+With auth on, the API key decides the tenant and the actor (the key's name); only a key made for
+every tenant may pick one with `X-OJS-Tenant`. With auth off (a loopback server), the tenant
+comes from `X-OJS-Tenant` (the default tenant when it is absent) and the actor is the server's
+own name for the HTTP edge; a client-set actor header is never believed.
 """
 
 from __future__ import annotations
@@ -12,17 +12,45 @@ from starlette.requests import Request
 
 from redrive.domain.caller import Caller, Role
 from redrive.domain.envelope import validate_tenant
+from redrive.domain.errors import NotFound
 from redrive.domain.job import DEFAULT_TENANT
+from redrive.domain.keys import ApiKey, caller_of_key
 
 TENANT_HEADER = "x-ojs-tenant"
 ACTOR = "api"
 
 
-def caller_of(request: Request) -> Caller:
+def chosen_tenant(request: Request) -> str | None:
     value = request.headers.get(TENANT_HEADER)
-    tenant = validate_tenant(value) if value else DEFAULT_TENANT
-    return Caller.for_tenant(tenant, ACTOR, Role.ADMIN)
+    return validate_tenant(value) if value else None
 
 
-def caller_for_tenant(tenant_id: str) -> Caller:
-    return Caller.for_tenant(validate_tenant(tenant_id), ACTOR, Role.ADMIN)
+def open_caller(request: Request) -> Caller:
+    """The caller of a request to a server with auth off: an admin of the named tenant."""
+    tenant = chosen_tenant(request) or DEFAULT_TENANT
+    return Caller(tenant, ACTOR, Role.ADMIN, request_id=_request_id(request))
+
+
+def key_caller(request: Request, key: ApiKey) -> Caller:
+    return caller_of_key(key, chosen_tenant(request), _request_id(request))
+
+
+def caller_of(request: Request) -> Caller:
+    caller: Caller = request.state.caller
+    return caller
+
+
+def caller_for_tenant(request: Request, tenant_id: str) -> Caller:
+    """The caller acting for the tenant a path names: its own, or any for a key that spans
+    every tenant (or with auth off); another tenant is not found, as its objects are."""
+    tenant_id = validate_tenant(tenant_id)
+    caller = caller_of(request)
+    open_server = not request.app.state.auth_required
+    if open_server or caller.all_tenants or caller.tenant_id == tenant_id:
+        return Caller(tenant_id, caller.actor, caller.role, False, caller.key_id, caller.request_id)
+    raise NotFound("tenant", tenant_id)
+
+
+def _request_id(request: Request) -> str | None:
+    value = getattr(request.state, "request_id", None)
+    return value if isinstance(value, str) else None

@@ -11,12 +11,14 @@ from redrive.api.http import new_request_id, ojs
 from redrive.domain.errors import (
     Conflict,
     Duplicate,
+    Forbidden,
     InvalidPayload,
     InvalidRequest,
     InvalidRetryPolicy,
     NotFound,
     OjsError,
     PayloadTooLarge,
+    Unauthenticated,
     Unsupported,
 )
 
@@ -30,6 +32,8 @@ STATUS = {
     Conflict: 409,
     Unsupported: 422,
     PayloadTooLarge: 413,
+    Unauthenticated: 401,
+    Forbidden: 403,
 }
 
 
@@ -63,7 +67,9 @@ def error_response(error: OjsError, request_id: str) -> Response:
         error.code, error.message, error.error_type, error.retryable, error.details,
         request_id, error.hint,
     )  # fmt: skip
-    return ojs(body, status_of(error))
+    status = status_of(error)
+    headers = {"WWW-Authenticate": 'Bearer realm="redrive"'} if status == 401 else None
+    return ojs(body, status, headers)
 
 
 def _request_id(request: Request) -> str:

@@ -19,6 +19,8 @@ from redrive.api.cron_requests import OVERLAP_POLICIES, REGISTRATION_KEYS
 from redrive.api.dead_letter_requests import BULK_KEYS, KEYSET_PAGING, NUMBERED_PAGING
 from redrive.api.errors import error_body
 from redrive.api.http import ACCEPTED_MEDIA_TYPES, OJS_MEDIA_TYPE
+from redrive.api.key_requests import KEY_REQUEST_KEYS
+from redrive.domain.caller import Role
 from redrive.domain.dead_letter import OVERRIDE_KEYS
 from redrive.domain.dead_letter_filter import FILTER_FIELDS
 from redrive.domain.durations import MAX_DURATION_MS
@@ -32,6 +34,7 @@ from redrive.domain.envelope import (
 )
 from redrive.domain.identifiers import UUID7_PATTERN
 from redrive.domain.job import STATES
+from redrive.domain.keys import NAME_PATTERN as KEY_NAME_PATTERN
 from redrive.domain.lifecycle import BACKTRACE_KEYS
 from redrive.domain.replay import MAX_REPLAYS_LIMIT, RULE_KEYS
 from redrive.domain.replay import NAME_PATTERN as RULE_NAME_PATTERN
@@ -285,6 +288,13 @@ RULE_SCHEMAS: dict[str, Schema] = {
     "enabled": typed(["boolean", "null"]),
 }
 RULE_PROPERTIES = keyed("ReplayRule", RULE_KEYS, RULE_SCHEMAS)
+KEY_SCHEMAS: dict[str, Schema] = {
+    "name": typed("string", pattern=whole(KEY_NAME_PATTERN.pattern.strip("^$"))),
+    "role": {"enum": [role.value for role in Role]},
+    "tenant": typed("string", "the key's tenant; the caller's if absent"),
+    "all_tenants": typed("boolean", "a key for every tenant (it may pick one with X-OJS-Tenant)"),
+    "expires_in": typed("string", "an ISO 8601 duration such as P90D; never if absent"),
+}
 CRON_SCHEMAS: dict[str, Schema] = {
     "name": typed("string", pattern=whole(CRON_NAME_PATTERN.pattern)),
     "expression": typed(["string", "null"], "a cron expression"),
@@ -353,6 +363,9 @@ SCHEMAS: dict[str, Schema] = {
         closed=True,
         description="the fields to change; the others keep their values",
     ),
+    "KeyRequest": obj(
+        keyed("KeyRequest", KEY_REQUEST_KEYS, KEY_SCHEMAS), "name", "role", closed=True
+    ),
     "CronRegistration": {
         **obj(keyed("CronRegistration", REGISTRATION_KEYS, CRON_SCHEMAS), "name", closed=True),
         "anyOf": [{"required": ["expression"]}, {"required": ["cron"]}],
@@ -402,6 +415,10 @@ PURGE_FLAGS: dict[str, Schema] = {
 }
 PURGE_QUERY = [key for key in BULK_KEYS if key != "filter"]
 keyed("purge query", PURGE_QUERY, PURGE_FLAGS)  # recorded if one is missing
+
+REVOKED_PARAMETER = parameter(
+    "include_revoked", {"enum": ["true", "false"]}, "true: list revoked keys too"
+)
 
 JOB_SEARCH: dict[str, Schema] = {
     "queue": parameter("queue", {"type": "string"}, "queue name (exact)"),
@@ -458,6 +475,8 @@ def events_query() -> dict[str, Any]:
 
 
 REFUSALS = {
+    401: "unauthenticated: auth is on and the request has no live API key (Authorization: Bearer)",
+    403: "forbidden: the key's role or tenant does not allow this request",
     400: "invalid_request or invalid_payload: a field is missing, unknown or of the wrong type "
     "(details.field names it); also a bad X-OJS-Tenant",
     404: "not_found: no such resource in the caller's tenant",
@@ -466,7 +485,7 @@ REFUSALS = {
     422: "unsupported (an OJS-Version other than 1.x) or a retry policy that cannot be applied",
     500: "backend_error: the server could not complete the request; safe to retry",
 }
-ALWAYS = (413, 422, 500)  # the protocol middleware's refusals, and the last-resort answer
+ALWAYS = (401, 403, 413, 422, 500)  # auth and the protocol middleware's refusals, the last resort
 
 
 def outcomes(*refusals: int, ok: int = 200, media_type: str = OJS_MEDIA_TYPE) -> Responses:

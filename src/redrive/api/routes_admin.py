@@ -227,7 +227,7 @@ async def direct_worker(worker_id: str, directive: str, request: Request) -> Res
     responses=openapi.outcomes(400),
 )
 async def tenant_stats(tenant_id: str, request: Request) -> Response:
-    totals = await service_of(request).queues.totals(caller_for_tenant(tenant_id))
+    totals = await service_of(request).queues.totals(caller_for_tenant(request, tenant_id))
     return ojs({"tenant_id": tenant_id, "total_jobs": totals["total_jobs"], "jobs": totals["jobs"],
                 "throughput": totals["throughput"]})  # fmt: skip
 

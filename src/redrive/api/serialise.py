@@ -7,6 +7,7 @@ from typing import Any
 from redrive.domain.dead_letter import DeadLetter, DeadLetterStats
 from redrive.domain.durations import format_timestamp
 from redrive.domain.job import Job
+from redrive.domain.keys import ApiKey
 from redrive.domain.records import CronRecord, WorkerRecord
 from redrive.ports import StoredEvent
 
@@ -146,3 +147,18 @@ def event_document(stored: StoredEvent) -> dict[str, Any]:
     if event.subject is not None:
         document["subject"] = event.subject
     return document
+
+
+def key_document(key: ApiKey) -> dict[str, Any]:
+    """An API key as answered: never its secret nor its hash."""
+    return {
+        "id": key.id,
+        "tenant": key.tenant_id,
+        "name": key.name,
+        "role": key.role.value,
+        "all_tenants": key.all_tenants,
+        "created_at": format_timestamp(key.created_at),
+        "created_by": key.created_by,
+        "expires_at": timestamp(key.expires_at),
+        "revoked_at": timestamp(key.revoked_at),
+    }

@@ -13,12 +13,21 @@ from rich.console import Console
 from redrive import __version__
 from redrive.cli.dead_letters import dead_letter_commands
 from redrive.cli.jobs import enqueue, jobs
+from redrive.cli.keys import keys
 from redrive.cli.queues import queues
-from redrive.cli.remote import EXIT_CODES_HELP
+from redrive.cli.remote import CREDENTIALS, EXIT_CODES_HELP
 from redrive.cli.worker import worker
-from redrive.composition import ConfigurationError, build_app, open_store
+from redrive.composition import (
+    FIRST_KEY_HINT,
+    ConfigurationError,
+    auth_required,
+    build_app,
+    open_store,
+)
+from redrive.domain.caller import SYSTEM
 from redrive.logs import configure_logging
 from redrive.process import tune_garbage_collector
+from redrive.service.facade import Service
 from redrive.settings import Settings
 
 log = logging.getLogger("redrive")
@@ -40,6 +49,20 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def credentials(
+    api_key: str | None = typer.Option(
+        None,
+        "--api-key",
+        envvar="REDRIVE_API_KEY",
+        help="API key sent to the server as 'Authorization: Bearer' (remote commands)",
+        show_envvar=True,
+    ),
+) -> None:
+    """redrive: an Open Job Spec job server built around the dead-letter queue."""
+    CREDENTIALS.api_key = api_key or None
+
+
 def _load_settings(**overrides: object) -> Settings:
     values = {key: value for key, value in overrides.items() if value is not None}
     try:
@@ -54,7 +77,22 @@ async def _serve(settings: Settings) -> None:
     applied = await store.migrate()
     if applied:
         log.info("applied migrations %s", ", ".join(applied))
-    application = build_app(store, settings)
+    required = auth_required(settings)
+    application = build_app(store, settings, authenticate=required)
+    if required:
+        service: Service = application.state.service
+        if await service.keys.live_key_count(SYSTEM) == 0:
+            await store.close()
+            raise ConfigurationError(
+                f"auth is on (serving on {settings.host}) but the database holds no live API "
+                f"key, so nobody could use this server; {FIRST_KEY_HINT}"
+            )
+        access = "auth on: every request needs an API key"
+    else:
+        access = (
+            "auth off: loopback only, anyone on this machine acts as admin "
+            "(REDRIVE_AUTH=on to require API keys)"
+        )
     config = uvicorn.Config(
         application,
         host=settings.host,
@@ -65,8 +103,8 @@ async def _serve(settings: Settings) -> None:
     )
     server = uvicorn.Server(config)
     log.info(
-        "redrive %s serving on http://%s:%d (%s)",
-        __version__, settings.host, settings.port, store.backend,
+        "redrive %s serving on http://%s:%d (%s); %s",
+        __version__, settings.host, settings.port, store.backend, access,
     )  # fmt: skip
     await server.serve()
 
@@ -76,9 +114,12 @@ def serve(
     host: str | None = typer.Option(None, help="address to listen on [REDRIVE_HOST]"),
     port: int | None = typer.Option(None, help="port to listen on [REDRIVE_PORT]"),
     database_url: str | None = typer.Option(None, help="database URL [REDRIVE_DATABASE_URL]"),
+    auth: str | None = typer.Option(
+        None, help="API keys: auto (required beyond loopback), on, or off [REDRIVE_AUTH]"
+    ),
 ) -> None:
     """Run the OJS HTTP server (migrates the database first)."""
-    settings = _load_settings(host=host, port=port, database_url=database_url)
+    settings = _load_settings(host=host, port=port, database_url=database_url, auth=auth)
     configure_logging(settings.log_level, settings.log_format)
     tune_garbage_collector()
     try:
@@ -117,6 +158,7 @@ def migrate(
 app.add_typer(dead_letter_commands, name="dlq")
 app.add_typer(jobs, name="jobs")
 app.add_typer(queues, name="queues")
+app.add_typer(keys, name="keys")
 app.command("enqueue", epilog=EXIT_CODES_HELP)(enqueue)
 app.command(epilog=_settings_help())(worker)
 

@@ -19,9 +19,11 @@ from redrive.client import (
     DEFAULT_URL,
     Client,
     ConflictError,
+    ForbiddenError,
     InvalidRequestError,
     NotFoundError,
     RedriveError,
+    UnauthenticatedError,
     UnreachableError,
 )
 from redrive.composition import ConfigurationError, build_app, open_store
@@ -48,10 +50,12 @@ EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_NOT_FOUND = 4
 EXIT_CONFLICT = 5
+EXIT_DENIED = 6
 EXIT_ABORTED = 130
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok; 1 operation failed or server error; 2 bad usage or invalid input; "
-    "3 server (or database) unreachable; 4 not found; 5 conflict; 130 aborted at a prompt."
+    "3 server (or database) unreachable; 4 not found; 5 conflict; 6 no valid API key (401) or "
+    "not allowed (403); 130 aborted at a prompt."
 )
 IN_PROCESS_URL = "http://redrive.in-process"
 ACTOR = "cli"
@@ -116,11 +120,22 @@ async def _open_database(url: str) -> tuple[Store, Settings]:
     return store, settings
 
 
+@dataclass
+class Credentials:
+    """What `redrive --api-key` (or REDRIVE_API_KEY) gave: set by the root command before any
+    subcommand runs, sent to a server; the in-process client needs none."""
+
+    api_key: str | None = None
+
+
+CREDENTIALS = Credentials()
+
+
 @asynccontextmanager
-async def open_client(target: Target) -> AsyncIterator[Client]:
+async def open_client(target: Target, key: str | None = None) -> AsyncIterator[Client]:
     """A client for the server at the URL, or for an app built in-process over the database."""
     if target.database is None:
-        async with Client(target.url, tenant=target.tenant, actor=ACTOR) as client:
+        async with Client(target.url, tenant=target.tenant, actor=ACTOR, api_key=key) as client:
             yield client
         return
     try:
@@ -130,7 +145,7 @@ async def open_client(target: Target) -> AsyncIterator[Client]:
     except Exception as error:
         raise DatabaseUnavailable(f"{type(error).__name__}: {error}") from error
     try:
-        transport = httpx.ASGITransport(app=build_app(store, settings))
+        transport = httpx.ASGITransport(app=build_app(store, settings, authenticate=False))
         async with Client(
             IN_PROCESS_URL, tenant=target.tenant, transport=transport, actor=ACTOR
         ) as client:
@@ -142,6 +157,8 @@ async def open_client(target: Target) -> AsyncIterator[Client]:
 def _exit_code(error: RedriveError) -> int:
     if isinstance(error, UnreachableError):
         return EXIT_UNREACHABLE
+    if isinstance(error, (UnauthenticatedError, ForbiddenError)):
+        return EXIT_DENIED
     if isinstance(error, NotFoundError):
         return EXIT_NOT_FOUND
     if isinstance(error, ConflictError):
@@ -157,6 +174,8 @@ def _hint(error: RedriveError, target: Target) -> str | None:
             "is the server running? start it with `redrive serve`, or pass --url "
             "(REDRIVE_URL), or use --database to work on the database directly"
         )
+    if isinstance(error, UnauthenticatedError):
+        return "pass an API key with --api-key or REDRIVE_API_KEY (`redrive keys create` makes one)"
     if isinstance(error, NotFoundError) and target.tenant is None:
         return error.hint or "check the id (and --tenant, if you use tenants)"
     return error.hint
@@ -166,7 +185,7 @@ def run(target: Target, operation: Callable[[Client], Awaitable[Result]]) -> Res
     """Run one operation with a client; failures exit with a message and a code scripts trust."""
 
     async def call() -> Result:
-        async with open_client(target) as client:
+        async with open_client(target, CREDENTIALS.api_key) as client:
             return await operation(client)
 
     try:

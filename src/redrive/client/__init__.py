@@ -19,19 +19,22 @@ from redrive.client.dead_letters import (
 from redrive.client.errors import (
     ConflictError,
     DuplicateError,
+    ForbiddenError,
     InvalidRequestError,
     NotFoundError,
     PayloadTooLargeError,
     RedriveError,
     ServerError,
+    UnauthenticatedError,
     UnreachableError,
 )
-from redrive.client.models import Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
+from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.requests import DeadLetterFilter, JobSpec
 from redrive.client.transport import DEFAULT_URL
 
 __all__ = [
     "DEFAULT_URL",
+    "ApiKey",
     "Archive",
     "BulkResult",
     "Client",
@@ -41,6 +44,7 @@ __all__ = [
     "DeadLetterStats",
     "DuplicateError",
     "Episode",
+    "ForbiddenError",
     "Heartbeat",
     "InvalidRequestError",
     "Job",
@@ -58,6 +62,7 @@ __all__ = [
     "RetryPolicy",
     "ServerError",
     "SyncClient",
+    "UnauthenticatedError",
     "UnreachableError",
 ]
 

@@ -12,16 +12,45 @@ from redrive.client.dead_letters import (
     RetentionPolicies,
     RetentionPolicy,
 )
-from redrive.client.models import Queue
+from redrive.client.models import ApiKey, Queue
 from redrive.client.requests import DeadLetterFilter, filter_params
 from redrive.client.transport import Connection, document_of
 
 DEAD_LETTER = "/ojs/v1/dead-letter"
 QUEUES = "/ojs/v1/queues"
+KEYS = "/ojs/v1/admin/keys"
 
 
 class Administration(Connection):
     """Replay rules, retention policies, pruning and archives, queues, health and manifest."""
+
+    # -- API keys -------------------------------------------------------------------------
+
+    async def create_key(
+        self,
+        name: str,
+        role: str,
+        *,
+        tenant: str | None = None,
+        all_tenants: bool = False,
+        expires_in: str | None = None,
+    ) -> ApiKey:
+        """Make an API key (admin); the answer's `secret` is the key, shown this once only.
+        `expires_in` is an ISO 8601 duration such as P90D."""
+        body: dict[str, Any] = {"name": name, "role": role, "all_tenants": all_tenants}
+        optional = {"tenant": tenant, "expires_in": expires_in}
+        body.update({key: value for key, value in optional.items() if value is not None})
+        return ApiKey.from_document(await self._request("POST", KEYS, body))
+
+    async def list_keys(self, *, include_revoked: bool = False) -> list[ApiKey]:
+        """The API keys the caller's tenant holds (every tenant's for a key spanning them)."""
+        params = {"include_revoked": "true"} if include_revoked else None
+        payload = await self._request("GET", KEYS, params=params)
+        return [ApiKey.from_document(key) for key in payload.get("keys") or []]
+
+    async def revoke_key(self, key_id: str) -> ApiKey:
+        """Revoke a key by id; requests carrying it are refused from then on."""
+        return ApiKey.from_document(await self._request("DELETE", f"{KEYS}/{key_id}"))
 
     # -- replay rules ---------------------------------------------------------------------
 

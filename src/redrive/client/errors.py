@@ -61,6 +61,14 @@ class PayloadTooLargeError(InvalidRequestError):
     """413: the request body is larger than the server accepts."""
 
 
+class UnauthenticatedError(RedriveError):
+    """401: the server needs an API key and the request had none, or not a live one."""
+
+
+class ForbiddenError(RedriveError):
+    """403: the key's role or tenant does not allow the request."""
+
+
 class ServerError(RedriveError):
     """5xx: the server could not complete the request (usually safe to retry)."""
 
@@ -88,6 +96,10 @@ def error_class(status: int, code: str) -> type[RedriveError]:
     """The exception class for an HTTP status and OJS error code."""
     if code == "duplicate":
         return DuplicateError
+    if status == 401:
+        return UnauthenticatedError
+    if status == 403:
+        return ForbiddenError
     if status == 404 or code == "not_found":
         return NotFoundError
     if status == 409 or code == "conflict":

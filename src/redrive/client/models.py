@@ -202,3 +202,40 @@ class Queue:
             counts=counts,
             raw=document,
         )
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """An API key as the server lists it (never its secret). `secret` is set only on the answer
+    to `create_key`, the one time the key itself is shown."""
+
+    id: str
+    tenant: str
+    name: str
+    role: str
+    all_tenants: bool
+    created_at: str
+    expires_at: str | None
+    revoked_at: str | None
+    secret: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> ApiKey:
+        inner = document.get("api_key")
+        record = inner if isinstance(inner, dict) else document
+        secret = document.get("key")
+        return cls(
+            id=str(record.get("id", "")),
+            tenant=str(record.get("tenant", "")),
+            name=str(record.get("name", "")),
+            role=str(record.get("role", "")),
+            all_tenants=record.get("all_tenants") is True,
+            created_at=str(record.get("created_at", "")),
+            expires_at=_text_or_none(record.get("expires_at")),
+            revoked_at=_text_or_none(record.get("revoked_at")),
+            secret=secret if isinstance(secret, str) else None,
+        )
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -21,7 +21,7 @@ from redrive.client.dead_letters import (
     RetentionPolicy,
 )
 from redrive.client.errors import RedriveError
-from redrive.client.models import Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
+from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.requests import DeadLetterFilter, Delay, JobSpec, Moment
 from redrive.client.transport import DEFAULT_TIMEOUT, DEFAULT_URL
 
@@ -44,6 +44,7 @@ class SyncClient:
         transport: httpx.AsyncBaseTransport | None = None,
         headers: Mapping[str, str] | None = None,
         actor: str | None = None,
+        api_key: str | None = None,
     ) -> None:
         self._runner = asyncio.Runner()
         self._client = Client(
@@ -53,6 +54,7 @@ class SyncClient:
             transport=transport,
             headers=headers,
             actor=actor,
+            api_key=api_key,
         )
 
     def __enter__(self) -> SyncClient:
@@ -309,6 +311,34 @@ class SyncClient:
     def dead_letter_stats(self) -> DeadLetterStats:
         """Counts in total and by queue, type and error type, with the oldest and newest."""
         return self._run(self._client.dead_letter_stats())
+
+    def create_key(
+        self,
+        name: str,
+        role: str,
+        *,
+        tenant: str | None = None,
+        all_tenants: bool = False,
+        expires_in: str | None = None,
+    ) -> ApiKey:
+        """Make an API key (admin); the answer's `secret` is the key, shown this once only.
+        `expires_in` is an ISO 8601 duration such as P90D."""
+        coroutine = self._client.create_key(
+            name,
+            role,
+            tenant=tenant,
+            all_tenants=all_tenants,
+            expires_in=expires_in,
+        )
+        return self._run(coroutine)
+
+    def list_keys(self, *, include_revoked: bool = False) -> list[ApiKey]:
+        """The API keys the caller's tenant holds (every tenant's for a key spanning them)."""
+        return self._run(self._client.list_keys(include_revoked=include_revoked))
+
+    def revoke_key(self, key_id: str) -> ApiKey:
+        """Revoke a key by id; requests carrying it are refused from then on."""
+        return self._run(self._client.revoke_key(key_id))
 
     def replay_rules(self) -> list[ReplayRule]:
         """Every automatic replay rule."""

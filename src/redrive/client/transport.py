@@ -54,6 +54,7 @@ class Connection:
         transport: httpx.AsyncBaseTransport | None = None,
         headers: Mapping[str, str] | None = None,
         actor: str | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
@@ -62,6 +63,8 @@ class Connection:
             sent["X-OJS-Tenant"] = tenant
         if actor is not None:
             sent["X-OJS-Actor"] = actor
+        if api_key is not None:
+            sent["Authorization"] = f"Bearer {api_key}"
         sent.update(headers or {})
         self._http = httpx.AsyncClient(
             base_url=self.url, timeout=timeout, transport=transport, headers=sent

@@ -73,6 +73,22 @@ class PayloadTooLarge(OjsError):
     hint = "send a smaller body or split the batch"
 
 
+class Unauthenticated(OjsError):
+    """No credential, or one that is not a valid, live key (401)."""
+
+    code = "unauthenticated"
+    error_type = "unauthenticated"
+    hint = "send 'Authorization: Bearer rdk_...' with a live API key (`redrive keys create`)"
+
+
+class Forbidden(OjsError):
+    """A valid key whose role or tenant does not allow the request (403)."""
+
+    code = "forbidden"
+    error_type = "forbidden"
+    hint = "use a key whose role allows this action, in the tenant the request is for"
+
+
 def at_index(error: OjsError, field: str, index: int) -> OjsError:
     """The refusal of one entry of a batch (`field`, an array), naming its index."""
     error.details = {**error.details, "index": index}

@@ -7,6 +7,7 @@ from redrive.service.crons import CronService
 from redrive.service.dead_letters import DeadLetterService
 from redrive.service.events import EventService
 from redrive.service.jobs import JobService
+from redrive.service.keys import KeyService
 from redrive.service.metrics import MetricsService
 from redrive.service.queues import QueueService
 from redrive.service.replay import ReplayService
@@ -26,6 +27,7 @@ class Service:
         self.crons = CronService(runtime)
         self.events = EventService(runtime)
         self.metrics = MetricsService(runtime)
+        self.keys = KeyService(runtime)
         self.retention = RetentionService(runtime)
         self.replay = ReplayService(runtime, self.dead_letters)
         self.sweeper = Sweeper(runtime, self.crons, self.retention, self.replay)

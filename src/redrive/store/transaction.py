@@ -20,6 +20,7 @@ from redrive.store.base import Executor, SqlBase
 from redrive.store.dead_letters import SqlDeadLetters
 from redrive.store.events import SqlEvents
 from redrive.store.jobs import SqlJobs
+from redrive.store.keys import SqlKeys
 from redrive.store.retention import SqlReplayRules, SqlRetention
 
 
@@ -33,6 +34,7 @@ class SqlTransaction(
     SqlCrons,
     SqlEvents,
     SqlMaintenance,
+    SqlKeys,
     SqlBase,
     Transaction,
 ):

@@ -490,3 +490,30 @@ SELECT pg_try_advisory_xact_lock(CAST(:key AS bigint)) AS locked;
 -- name: reset_all
 TRUNCATE jobs, dead_letters, queues, workers, crons, events, dead_letter_tallies,
     dead_letter_policies, replay_rules, dead_letter_archives;
+
+-- name: insert_api_key
+INSERT INTO api_keys (
+    id, tenant_id, name, role, all_tenants, key_hash, created_at, created_by, expires_at
+) VALUES (
+    :id, :tenant_id, :name, :role, :all_tenants, :key_hash, :created_at, :created_by, :expires_at
+)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: select_api_key
+SELECT * FROM api_keys WHERE id = :id;
+
+-- name: select_api_keys
+SELECT * FROM api_keys
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+  AND (CAST(:include_revoked AS boolean) OR revoked_at IS NULL)
+ORDER BY tenant_id, created_at, id;
+
+-- name: revoke_api_key
+UPDATE api_keys SET revoked_at = COALESCE(revoked_at, :now)
+WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
+
+-- name: count_live_api_keys
+SELECT COUNT(*) AS count FROM api_keys
+WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now);

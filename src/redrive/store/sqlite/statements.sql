@@ -495,3 +495,30 @@ DELETE FROM dead_letter_tallies;
 DELETE FROM dead_letter_policies;
 DELETE FROM replay_rules;
 DELETE FROM dead_letter_archives;
+
+-- name: insert_api_key
+INSERT INTO api_keys (
+    id, tenant_id, name, role, all_tenants, key_hash, created_at, created_by, expires_at
+) VALUES (
+    :id, :tenant_id, :name, :role, :all_tenants, :key_hash, :created_at, :created_by, :expires_at
+)
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: select_api_key
+SELECT * FROM api_keys WHERE id = :id;
+
+-- name: select_api_keys
+SELECT * FROM api_keys
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:include_revoked OR revoked_at IS NULL)
+ORDER BY tenant_id, created_at, id;
+
+-- name: revoke_api_key
+UPDATE api_keys SET revoked_at = COALESCE(revoked_at, :now)
+WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
+
+-- name: count_live_api_keys
+SELECT COUNT(*) AS count FROM api_keys
+WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now);

@@ -1,0 +1,60 @@
+"""API keys as stored: their hash and record, never the key itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redrive.domain.caller import Role
+from redrive.domain.keys import ApiKey
+from redrive.ports import KeyStore, StoredKey
+from redrive.store.base import SqlBase
+
+
+def _key(row: dict[str, Any]) -> StoredKey:
+    key = ApiKey(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        name=row["name"],
+        role=Role(row["role"]),
+        all_tenants=bool(row["all_tenants"]),
+        created_at=int(row["created_at"]),
+        created_by=row["created_by"],
+        expires_at=row["expires_at"],
+        revoked_at=row["revoked_at"],
+    )
+    return StoredKey(key, row["key_hash"])
+
+
+class SqlKeys(SqlBase, KeyStore):
+    async def insert_key(self, key: ApiKey, key_hash: str) -> bool:
+        rows = await self._rows(
+            "insert_api_key",
+            id=key.id,
+            tenant_id=key.tenant_id,
+            name=key.name,
+            role=key.role.value,
+            all_tenants=key.all_tenants,
+            key_hash=key_hash,
+            created_at=key.created_at,
+            created_by=key.created_by,
+            expires_at=key.expires_at,
+        )
+        return bool(rows)
+
+    async def key_by_id(self, key_id: str) -> StoredKey | None:
+        rows = await self._rows("select_api_key", id=key_id)
+        return _key(rows[0]) if rows else None
+
+    async def list_keys(self, tenant_id: str | None, include_revoked: bool) -> list[ApiKey]:
+        rows = await self._rows(
+            "select_api_keys", tenant_id=tenant_id, include_revoked=include_revoked
+        )
+        return [_key(row).key for row in rows]
+
+    async def revoke_key(self, key_id: str, tenant_id: str | None, now: int) -> ApiKey | None:
+        rows = await self._rows("revoke_api_key", id=key_id, tenant_id=tenant_id, now=now)
+        return _key(rows[0]).key if rows else None
+
+    async def count_live_keys(self, now: int) -> int:
+        rows = await self._rows("count_live_api_keys", now=now)
+        return int(rows[0]["count"])
