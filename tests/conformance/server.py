@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -36,7 +37,9 @@ def find_free_port() -> int:
         return port
 
 
-def server_environment(database_url: str, work_directory: Path) -> dict[str, str]:
+def server_environment(
+    database_url: str, work_directory: Path, auth: bool = False
+) -> dict[str, str]:
     environment = dict(os.environ)
     environment.update(
         {
@@ -45,16 +48,31 @@ def server_environment(database_url: str, work_directory: Path) -> dict[str, str
             "REDRIVE_TEST_HOOKS": "1",
             "REDRIVE_LOG_LEVEL": "warning",
             "PYTHONUNBUFFERED": "1",
+            "REDRIVE_AUTH": "on" if auth else "auto",
         }
     )
     return environment
 
 
+def make_key(database_url: str, work_directory: Path) -> str:
+    """An admin key for every tenant, made the way a user makes the first one (the CLI, on the
+    database); the auth-on run sends it with every request."""
+    made = subprocess.run(
+        [sys.executable, "-m", "redrive", "keys", "create", "--database", database_url,
+         "--tenant", "conformance", "--role", "admin", "--name", "conformance",
+         "--all-tenants", "--json"],
+        env=server_environment(database_url, work_directory), capture_output=True, check=True,
+    )  # fmt: skip
+    key: str = json.loads(made.stdout)["key"]
+    return key
+
+
 class RedriveServer:
     """One `python -m redrive serve` process on a free local port, logging to a file."""
 
-    def __init__(self, database_url: str, work_directory: Path) -> None:
+    def __init__(self, database_url: str, work_directory: Path, api_key: str | None = None) -> None:
         self.database_url = database_url
+        self.api_key = api_key
         self.work_directory = work_directory
         self.port = find_free_port()
         self.log_path = work_directory / "server.log"
@@ -78,7 +96,9 @@ class RedriveServer:
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
-            env=server_environment(self.database_url, self.work_directory),
+            env=server_environment(
+                self.database_url, self.work_directory, auth=self.api_key is not None
+            ),
         )
         try:
             self._wait_until_healthy()
@@ -162,9 +182,18 @@ class RedriveServer:
     ) -> None:
         self.stop()
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """What every request to this server carries: its API key when auth is on."""
+        return {} if self.api_key is None else {"Authorization": f"Bearer {self.api_key}"}
+
 
 @contextmanager
-def running_server(database_url: str, work_directory: Path) -> Iterator[RedriveServer]:
-    """A healthy server for the duration of the block."""
-    with RedriveServer(database_url, work_directory) as server:
+def running_server(
+    database_url: str, work_directory: Path, auth: bool = False
+) -> Iterator[RedriveServer]:
+    """A healthy server for the duration of the block; with `auth`, one that needs API keys."""
+    work_directory.mkdir(parents=True, exist_ok=True)
+    api_key = make_key(database_url, work_directory) if auth else None
+    with RedriveServer(database_url, work_directory, api_key) as server:
         yield server

@@ -23,7 +23,8 @@ from tests.support.postgres import fresh_database
 
 CASE_TIMEOUT_SECONDS = 400
 SLOW_CASE_DELAY_MS = 2000
-STORES = ("sqlite", "postgres")
+# sqlite_auth: the same server with auth on, every request carrying an all-tenant admin key.
+STORES = ("sqlite", "postgres", "sqlite_auth")
 SUITES_MISSING = missing_suites()
 CASES = [] if SUITES_MISSING else load_cases()
 
@@ -56,6 +57,13 @@ def sqlite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedriveS
 
 
 @pytest.fixture(scope="session")
+def sqlite_auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedriveServer]:
+    directory = tmp_path_factory.mktemp("conformance-sqlite-auth")
+    with running_server(f"sqlite:///{directory}/conformance.db", directory, auth=True) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedriveServer]:
     directory = tmp_path_factory.mktemp("conformance-postgres")
     with fresh_database("redrive_conformance") as url, running_server(url, directory) as server:
@@ -71,7 +79,7 @@ def test_conformance_case(
         without_suites(SUITES_MISSING)
     server: RedriveServer = request.getfixturevalue(f"{store}_server")
     log_position = server.log_position()
-    with httpx.Client(timeout=REQUEST_TIMEOUT_SECONDS) as client:
+    with httpx.Client(timeout=REQUEST_TIMEOUT_SECONDS, headers=server.headers) as client:
         runner = CaseRunner(client, server.base_url)
         try:
             runner.reset()
@@ -84,3 +92,14 @@ def test_conformance_case(
         assert_known_defect_only(outcome, server_log)
     else:
         outcome.raise_for_failures(server_log)
+
+
+@pytest.mark.xdist_group("sqlite_auth")
+def test_the_auth_run_refuses_requests_without_its_key(sqlite_auth_server: RedriveServer) -> None:
+    with httpx.Client(timeout=REQUEST_TIMEOUT_SECONDS) as client:
+        bare = client.get(sqlite_auth_server.base_url + "/ojs/v1/dead-letter")
+        keyed = client.get(
+            sqlite_auth_server.base_url + "/ojs/v1/dead-letter", headers=sqlite_auth_server.headers
+        )
+    assert bare.status_code == 401
+    assert keyed.status_code == 200

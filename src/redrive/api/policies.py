@@ -92,7 +92,7 @@ POLICIES: dict[str, Policy] = {
     "admin.resume": Policy(ADMINISTER),
     "admin.jobs": Policy(READ),
     "admin.job": Policy(READ),
-    "admin.bulk": Policy(OPERATE),
+    "admin.bulk": Policy(ADMINISTER),  # its actions include purge
     "admin.cancel": Policy(OPERATE),
     "admin.retry": Policy(OPERATE),
     "admin.workers": Policy(READ),
