@@ -6,6 +6,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from redrive.domain.audit import AuditQuery, AuditRecord, ChainHead
 from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import DeadLetter, DeadLetterStats, MovedEpisode
 from redrive.domain.dead_letter_filter import DeadLetterFilter
@@ -250,6 +251,23 @@ class KeyStore(Protocol):
     async def count_live_keys(self, now: int) -> int: ...
 
 
+class AuditStore(Protocol):
+    """The audit log: append to a tenant's chain (taking its head first, which holds back other
+    appends to that chain until commit), list records, and read chains back to verify them."""
+
+    async def lock_audit_head(self, tenant_id: str) -> ChainHead: ...
+    async def append_audit_record(self, record: AuditRecord) -> None: ...
+    async def list_audit_records(self, query: AuditQuery) -> list[AuditRecord]: ...
+    async def audit_chain(self, tenant_id: str, after_seq: int, limit: int) -> list[AuditRecord]:
+        """A tenant's records after `after_seq`, in seq order."""
+        ...
+
+    async def audit_heads(self, tenant_id: str | None) -> list[ChainHead]: ...
+    async def audit_tenants(self, tenant_id: str | None) -> list[str]:
+        """The tenants that have records (a head may be missing where records are not)."""
+        ...
+
+
 class Transaction(
     JobStore,
     QueueStore,
@@ -261,6 +279,7 @@ class Transaction(
     EventStore,
     MaintenanceStore,
     KeyStore,
+    AuditStore,
     Protocol,
 ):
     """One unit of work over every concern above: everything done through it commits together

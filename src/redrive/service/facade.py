@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from redrive.domain.caller import SYSTEM
+from redrive.service.audit import AuditService
 from redrive.service.crons import CronService
 from redrive.service.dead_letters import DeadLetterService
 from redrive.service.events import EventService
@@ -28,6 +29,7 @@ class Service:
         self.events = EventService(runtime)
         self.metrics = MetricsService(runtime)
         self.keys = KeyService(runtime)
+        self.audit = AuditService(runtime)
         self.retention = RetentionService(runtime)
         self.replay = ReplayService(runtime, self.dead_letters)
         self.sweeper = Sweeper(runtime, self.crons, self.retention, self.replay)

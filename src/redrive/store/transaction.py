@@ -10,12 +10,14 @@ Each part implements one port of `redrive.ports` over the dialect's named statem
 - `store/administration.py`: queues, workers, crons (`QueueStore`, `WorkerStore`, `CronStore`),
   periodic-task locks and the test-only wipe (`MaintenanceStore`)
 - `store/events.py`: the events outbox (`EventStore`)
+- `store/audit.py`: the audit log and its chain heads (`AuditStore`)
 """
 
 from __future__ import annotations
 
 from redrive.ports import Transaction
 from redrive.store.administration import SqlCrons, SqlMaintenance, SqlQueues, SqlWorkers
+from redrive.store.audit import SqlAudit
 from redrive.store.base import Executor, SqlBase
 from redrive.store.dead_letters import SqlDeadLetters
 from redrive.store.events import SqlEvents
@@ -35,6 +37,7 @@ class SqlTransaction(
     SqlEvents,
     SqlMaintenance,
     SqlKeys,
+    SqlAudit,
     SqlBase,
     Transaction,
 ):

@@ -488,8 +488,9 @@ DELETE FROM events WHERE time < :before;
 SELECT pg_try_advisory_xact_lock(CAST(:key AS bigint)) AS locked;
 
 -- name: reset_all
+-- TRUNCATE fires no row trigger: the audit log's refusal of DELETE stays in place.
 TRUNCATE jobs, dead_letters, queues, workers, crons, events, dead_letter_tallies,
-    dead_letter_policies, replay_rules, dead_letter_archives;
+    dead_letter_policies, replay_rules, dead_letter_archives, audit_log, audit_chain_heads;
 
 -- name: insert_api_key
 INSERT INTO api_keys (
@@ -517,3 +518,53 @@ RETURNING *;
 -- name: count_live_api_keys
 SELECT COUNT(*) AS count FROM api_keys
 WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now);
+
+-- name: lock_audit_head
+-- The tenant's chain head, made at seq 0 on its first record. The upsert locks the row until
+-- commit and returns its newest committed values (READ COMMITTED re-reads a row it waited for),
+-- so concurrent appends to one tenant's chain queue up here instead of forking it.
+INSERT INTO audit_chain_heads (tenant_id, seq, hash) VALUES (:tenant_id, 0, :genesis)
+ON CONFLICT (tenant_id) DO UPDATE SET seq = audit_chain_heads.seq
+RETURNING tenant_id, seq, hash;
+
+-- name: append_audit_record
+INSERT INTO audit_log (
+    id, tenant_id, seq, time, key_id, actor, role, action, target, affected, request_id,
+    outcome, previous_hash, hash
+) VALUES (
+    :id, :tenant_id, :seq, :time, :key_id, :actor, :role, :action, :target, :affected,
+    :request_id, :outcome, :previous_hash, :hash
+);
+UPDATE audit_chain_heads SET seq = :seq, hash = :hash WHERE tenant_id = :tenant_id;
+
+-- name: select_audit_records
+SELECT * FROM audit_log
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+  AND (CAST(:action AS text) IS NULL OR action = :action)
+  AND (CAST(:actor AS text) IS NULL OR actor = :actor)
+  AND (CAST(:key_id AS text) IS NULL OR key_id = :key_id)
+  AND (CAST(:outcome AS text) IS NULL OR outcome = :outcome)
+  AND (CAST(:request_id AS text) IS NULL OR request_id = :request_id)
+  AND (CAST(:since AS bigint) IS NULL OR time >= :since)
+  AND (CAST(:until AS bigint) IS NULL OR time <= :until)
+  AND (CAST(:target AS text) IS NULL OR strpos(target, :target) > 0)
+  AND (CAST(:cursor_at AS bigint) IS NULL OR time < :cursor_at
+       OR (time = :cursor_at AND id < :cursor_id))
+ORDER BY time DESC, id DESC
+LIMIT :limit;
+
+-- name: select_audit_chain
+SELECT * FROM audit_log
+WHERE tenant_id = :tenant_id AND seq > :after_seq
+ORDER BY seq
+LIMIT :limit;
+
+-- name: select_audit_heads
+SELECT tenant_id, seq, hash FROM audit_chain_heads
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+ORDER BY tenant_id;
+
+-- name: select_audit_tenants
+SELECT DISTINCT tenant_id FROM audit_log
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+ORDER BY tenant_id;

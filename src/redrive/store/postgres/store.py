@@ -38,6 +38,7 @@ UNPREPARED = frozenset(
         "select_jobs",
         "count_jobs",
         "select_events",
+        "select_audit_records",
     }
 )
 

@@ -495,6 +495,20 @@ DELETE FROM dead_letter_tallies;
 DELETE FROM dead_letter_policies;
 DELETE FROM replay_rules;
 DELETE FROM dead_letter_archives;
+-- The audit log refuses DELETE: the wipe (test hooks only) lifts the refusal for its own
+-- transaction and puts it back before commit (the same triggers as 0006_audit_log.sql).
+DROP TRIGGER audit_log_no_delete;
+DROP TRIGGER audit_chain_heads_no_delete;
+DELETE FROM audit_log;
+DELETE FROM audit_chain_heads;
+CREATE TRIGGER audit_log_no_delete BEFORE DELETE ON audit_log
+BEGIN
+    SELECT RAISE(ABORT, 'the audit log is append-only (DELETE refused)');
+END;
+CREATE TRIGGER audit_chain_heads_no_delete BEFORE DELETE ON audit_chain_heads
+BEGIN
+    SELECT RAISE(ABORT, 'audit chain heads are never deleted');
+END;
 
 -- name: insert_api_key
 INSERT INTO api_keys (
@@ -522,3 +536,51 @@ RETURNING *;
 -- name: count_live_api_keys
 SELECT COUNT(*) AS count FROM api_keys
 WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now);
+
+-- name: lock_audit_head
+-- The tenant's chain head, made at seq 0 on its first record; locked until commit (SQLite
+-- writers are serialised by the store anyway).
+INSERT INTO audit_chain_heads (tenant_id, seq, hash) VALUES (:tenant_id, 0, :genesis)
+ON CONFLICT (tenant_id) DO UPDATE SET seq = audit_chain_heads.seq
+RETURNING tenant_id, seq, hash;
+
+-- name: append_audit_record
+INSERT INTO audit_log (
+    id, tenant_id, seq, time, key_id, actor, role, action, target, affected, request_id,
+    outcome, previous_hash, hash
+) VALUES (
+    :id, :tenant_id, :seq, :time, :key_id, :actor, :role, :action, :target, :affected,
+    :request_id, :outcome, :previous_hash, :hash
+);
+UPDATE audit_chain_heads SET seq = :seq, hash = :hash WHERE tenant_id = :tenant_id;
+
+-- name: select_audit_records
+SELECT * FROM audit_log
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:action IS NULL OR action = :action)
+  AND (:actor IS NULL OR actor = :actor)
+  AND (:key_id IS NULL OR key_id = :key_id)
+  AND (:outcome IS NULL OR outcome = :outcome)
+  AND (:request_id IS NULL OR request_id = :request_id)
+  AND (:since IS NULL OR time >= :since)
+  AND (:until IS NULL OR time <= :until)
+  AND (:target IS NULL OR instr(target, :target) > 0)
+  AND (:cursor_at IS NULL OR time < :cursor_at OR (time = :cursor_at AND id < :cursor_id))
+ORDER BY time DESC, id DESC
+LIMIT :limit;
+
+-- name: select_audit_chain
+SELECT * FROM audit_log
+WHERE tenant_id = :tenant_id AND seq > :after_seq
+ORDER BY seq
+LIMIT :limit;
+
+-- name: select_audit_heads
+SELECT tenant_id, seq, hash FROM audit_chain_heads
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+ORDER BY tenant_id;
+
+-- name: select_audit_tenants
+SELECT DISTINCT tenant_id FROM audit_log
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+ORDER BY tenant_id;

@@ -12,12 +12,28 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from redrive.domain.caller import Caller
-from redrive.store.statements import load_statements, migration_files, split_script
+from redrive.store.statements import load_statements, migration_files
 from redrive.store.transaction import SqlTransaction
 from redrive.store.wakeups import Wakeups
 
 HERE = Path(__file__).parent
 Result = TypeVar("Result")
+
+
+def split_script(sql: str) -> list[str]:
+    """A script's statements in order, a trigger's `BEGIN ... END` body (which holds `;`)
+    kept whole: SQLite itself says where each statement is complete."""
+    statements: list[str] = []
+    pending = ""
+    for piece in sql.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\n;"):
+                statements.append(pending.strip())
+            pending = ""
+    if pending.strip(" \t\n;"):
+        statements.append(pending.strip().removesuffix(";"))
+    return statements
 
 
 class SqliteExecutor:
