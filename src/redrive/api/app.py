@@ -11,6 +11,7 @@ from redrive import __version__
 from redrive.api import (
     openapi,
     routes_admin,
+    routes_audit,
     routes_cron,
     routes_dead_letter_admin,
     routes_dead_letters,
@@ -72,4 +73,5 @@ ROUTERS = (
     *routes_dead_letter_admin.routers,
     *routes_dead_letters.routers,
     routes_keys.router,
+    routes_audit.router,
 )

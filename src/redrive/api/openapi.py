@@ -20,6 +20,11 @@ from redrive.api.dead_letter_requests import BULK_KEYS, KEYSET_PAGING, NUMBERED_
 from redrive.api.errors import error_body
 from redrive.api.http import ACCEPTED_MEDIA_TYPES, OJS_MEDIA_TYPE
 from redrive.api.key_requests import KEY_REQUEST_KEYS
+from redrive.domain.audit import DEFAULT_PAGE as AUDIT_PAGE
+from redrive.domain.audit import MAX_PAGE as AUDIT_PAGE_MAX
+from redrive.domain.audit import PAGING_KEYS as AUDIT_PAGING_KEYS
+from redrive.domain.audit import QUERY_KEYS as AUDIT_QUERY_KEYS
+from redrive.domain.audit import Action, Outcome
 from redrive.domain.caller import Role
 from redrive.domain.dead_letter import OVERRIDE_KEYS
 from redrive.domain.dead_letter_filter import FILTER_FIELDS
@@ -420,6 +425,21 @@ REVOKED_PARAMETER = parameter(
     "include_revoked", {"enum": ["true", "false"]}, "true: list revoked keys too"
 )
 
+# The audit list's query (domain/audit.py QUERY_KEYS and PAGING_KEYS), in the order it reads it.
+AUDIT_QUERY: dict[str, Schema] = {
+    "action": parameter("action", {"enum": [action.value for action in Action]}, "one action"),
+    "actor": parameter("actor", {"type": "string"}, "who acted (a key's name, system, rule:NAME)"),
+    "key_id": parameter("key_id", {"type": "string"}, "the API key that acted"),
+    "outcome": parameter("outcome", {"enum": [outcome.value for outcome in Outcome]}),
+    "since": parameter("since", {"type": "string"}, "at or after: RFC 3339 or +duration"),
+    "until": parameter("until", {"type": "string"}, "at or before: RFC 3339 or +duration"),
+    "target": parameter("target", {"type": "string"}, "text the target holds (an id, a queue)"),
+    "request_id": parameter("request_id", {"type": "string"}, "the request that acted"),
+    "limit": parameter("limit", page_size(1, AUDIT_PAGE_MAX, AUDIT_PAGE), "page size"),
+    "cursor": parameter("cursor", {"type": "string"}, "next_cursor of the page before"),
+}
+keyed("audit query", [*AUDIT_QUERY_KEYS, *AUDIT_PAGING_KEYS], AUDIT_QUERY)  # recorded if missing
+
 JOB_SEARCH: dict[str, Schema] = {
     "queue": parameter("queue", {"type": "string"}, "queue name (exact)"),
     "state": parameter("state", {"enum": [*STATES, ""]}, "one of the eight states"),
@@ -468,6 +488,10 @@ def job_search(keys: Iterable[str]) -> dict[str, Any]:
 
 def numbered_pages() -> dict[str, Any]:
     return query([PAGING["page"], PAGING["per_page"]])
+
+
+def audit_query() -> dict[str, Any]:
+    return query(AUDIT_QUERY.values())
 
 
 def events_query() -> dict[str, Any]:

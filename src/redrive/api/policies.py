@@ -125,4 +125,7 @@ POLICIES: dict[str, Policy] = {
     "keys.create_key": Policy(ADMINISTER),
     "keys.list_keys": Policy(ADMINISTER),
     "keys.revoke_key": Policy(ADMINISTER),
+    # the audit log
+    "audit.list_audit": Policy(ADMINISTER),
+    "audit.verify_audit": Policy(ADMINISTER),
 }

@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from redrive.domain.caller import Caller
-from redrive.domain.cursor import decode_cursor
+from redrive.domain.cursor import decode_cursor, encode_cursor
 from redrive.domain.durations import parse_timestamp
 from redrive.domain.errors import InvalidRequest
 
@@ -264,8 +264,8 @@ MAX_TEXT = 255
 @dataclass(frozen=True)
 class AuditQuery:
     """Which records to list, newest first: None is any. `target` is text the target's JSON
-    holds (an id, a queue name); `since` and `until` bound the time (both inclusive); the
-    cursor (time, id) is the last record of the page before."""
+    holds (an id, a queue name); `since` and `until` bound the time (both inclusive). Records
+    come newest first by (time, seq, id); the cursor is the last record of the page before."""
 
     tenant_id: str | None = None
     action: Action | None = None
@@ -278,7 +278,21 @@ class AuditQuery:
     request_id: str | None = None
     limit: int = DEFAULT_PAGE
     cursor_at: int | None = None
+    cursor_seq: int | None = None
     cursor_id: str | None = None
+
+
+def encode_audit_cursor(record: AuditRecord) -> str:
+    """The cursor after `record`: its time, and its seq and id (the order within a moment)."""
+    return encode_cursor(record.time, f"{record.seq}:{record.id}")
+
+
+def decode_audit_cursor(cursor: str) -> tuple[int, int, str]:
+    moment, rest = decode_cursor(cursor)
+    seq, _, record_id = rest.partition(":")
+    if not (seq.isascii() and seq.isdigit()) or len(seq) > 18 or not record_id:
+        raise InvalidRequest("cursor is not one this server issued", {"field": "cursor"})
+    return moment, int(seq), record_id
 
 
 def _choice(kind: type[Choice], text: str, name: str) -> Choice:
@@ -316,7 +330,7 @@ def parse_audit_query(values: Mapping[str, str], now: int) -> AuditQuery:
             {"field": unknown[0], "allowed": allowed},
         )
     given = {key: value for key, value in values.items() if value != ""}
-    cursor = decode_cursor(given["cursor"]) if "cursor" in given else (None, None)
+    cursor = decode_audit_cursor(given["cursor"]) if "cursor" in given else (None, None, None)
     since, until = given.get("since"), given.get("until")
     return AuditQuery(
         action=_choice(Action, given["action"], "action") if "action" in given else None,
@@ -329,5 +343,6 @@ def parse_audit_query(values: Mapping[str, str], now: int) -> AuditQuery:
         until=parse_timestamp(until, "until", now)[0] if until else None,
         limit=_limit(given["limit"]) if "limit" in given else DEFAULT_PAGE,
         cursor_at=cursor[0],
-        cursor_id=cursor[1],
+        cursor_seq=cursor[1],
+        cursor_id=cursor[2],
     )

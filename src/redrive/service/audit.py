@@ -31,8 +31,8 @@ class AuditService:
 
     async def record(
         self,
-        transaction: AuditStore,
         caller: Caller,
+        transaction: AuditStore,
         action: Action,
         target: Mapping[str, Any],
         affected: int = 0,
@@ -63,7 +63,7 @@ class AuditService:
         transactions (a bulk action by filter, chunk by chunk: `succeeded`, or `failed` with the
         count moved before it stopped)."""
         async with self.runtime.store.transaction(caller) as transaction:
-            return await self.record(transaction, caller, action, target, affected, outcome)
+            return await self.record(caller, transaction, action, target, affected, outcome)
 
     async def verify(self, caller: Caller) -> list[ChainCheck]:
         """Every chain the caller can see, checked record by record against its head."""

@@ -92,7 +92,7 @@ class CronService:
             )
             await transaction.save_cron(cron)
             target = {"name": cron.name, "replaced": existing is not None}
-            await self.audit.record(transaction, caller, Action.CRON_REGISTER, target, 1)
+            await self.audit.record(caller, transaction, Action.CRON_REGISTER, target, 1)
         return cron
 
     async def list(self, caller: Caller) -> list[CronRecord]:
@@ -114,7 +114,7 @@ class CronService:
             cron = await transaction.get_cron(name, tenant)
             if cron is None or not await transaction.delete_cron(name, tenant):
                 raise NotFound("cron", name)
-            await self.audit.record(transaction, caller, Action.CRON_DELETE, {"name": name}, 1)
+            await self.audit.record(caller, transaction, Action.CRON_DELETE, {"name": name}, 1)
         return cron
 
     async def set_enabled(self, caller: Caller, name: str, enabled: bool) -> CronRecord:
@@ -127,7 +127,7 @@ class CronService:
             cron = replace(cron, enabled=enabled, next_run_at=next_run_at)
             await transaction.save_cron(cron)
             target = {"name": name, "enabled": enabled}
-            await self.audit.record(transaction, caller, Action.CRON_UPDATE, target, 1)
+            await self.audit.record(caller, transaction, Action.CRON_UPDATE, target, 1)
         return cron
 
     async def fire_due(self, transaction: CronFiring, now: int, limit: int = 100) -> int:

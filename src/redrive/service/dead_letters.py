@@ -172,7 +172,7 @@ class DeadLetterService:
             ):
                 raise NotFound("dead letter", job_id)
             target = {"job_id": job_id, "modified": modified != dead.job}
-            await self.audit.record(transaction, caller, Action.DEAD_LETTER_RETRY, target, 1)
+            await self.audit.record(caller, transaction, Action.DEAD_LETTER_RETRY, target, 1)
         return episodes.redrive(modified, now)
 
     async def delete(self, caller: Caller, job_id: str) -> None:
@@ -185,7 +185,7 @@ class DeadLetterService:
                 raise NotFound("dead letter", job_id)
             await self._forget(transaction, [MovedEpisode.of(dead)], caller.actor, now)
             target = {"job_id": job_id}
-            await self.audit.record(transaction, caller, Action.DEAD_LETTER_DELETE, target, 1)
+            await self.audit.record(caller, transaction, Action.DEAD_LETTER_DELETE, target, 1)
 
     async def retry_selected(self, caller: Caller, job_ids: list[str]) -> SelectionResult:
         """Retry the chosen dead letters, as they are, in one transaction."""
@@ -224,7 +224,7 @@ class DeadLetterService:
                 else Action.DEAD_LETTER_DELETE
             )
             target = {"job_ids": job_ids}
-            await self.audit.record(transaction, caller, action, target, len(moved))
+            await self.audit.record(caller, transaction, action, target, len(moved))
         missing = [job_id for job_id in job_ids if job_id not in set(moved)]
         return SelectionResult(moved=moved, missing=missing, queues=sorted(queues))
 

@@ -111,7 +111,7 @@ class JobService:
             if changed.state == states.AVAILABLE:
                 await transaction.notify({changed.queue})
             target = {"job_id": job_id, "state_before": job.state}
-            await self.audit.record(transaction, caller, AUDITED[action], target, 1)
+            await self.audit.record(caller, transaction, AUDITED[action], target, 1)
         return job, changed
 
     async def cancel(self, caller: Caller, job_id: str) -> tuple[Job, str]:

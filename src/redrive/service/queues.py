@@ -91,7 +91,7 @@ class QueueService:
                 now,
             )
             action = Action.QUEUE_PAUSE if paused else Action.QUEUE_RESUME
-            await self.audit.record(transaction, caller, action, {"queue": name}, 1)
+            await self.audit.record(caller, transaction, action, {"queue": name}, 1)
         return queue
 
     async def totals(self, caller: Caller) -> dict[str, Any]:

@@ -53,7 +53,7 @@ class ReplayService:
         self, transaction: AuditStore, caller: Caller, action: Action, rule: ReplayRule
     ) -> None:
         target = {"rule_id": rule.id, "name": rule.name}
-        await self.audit.record(transaction, caller, action, target, 1)
+        await self.audit.record(caller, transaction, action, target, 1)
 
     async def update(self, caller: Caller, rule_id: str, changes: RuleChanges) -> ReplayRule:
         rule = changed_rule(await self.get(caller, rule_id), changes, self.runtime.now())
@@ -98,6 +98,6 @@ class ReplayService:
                 await transaction.count_replays(rule.id, count)
                 target = {"rule_id": rule.id, "name": rule.name}
                 await self.audit.record(
-                    transaction, caller, Action.DEAD_LETTER_REPLAY, target, count
+                    caller, transaction, Action.DEAD_LETTER_REPLAY, target, count
                 )
         return count

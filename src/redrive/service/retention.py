@@ -99,7 +99,7 @@ class RetentionService:
                 )
             )
             target = {"queue": queue or GLOBAL, "policy": policy.to_document()}
-            await self.audit.record(transaction, caller, Action.RETENTION_POLICY_CHANGE, target, 1)
+            await self.audit.record(caller, transaction, Action.RETENTION_POLICY_CHANGE, target, 1)
         return policy
 
     async def remove_policy(self, caller: Caller, queue: str) -> None:
@@ -107,7 +107,7 @@ class RetentionService:
             if not await transaction.delete_dead_letter_policy(POLICY_TENANT, queue):
                 raise NotFound("retention policy", queue)
             target = {"queue": queue, "policy": None}
-            await self.audit.record(transaction, caller, Action.RETENTION_POLICY_CHANGE, target, 1)
+            await self.audit.record(caller, transaction, Action.RETENTION_POLICY_CHANGE, target, 1)
 
     async def prune(self, caller: Caller) -> PruneReport:
         """Age first, then count, in short batches. Every batch takes the prune lock: when
@@ -207,7 +207,7 @@ class RetentionService:
             await self.runtime.emit(transaction, events, now)
             for tenant, count in sorted(report.by_tenant.items()):  # heads locked in one order
                 await self.audit.record(
-                    transaction, caller, Action.RETENTION_PRUNE, target, count, tenant_id=tenant
+                    caller, transaction, Action.RETENTION_PRUNE, target, count, tenant_id=tenant
                 )
         self.runtime.metrics.dead_letter_pruned.update(report.by_queue)
 
@@ -234,7 +234,7 @@ class RetentionService:
                     restored += 1
             await transaction.mark_archive_restored(name, now)
             target = {"archive": name}
-            await self.audit.record(transaction, caller, Action.RETENTION_RESTORE, target, restored)
+            await self.audit.record(caller, transaction, Action.RETENTION_RESTORE, target, restored)
         return {"entries": len(rows), "restored": restored, "skipped": len(rows) - restored}
 
 

@@ -171,7 +171,7 @@ class WorkerService:
             if not changed:
                 raise NotFound("worker", worker_id)
             target = {"worker_id": worker_id, "directive": directive}
-            await self.audit.record(transaction, caller, Action.WORKER_DIRECTIVE, target, changed)
+            await self.audit.record(caller, transaction, Action.WORKER_DIRECTIVE, target, changed)
 
     async def list(self, caller: Caller) -> list[WorkerRecord]:
         tenant = caller.tenant_scope

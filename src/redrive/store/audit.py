@@ -54,6 +54,7 @@ class SqlAudit(SqlBase, AuditStore):
             until=query.until,
             target=query.target,
             cursor_at=query.cursor_at,
+            cursor_seq=query.cursor_seq,
             cursor_id=query.cursor_id,
             limit=query.limit,
         )

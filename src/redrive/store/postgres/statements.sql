@@ -549,8 +549,8 @@ WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
   AND (CAST(:until AS bigint) IS NULL OR time <= :until)
   AND (CAST(:target AS text) IS NULL OR strpos(target, :target) > 0)
   AND (CAST(:cursor_at AS bigint) IS NULL OR time < :cursor_at
-       OR (time = :cursor_at AND id < :cursor_id))
-ORDER BY time DESC, id DESC
+       OR (time = :cursor_at AND (seq < :cursor_seq OR (seq = :cursor_seq AND id < :cursor_id))))
+ORDER BY time DESC, seq DESC, id DESC
 LIMIT :limit;
 
 -- name: select_audit_chain

@@ -565,8 +565,9 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:since IS NULL OR time >= :since)
   AND (:until IS NULL OR time <= :until)
   AND (:target IS NULL OR instr(target, :target) > 0)
-  AND (:cursor_at IS NULL OR time < :cursor_at OR (time = :cursor_at AND id < :cursor_id))
-ORDER BY time DESC, id DESC
+  AND (:cursor_at IS NULL OR time < :cursor_at OR (time = :cursor_at AND (seq < :cursor_seq
+       OR (seq = :cursor_seq AND id < :cursor_id))))
+ORDER BY time DESC, seq DESC, id DESC
 LIMIT :limit;
 
 -- name: select_audit_chain

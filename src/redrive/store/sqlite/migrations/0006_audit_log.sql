@@ -19,8 +19,8 @@ CREATE TABLE audit_log (
     hash TEXT NOT NULL
 );
 CREATE UNIQUE INDEX audit_log_chain ON audit_log (tenant_id, seq);
-CREATE INDEX audit_log_tenant_time ON audit_log (tenant_id, time DESC, id DESC);
-CREATE INDEX audit_log_time ON audit_log (time DESC, id DESC);
+CREATE INDEX audit_log_tenant_time ON audit_log (tenant_id, time DESC, seq DESC, id DESC);
+CREATE INDEX audit_log_time ON audit_log (time DESC, seq DESC, id DESC);
 
 CREATE TABLE audit_chain_heads (
     tenant_id TEXT PRIMARY KEY,
