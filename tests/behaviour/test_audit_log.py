@@ -36,6 +36,7 @@ def no_server_errors(client: httpx.AsyncClient) -> None:
 
 
 async def records(client: httpx.AsyncClient, **query: str) -> list[dict[str, Any]]:
+    """The records (the tests but two act in the default tenant only)."""
     response = await client.get(AUDIT, params=query)
     assert response.status_code == 200, response.text
     found: list[dict[str, Any]] = response.json()["records"]
@@ -43,7 +44,7 @@ async def records(client: httpx.AsyncClient, **query: str) -> list[dict[str, Any
 
 
 async def verify(client: httpx.AsyncClient, tenant: str | None = None) -> dict[str, Any]:
-    """GET /verify: the chain of the request's tenant (the default one, or `tenant`)."""
+    """GET /verify: every tenant's chain (auth is off), or only `tenant`'s."""
     headers = {} if tenant is None else {"X-OJS-Tenant": tenant}
     response = await client.get(f"{AUDIT}/verify", headers=headers)
     assert response.status_code == 200, response.text
@@ -305,12 +306,17 @@ async def test_the_sweeper_prune_is_recorded_in_each_tenant_chain_it_touched(
     report = await service.retention.prune(SYSTEM)
     assert report.removed == 2
     pruned = await records(client, action="retention.prune")
-    assert [(record["actor"], record["affected"]) for record in pruned] == [("system", 1)]
+    assert sorted(
+        (record["tenant_id"], record["actor"], record["affected"]) for record in pruned
+    ) == [
+        (DEFAULT_TENANT, "system", 1),
+        ("acme", "system", 1),
+    ]
     assert pruned[0]["target"] == {"deleted": 2, "archived": 0, "archives": []}
     acme = await client.get(
         AUDIT, params={"action": "retention.prune"}, headers={"X-OJS-Tenant": "acme"}
     )
-    assert [record["affected"] for record in acme.json()["records"]] == [1]
+    assert [record["tenant_id"] for record in acme.json()["records"]] == ["acme"]
     checks = await service.audit.verify(ACROSS_TENANTS)
     assert [(check.tenant_id, check.records, check.intact) for check in checks] == [
         (DEFAULT_TENANT, 2, True),  # the policy change and the prune
@@ -370,20 +376,19 @@ async def test_verify_passes_on_a_real_log_with_a_chain_per_tenant(
     await build_log(client)
     body = await verify(client)
     assert body["intact"] is True
-    [default_chain] = body["chains"]
-    assert default_chain["records"] == default_chain["head_seq"] == 5
+    chains = [(chain["tenant_id"], chain["records"], chain["head_seq"]) for chain in body["chains"]]
+    assert chains == [(DEFAULT_TENANT, 5, 5), ("acme", 2, 2)]
+    default_chain = body["chains"][0]
     [acme_chain] = (await verify(client, "acme"))["chains"]
-    assert (acme_chain["tenant_id"], acme_chain["records"], acme_chain["intact"]) == (
-        "acme",
-        2,
-        True,
-    )
+    assert (acme_chain["tenant_id"], acme_chain["intact"]) == ("acme", True)
+    everyone = await client.get(AUDIT)  # auth off: the server's owner reads every tenant's log
+    assert len(everyone.json()["records"]) == 7
     checks = await service.audit.verify(ACROSS_TENANTS)
-    assert sorted((check.tenant_id, check.records) for check in checks) == [
+    assert [(check.tenant_id, check.records) for check in checks] == [
         (DEFAULT_TENANT, 5),
         ("acme", 2),
     ]
-    default = await records(client)
+    default = [record for record in everyone.json()["records"] if record["tenant_id"] != "acme"]
     assert [record["seq"] for record in default] == [5, 4, 3, 2, 1]
     for newer, older in itertools.pairwise(default):
         assert newer["previous_hash"] == older["hash"]
@@ -430,7 +435,7 @@ async def test_verify_names_the_record_after_tampering_in_the_database(
     await execute(service, *statements)
     body = await verify(client)
     assert body["intact"] is False
-    [broken] = body["chains"]
+    broken = next(chain for chain in body["chains"] if chain["tenant_id"] == DEFAULT_TENANT)
     assert (broken["intact"], broken["broken_seq"], broken["problem"]) == (
         False,
         broken_seq,

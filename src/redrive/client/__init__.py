@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from redrive.client.audit import AuditPage, AuditRecord, AuditVerification, ChainCheck
 from redrive.client.client import Client
 from redrive.client.dead_letters import (
     Archive,
@@ -36,7 +37,11 @@ __all__ = [
     "DEFAULT_URL",
     "ApiKey",
     "Archive",
+    "AuditPage",
+    "AuditRecord",
+    "AuditVerification",
     "BulkResult",
+    "ChainCheck",
     "Client",
     "ConflictError",
     "DeadLetter",

@@ -1,10 +1,12 @@
-"""Client operations for administrators: replay rules, retention, pruning, archives, queues."""
+"""Client operations for administrators: keys, replay rules, retention, pruning, archives,
+queues, the audit log."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from redrive.client.audit import AuditPage, AuditVerification
 from redrive.client.dead_letters import (
     Archive,
     PruneReport,
@@ -19,6 +21,7 @@ from redrive.client.transport import Connection, document_of
 DEAD_LETTER = "/ojs/v1/dead-letter"
 QUEUES = "/ojs/v1/queues"
 KEYS = "/ojs/v1/admin/keys"
+AUDIT = "/ojs/v1/admin/audit"
 
 
 class Administration(Connection):
@@ -51,6 +54,37 @@ class Administration(Connection):
     async def revoke_key(self, key_id: str) -> ApiKey:
         """Revoke a key by id; requests carrying it are refused from then on."""
         return ApiKey.from_document(await self._request("DELETE", f"{KEYS}/{key_id}"))
+
+    # -- the audit log --------------------------------------------------------------------
+
+    async def audit_records(
+        self,
+        *,
+        action: str | None = None,
+        actor: str | None = None,
+        key_id: str | None = None,
+        outcome: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        target: str | None = None,
+        request_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AuditPage:
+        """Audit records, newest first (admin). `since`/`until` are RFC 3339 times; `target`
+        is text the record's target holds (a job id, a queue); `cursor` is the `next_cursor`
+        of the page before."""
+        values = {
+            "action": action, "actor": actor, "key_id": key_id, "outcome": outcome,
+            "since": since, "until": until, "target": target, "request_id": request_id,
+            "limit": None if limit is None else str(limit), "cursor": cursor,
+        }  # fmt: skip
+        params = {key: value for key, value in values.items() if value is not None}
+        return AuditPage.from_document(await self._request("GET", AUDIT, params=params))
+
+    async def verify_audit(self) -> AuditVerification:
+        """Check every audit chain the caller can see; a broken one names its first bad record."""
+        return AuditVerification.from_document(await self._request("GET", f"{AUDIT}/verify"))
 
     # -- replay rules ---------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from redrive.client.audit import AuditPage, AuditVerification
 from redrive.client.client import Client
 from redrive.client.dead_letters import (
     Archive,
@@ -339,6 +340,41 @@ class SyncClient:
     def revoke_key(self, key_id: str) -> ApiKey:
         """Revoke a key by id; requests carrying it are refused from then on."""
         return self._run(self._client.revoke_key(key_id))
+
+    def audit_records(
+        self,
+        *,
+        action: str | None = None,
+        actor: str | None = None,
+        key_id: str | None = None,
+        outcome: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        target: str | None = None,
+        request_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AuditPage:
+        """Audit records, newest first (admin). `since`/`until` are RFC 3339 times; `target`
+        is text the record's target holds (a job id, a queue); `cursor` is the `next_cursor`
+        of the page before."""
+        coroutine = self._client.audit_records(
+            action=action,
+            actor=actor,
+            key_id=key_id,
+            outcome=outcome,
+            since=since,
+            until=until,
+            target=target,
+            request_id=request_id,
+            limit=limit,
+            cursor=cursor,
+        )
+        return self._run(coroutine)
+
+    def verify_audit(self) -> AuditVerification:
+        """Check every audit chain the caller can see; a broken one names its first bad record."""
+        return self._run(self._client.verify_audit())
 
     def replay_rules(self) -> list[ReplayRule]:
         """Every automatic replay rule."""
