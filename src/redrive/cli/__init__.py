@@ -11,6 +11,7 @@ import uvicorn
 from rich.console import Console
 
 from redrive import __version__
+from redrive.cli.audit import audit
 from redrive.cli.dead_letters import dead_letter_commands
 from redrive.cli.jobs import enqueue, jobs
 from redrive.cli.keys import keys
@@ -159,6 +160,7 @@ app.add_typer(dead_letter_commands, name="dlq")
 app.add_typer(jobs, name="jobs")
 app.add_typer(queues, name="queues")
 app.add_typer(keys, name="keys")
+app.add_typer(audit, name="audit")
 app.command("enqueue", epilog=EXIT_CODES_HELP)(enqueue)
 app.command(epilog=_settings_help())(worker)
 
