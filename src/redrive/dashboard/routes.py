@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter
 from starlette.requests import Request
@@ -14,6 +15,7 @@ from redrive.dashboard import bulk, views
 from redrive.dashboard.actions import add_action_routes, retry_form_page
 from redrive.dashboard.filters import PAGE_SIZES, WITHIN_CHOICES, ListFilter, page_size
 from redrive.dashboard.rendering import PREFIX, error_page, render
+from redrive.domain.audit import Action, Outcome, encode_audit_cursor, parse_audit_query
 from redrive.domain.dead_letter import STATUSES
 from redrive.domain.errors import OjsError
 from redrive.domain.retention import PRUNING_POLICIES
@@ -144,9 +146,43 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
         return render(request, "retention.html", context)
 
 
+def add_audit_routes(router: APIRouter, service: Service) -> None:
+    async def audit_page(request: Request, verified: bool) -> Response:
+        values = {key: value for key, value in request.query_params.items()}
+        query = parse_audit_query(values, service.now())
+        records = await service.audit.list(views.OPERATOR, query)
+        checks = await service.audit.verify(views.OPERATOR) if verified else None
+        next_cursor = encode_audit_cursor(records[-1]) if len(records) == query.limit else None
+        context = {
+            "page": "audit",
+            "title": "Audit log",
+            "records": records,
+            "query": query,
+            "values": values,
+            "actions": [action.value for action in Action],
+            "outcomes": [outcome.value for outcome in Outcome],
+            "checks": checks,
+            "intact": checks is not None and all(check.intact for check in checks),
+            "next_cursor": next_cursor,
+            "next_query": urlencode({**values, "cursor": next_cursor or ""}),
+        }
+        return render(request, "audit.html", context)
+
+    @router.get("/audit", include_in_schema=False)
+    @html_errors
+    async def audit(request: Request) -> Response:
+        return await audit_page(request, verified=False)
+
+    @router.get("/audit/verify", include_in_schema=False)
+    @html_errors
+    async def audit_verify(request: Request) -> Response:
+        return await audit_page(request, verified=True)
+
+
 def dashboard_router(service: Service) -> APIRouter:
     """Every dashboard page and action, under /ui."""
     router = APIRouter(prefix=PREFIX, include_in_schema=False)
     add_page_routes(router, service)
+    add_audit_routes(router, service)
     add_action_routes(router, service, html_errors)
     return router
