@@ -15,10 +15,14 @@ import httpx
 import psycopg
 import pytest
 
+from redrive.api.app import create_app
 from redrive.domain.audit import Action, AuditQuery, AuditRecord, record_hash
-from redrive.domain.caller import SYSTEM
+from redrive.domain.caller import SYSTEM, Role
 from redrive.domain.job import DEFAULT_TENANT
+from redrive.domain.keys import KeyRequest
+from redrive.ports import Store
 from redrive.service.facade import Service
+from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
 from tests.behaviour.ojs_http import assert_error, enqueue, fetch, forbid_server_errors, kill_job
@@ -570,3 +574,35 @@ async def test_a_tenant_sees_only_its_own_chain(client: httpx.AsyncClient) -> No
     assert {record["tenant_id"] for record in acme.json()["records"]} == {"acme"}
     checked = await client.get(f"{AUDIT}/verify", headers={"X-OJS-Tenant": "acme"})
     assert [chain["tenant_id"] for chain in checked.json()["chains"]] == ["acme"]
+
+
+# --- with API keys --------------------------------------------------------------------------------
+
+
+async def test_with_keys_a_record_names_the_key_its_name_role_and_tenant(
+    store: Store, clock: ManualClock
+) -> None:
+    service = Service(Runtime(store, clock=clock, options=ServiceOptions(test_hooks=True)))
+    made = {}
+    for name, role in (("deployer", Role.OPERATOR), ("auditor", Role.ADMIN)):
+        made[name] = await service.keys.create(ACROSS_TENANTS, KeyRequest("acme", name, role))
+    app = create_app(service, max_body_bytes=64_000, auth_required=True)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://redrive.test") as http:
+        operator = {"Authorization": f"Bearer {made['deployer'].secret}"}
+        admin = {"Authorization": f"Bearer {made['auditor'].secret}"}
+        job_id = await kill_job(http, headers=admin)
+        retried = await http.post(f"/ojs/v1/dead-letter/{job_id}/retry", headers=operator)
+        assert retried.status_code == 200, retried.text
+        assert_error(await http.get(AUDIT, headers=operator), 403, "forbidden")
+        listed = await http.get(AUDIT, headers=admin)
+        [record] = listed.json()["records"]
+        assert (record["tenant_id"], record["actor"], record["role"]) == (
+            "acme",
+            "deployer",
+            "operator",
+        )
+        assert record["key_id"] == made["deployer"].key.id
+        assert record["request_id"] == retried.headers["x-request-id"]
+        checked = await http.get(f"{AUDIT}/verify", headers=admin)
+        assert [chain["tenant_id"] for chain in checked.json()["chains"]] == ["acme"]
