@@ -16,7 +16,12 @@ from redrive.cli.jobs import enqueue, jobs
 from redrive.cli.queues import queues
 from redrive.cli.remote import EXIT_CODES_HELP
 from redrive.cli.worker import worker
-from redrive.composition import ConfigurationError, build_app, open_store
+from redrive.composition import (
+    ConfigurationError,
+    build_app,
+    check_tenant_isolation,
+    open_store,
+)
 from redrive.logs import configure_logging
 from redrive.process import tune_garbage_collector
 from redrive.settings import Settings
@@ -51,9 +56,14 @@ def _load_settings(**overrides: object) -> Settings:
 
 async def _serve(settings: Settings) -> None:
     store = await open_store(settings)
-    applied = await store.migrate()
-    if applied:
-        log.info("applied migrations %s", ", ".join(applied))
+    try:
+        applied = await store.migrate()
+        if applied:
+            log.info("applied migrations %s", ", ".join(applied))
+        await check_tenant_isolation(store)
+    except BaseException:
+        await store.close()
+        raise
     application = build_app(store, settings)
     config = uvicorn.Config(
         application,
