@@ -13,6 +13,9 @@ from redrive.domain.secret_patterns import (
     AFTER_KEYS,
     BEFORE_KEYS,
     CONFIGURED_KEY_KIND,
+    PEM_BEGIN,
+    PEM_BODY_LINE,
+    PEM_END,
     SENSITIVE_KEYS,
     Detector,
     key_value_detector,
@@ -98,7 +101,7 @@ class Redactor:
             counts.update(found)
             return text
         if isinstance(value, list):
-            return [self._data(item, counts) for item in value]
+            return self._items(value, counts)
         if isinstance(value, dict):
             result: dict[str, Any] = {}
             for key, item in value.items():
@@ -116,6 +119,21 @@ class Redactor:
                 counts.update(found)
                 return text
         return value
+
+    def _items(self, items: list[Any], counts: Counter[str]) -> list[Any]:
+        """Each item redacted; the lines that follow a private key's BEGIN line in a list (a
+        backtrace sent as an array of lines) go with it, up to its END line."""
+        result: list[Any] = []
+        inside_key = False
+        for item in items:
+            if inside_key and isinstance(item, str):
+                if PEM_END.search(item) or PEM_BODY_LINE.fullmatch(item):
+                    inside_key = not PEM_END.search(item)
+                    result.append(marker("private_key"))
+                    continue
+            inside_key = isinstance(item, str) and _opens_key(item)
+            result.append(self._data(item, counts))
+        return result
 
     def mask(self, value: Any) -> Any:
         """A copy of args or meta in which every value under a sensitive key (at any depth, any
@@ -154,6 +172,11 @@ def _substitute(found: Detector, text: str, counts: Counter[str]) -> str:
         return text
     pieces.append(text[position:])
     return "".join(pieces)
+
+
+def _opens_key(text: str) -> bool:
+    begin = PEM_BEGIN.search(text)
+    return begin is not None and PEM_END.search(text, begin.end()) is None
 
 
 def _long_integer(value: Any) -> bool:

@@ -156,6 +156,10 @@ def iban_decide(match: re.Match[str]) -> tuple[str, int, int] | None:
 # --- the detectors, in the order they run ------------------------------------------------------
 
 SCHEMES = r"(?:bearer|basic|token|digest|negotiate)"
+# A key block split over the entries of a list (a backtrace sent as an array of lines).
+PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+PEM_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+PEM_BODY_LINE = re.compile(r"\s*(?:[A-Za-z0-9+/=]{16,}|[A-Za-z\-]+: .*)\s*")
 PRIVATE_KEY = detector(
     r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:(?:\s|\\n)*[A-Za-z0-9+/=]{16,})*)",
