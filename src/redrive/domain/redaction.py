@@ -126,11 +126,10 @@ class Redactor:
         result: list[Any] = []
         inside_key = False
         for item in items:
-            if inside_key and isinstance(item, str):
-                if PEM_END.search(item) or PEM_BODY_LINE.fullmatch(item):
-                    inside_key = not PEM_END.search(item)
-                    result.append(marker("private_key"))
-                    continue
+            if inside_key and isinstance(item, str) and _continues_key(item):
+                inside_key = not PEM_END.search(item)
+                result.append(marker("private_key"))
+                continue
             inside_key = isinstance(item, str) and _opens_key(item)
             result.append(self._data(item, counts))
         return result
@@ -172,6 +171,10 @@ def _substitute(found: Detector, text: str, counts: Counter[str]) -> str:
         return text
     pieces.append(text[position:])
     return "".join(pieces)
+
+
+def _continues_key(line: str) -> bool:
+    return PEM_END.search(line) is not None or PEM_BODY_LINE.fullmatch(line) is not None
 
 
 def _opens_key(text: str) -> bool:
