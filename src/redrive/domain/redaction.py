@@ -27,6 +27,7 @@ from redrive.domain.secret_patterns import (
 MARKER_PREFIX = "[redacted:"
 MASK_PREFIX = "[masked:"
 KIND_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+KNOWN_KEYS = 10_000
 # A number in details this long may be a card number written without quotes.
 LONGEST_ORDINARY_NUMBER = 12
 
@@ -67,25 +68,34 @@ class Redactor:
         )  # an empty name would match every key
         self.key_kinds = (*SENSITIVE_KEYS, *extra_keys)
         self._suffixes = tuple((normal_key(words), kind) for words, kind in self.key_kinds)
+        self._known_keys: dict[str, str | None] = {}
         configured = [_compile(kind, pattern) for kind, pattern in (patterns or {}).items()]
         self.detectors: tuple[Detector, ...] = (
             *configured,
             *BEFORE_KEYS,
-            key_value_detector(self.key_kinds),
+            key_value_detector(self.key_kind),
             *AFTER_KEYS,
         )
 
     def key_kind(self, key: str) -> str | None:
         """The kind of secret a key's value is, when its name says it holds one."""
+        try:
+            return self._known_keys[key]
+        except KeyError:
+            pass
         normal = normal_key(key)
-        if not normal:
-            return None
-        return next((kind for suffix, kind in self._suffixes if normal.endswith(suffix)), None)
+        kind = next((kind for suffix, kind in self._suffixes if normal.endswith(suffix)), None)
+        if normal and len(self._known_keys) < KNOWN_KEYS:
+            self._known_keys[key] = kind  # the same few keys come back in every error
+        return kind if normal else None
 
     def redact(self, text: str) -> tuple[str, Counter[str]]:
         """The text with every secret found replaced by its marker, and how many of each kind."""
         counts: Counter[str] = Counter()
+        lowered = text.lower()
         for found in self.detectors:
+            if found.hints and not _hinted(found.hints, lowered):
+                continue
             text = _substitute(found, text, counts)
         return text, counts
 
@@ -123,6 +133,8 @@ class Redactor:
     def _items(self, items: list[Any], counts: Counter[str]) -> list[Any]:
         """Each item redacted; the lines that follow a private key's BEGIN line in a list (a
         backtrace sent as an array of lines) go with it, up to its END line."""
+        if all(isinstance(item, str) for item in items) and not self.redact("\n".join(items))[1]:
+            return list(items)  # one pass over the whole backtrace finds nothing: done
         result: list[Any] = []
         inside_key = False
         for item in items:
@@ -152,6 +164,13 @@ class Redactor:
 
 
 DEFAULT_REDACTOR = Redactor()
+
+
+def _hinted(hints: tuple[str, ...], lowered: str) -> bool:
+    for hint in hints:  # noqa: SIM110 - a plain loop: cheaper than any() over a generator
+        if hint in lowered:
+            return True
+    return False
 
 
 def _substitute(found: Detector, text: str, counts: Counter[str]) -> str:
