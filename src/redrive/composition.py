@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from redrive.api.app import create_app
 from redrive.dashboard import install_dashboard
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.redaction import Redactor
 from redrive.domain.retention import RetentionPolicy, parse_policy_changes
 from redrive.maintenance.loop import SweepLoop
 from redrive.ports import Store
@@ -72,6 +73,14 @@ async def open_store(settings: Settings) -> Store:
     )
 
 
+def redactor(settings: Settings) -> Redactor:
+    """The built-in secret detectors plus the configured patterns and key names."""
+    try:
+        return Redactor(settings.redaction_patterns, settings.sensitive_keys)
+    except InvalidRequest as error:
+        raise ConfigurationError(f"REDRIVE_REDACTION_PATTERNS: {error.message}") from error
+
+
 def service_options(settings: Settings) -> ServiceOptions:
     try:
         retention = parse_policy_changes(
@@ -91,6 +100,7 @@ def service_options(settings: Settings) -> ServiceOptions:
         max_batch_size=settings.max_batch_size,
         event_retention_ms=settings.event_retention_seconds * 1000,
         finished_job_retention_ms=settings.job_retention_seconds * 1000,
+        redactor=redactor(settings),
     )
 
 

@@ -1,4 +1,4 @@
-"""Structured logging: JSON lines when not on a terminal, plain text on one."""
+"""Structured logging: JSON lines when not on a terminal, plain text on one; secrets redacted."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import logging
 import sys
 import time
+
+from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 
 
 class JsonFormatter(logging.Formatter):
@@ -22,14 +24,28 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def configure_logging(level: str, log_format: str) -> None:
+class RedactingFormatter(logging.Formatter):
+    """Whatever a line says (a message, an exception's text, a library's words) passes the same
+    redaction as workers' errors before it is written."""
+
+    def __init__(self, inner: logging.Formatter, redactor: Redactor) -> None:
+        super().__init__()
+        self.inner = inner
+        self.redactor = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redactor.redact(self.inner.format(record))[0]
+
+
+def configure_logging(level: str, log_format: str, redactor: Redactor = DEFAULT_REDACTOR) -> None:
     use_json = log_format == "json" or (log_format == "auto" and not sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
+    inner = (
         JsonFormatter()
         if use_json
         else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
+    handler.setFormatter(RedactingFormatter(inner, redactor))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -59,9 +60,27 @@ class Settings(BaseSettings):
     archive_dir: str = Field(
         "./redrive-archive", description="where pruned dead letters are archived"
     )
+    redaction_patterns: dict[str, str] = Field(
+        {},
+        description="more secrets to redact from workers' errors: a JSON object of kind -> "
+        "regular expression (a group named secret, if any, is all that is replaced)",
+    )
+    sensitive_keys: Annotated[list[str], NoDecode] = Field(
+        [],
+        description="more key names that hold secrets (comma-separated): their values are "
+        "redacted from error details and masked in args and meta for viewers",
+    )
     config_file: str = Field(
         DEFAULT_CONFIG_FILE, description="optional TOML file with these settings"
     )
+
+    @field_validator("sensitive_keys", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        """`ssn,date_of_birth` from the environment; a list from the TOML file."""
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
 
     @classmethod
     def settings_customise_sources(

@@ -68,6 +68,7 @@ def dead_letter_document(dead: DeadLetter) -> dict[str, Any]:
         dead_letter_status=dead.status,
         error_type=dead.error_type,
         discarded_at=format_timestamp(dead.discarded_at),
+        redactions=dead.redactions,
         metadata={
             "created_at": timestamp(dead.job.created_at),
             "discarded_at": format_timestamp(dead.discarded_at),

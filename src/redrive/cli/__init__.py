@@ -23,6 +23,7 @@ from redrive.composition import (
     auth_required,
     build_app,
     open_store,
+    redactor,
 )
 from redrive.domain.caller import SYSTEM
 from redrive.logs import configure_logging
@@ -120,9 +121,9 @@ def serve(
 ) -> None:
     """Run the OJS HTTP server (migrates the database first)."""
     settings = _load_settings(host=host, port=port, database_url=database_url, auth=auth)
-    configure_logging(settings.log_level, settings.log_format)
     tune_garbage_collector()
     try:
+        configure_logging(settings.log_level, settings.log_format, redactor(settings))
         asyncio.run(_serve(settings))
     except ConfigurationError as error:
         console.print(f"[red]{error}[/red]")

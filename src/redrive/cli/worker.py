@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from redrive.composition import ConfigurationError, build_service, open_store
+from redrive.composition import ConfigurationError, build_service, open_store, redactor
 from redrive.logs import configure_logging
 from redrive.maintenance.loop import SweepLoop
 from redrive.process import tune_garbage_collector
@@ -156,7 +156,10 @@ def worker(
         settings = Settings(database_url=database_url) if database_url else Settings()
     except ValueError as error:
         raise _usage(f"invalid settings: {error}") from error
-    configure_logging(settings.log_level, settings.log_format)
+    try:
+        configure_logging(settings.log_level, settings.log_format, redactor(settings))
+    except ConfigurationError as error:
+        raise _usage(str(error)) from error
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     if database_url and not embedded:
         raise _usage("--database-url only applies with --embedded")

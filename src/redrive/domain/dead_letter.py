@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -10,6 +11,7 @@ from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import validate_queue_name
 from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
 from redrive.domain.job import Job
+from redrive.domain.redaction import counts_document
 from redrive.domain.retry import parse_retry_policy
 
 DEAD = "dead"
@@ -38,6 +40,23 @@ class DeadLetter:
     @property
     def job_id(self) -> str:
         return self.job.id
+
+    @property
+    def redactions(self) -> dict[str, int]:
+        """How many secrets of each kind were redacted from the errors this episode holds (each
+        error record keeps its own counts)."""
+        total: Counter[str] = Counter()
+        for record in self.job.errors:
+            counts = record.get("redactions") if isinstance(record, dict) else None
+            if isinstance(counts, dict):
+                total.update(
+                    {
+                        str(kind): number
+                        for kind, number in counts.items()
+                        if isinstance(number, int) and not isinstance(number, bool)
+                    }
+                )
+        return counts_document(total)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -9,6 +11,7 @@ from redrive.domain import job as states
 from redrive.domain.durations import format_timestamp
 from redrive.domain.errors import Conflict, InvalidRequest
 from redrive.domain.job import Job
+from redrive.domain.redaction import Redactor, counts_document
 from redrive.domain.retry import matches_non_retryable, retry_delay_ms
 
 MAX_ERROR_HISTORY = 50
@@ -27,6 +30,8 @@ class Failure:
     type: str | None = None
     retryable: bool = True
     details: dict[str, Any] | None = None
+    # How many secrets of each kind `redact_failure` removed (kept in the error record).
+    redactions: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,9 +141,34 @@ def _check_backtraces(source: dict[str, Any], parent: str) -> None:
         raise InvalidRequest(f"{field} must be a string or an array of strings", {"field": field})
 
 
+def redact_failure(failure: Failure, redactor: Redactor) -> Failure:
+    """The failure with secrets replaced by markers in its code, type, message and details
+    (backtraces included), counting what went. Directive codes and plain words stay as they are,
+    so retry decisions and error grouping read the same."""
+    counts: Counter[str] = Counter()
+
+    def text(value: str) -> str:
+        redacted, found = redactor.redact(value)
+        counts.update(found)
+        return redacted
+
+    details = None
+    if failure.details is not None:
+        details, found = redactor.redact_data(failure.details)
+        counts.update(found)
+    return replace(
+        failure,
+        code=text(failure.code),
+        message=text(failure.message),
+        type=None if failure.type is None else text(failure.type),
+        details=details,
+        redactions=counts_document(counts) or None,
+    )
+
+
 def error_record(failure: Failure, attempt: int, now: int) -> dict[str, Any]:
     moment = format_timestamp(now)
-    return {
+    record: dict[str, Any] = {
         "code": failure.code,
         "type": failure.type or failure.code,
         "message": failure.message,
@@ -148,6 +178,9 @@ def error_record(failure: Failure, attempt: int, now: int) -> dict[str, Any]:
         "occurred_at": moment,
         "timestamp": moment,
     }
+    if failure.redactions:
+        record["redactions"] = dict(failure.redactions)
+    return record
 
 
 def _terminal(job: Job, failure: Failure) -> tuple[bool, str | None]:

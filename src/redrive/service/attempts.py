@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from redrive.domain import lifecycle
@@ -159,7 +159,16 @@ async def acknowledge_all(
 async def fail_all(
     runtime: Runtime, requests: list[NackRequest | OjsError], caller: Caller
 ) -> list[Outcome]:
-    """Record many failed attempts in one transaction; each entry succeeds or fails on its own."""
+    """Record many failed attempts in one transaction; each entry succeeds or fails on its own.
+    Secrets in the errors are redacted first: the job, its dead letter and the events all store
+    the redacted error."""
+    redactor = runtime.options.redactor
+    requests = [
+        request
+        if isinstance(request, OjsError)
+        else replace(request, failure=lifecycle.redact_failure(request.failure, redactor))
+        for request in requests
+    ]
     now = runtime.now()
 
     def apply(job: Job, request: NackRequest) -> lifecycle.FailureOutcome:

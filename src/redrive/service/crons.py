@@ -20,6 +20,7 @@ from redrive.domain.events import Event, job_event
 from redrive.domain.job import TERMINAL_STATES
 from redrive.domain.records import CronRecord
 from redrive.ports import CronFiring
+from redrive.service import visibility
 from redrive.service.runtime import Runtime
 
 
@@ -93,7 +94,8 @@ class CronService:
     async def list(self, caller: Caller) -> list[CronRecord]:
         tenant = caller.tenant_id  # crons are keyed by (tenant, name): always one tenant's
         async with self.runtime.store.transaction(caller) as transaction:
-            return await transaction.list_crons(tenant)
+            crons = await transaction.list_crons(tenant)
+        return [visibility.cron_for(caller, cron, self.runtime.options.redactor) for cron in crons]
 
     async def get(self, caller: Caller, name: str) -> CronRecord:
         tenant = caller.tenant_id
@@ -101,7 +103,7 @@ class CronService:
             cron = await transaction.get_cron(name, tenant)
         if cron is None:
             raise NotFound("cron", name)
-        return cron
+        return visibility.cron_for(caller, cron, self.runtime.options.redactor)
 
     async def delete(self, caller: Caller, name: str) -> CronRecord:
         tenant = caller.tenant_id

@@ -19,7 +19,9 @@ from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.errors import InvalidRequest, NotFound
 from redrive.domain.events import episode_event, job_event
 from redrive.domain.job import Job
+from redrive.domain.redaction import Redactor
 from redrive.ports import DeadLetterMoves, Page
+from redrive.service import visibility
 from redrive.service.runtime import Runtime
 
 BULK_CHUNK = 1000
@@ -95,6 +97,10 @@ class DeadLetterService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
+    @property
+    def _redactor(self) -> Redactor:
+        return self.runtime.options.redactor
+
     async def search(
         self, caller: Caller, filters: DeadLetterFilter, page: Page
     ) -> tuple[list[DeadLetter], int]:
@@ -102,7 +108,7 @@ class DeadLetterService:
         async with self.runtime.store.transaction(caller) as transaction:
             items = await transaction.list_dead_letters(filters, page)
             total = await transaction.count_dead_letters(filters)
-        return items, total
+        return visibility.dead_letters_for(caller, items, self._redactor), total
 
     async def get(self, caller: Caller, job_id: str) -> tuple[DeadLetter, list[DeadLetter]]:
         """The job's current dead episode, and every episode it has had, oldest first."""
@@ -112,7 +118,10 @@ class DeadLetterService:
             history = await transaction.dead_letter_episodes(job_id, tenant) if dead else []
         if dead is None:
             raise NotFound("dead letter", job_id)
-        return dead, history
+        return (
+            visibility.dead_letter_for(caller, dead, self._redactor),
+            visibility.dead_letters_for(caller, history, self._redactor),
+        )
 
     async def episodes(self, caller: Caller, job_id: str) -> list[DeadLetter]:
         """Every episode the job has had, oldest first, whether or not one is dead now."""
@@ -120,7 +129,7 @@ class DeadLetterService:
             history = await transaction.dead_letter_episodes(job_id, caller.tenant_scope)
         if not history:
             raise NotFound("dead letter", job_id)
-        return history
+        return visibility.dead_letters_for(caller, history, self._redactor)
 
     async def redrive(
         self,
@@ -213,7 +222,11 @@ class DeadLetterService:
         async with self.runtime.store.transaction(caller) as transaction:
             by_queue = await transaction.count_dead_letters_by_queue(filters)
             sample = await transaction.list_dead_letters(filters, Page(limit=SAMPLE_SIZE))
-        return Preview(matched=sum(by_queue.values()), by_queue=by_queue, sample=sample)
+        return Preview(
+            matched=sum(by_queue.values()),
+            by_queue=by_queue,
+            sample=visibility.dead_letters_for(caller, sample, self._redactor),
+        )
 
     async def _dry_run(self, caller: Caller, request: BulkRequest, action: str) -> BulkResult:
         preview = await self.preview(caller, request.filters)

@@ -12,6 +12,7 @@ from redrive.domain.errors import Duplicate, InvalidRequest, NotFound, OjsError,
 from redrive.domain.events import job_event
 from redrive.domain.job import Job
 from redrive.ports import JobFilter, Transaction
+from redrive.service import visibility
 from redrive.service.runtime import Runtime
 
 
@@ -82,11 +83,10 @@ class JobService:
             job = await transaction.get_job(job_id, tenant)
             if job is None:
                 dead = await transaction.get_dead_letter(job_id, tenant)
-                if dead is not None:
-                    return dead.job
+                job = None if dead is None else dead.job
         if job is None:
             raise NotFound("job", job_id)
-        return job
+        return visibility.job_for(caller, job, self.runtime.options.redactor)
 
     async def _transition(
         self, caller: Caller, job_id: str, action: str, decide: Callable[[Job, int], Job]
@@ -117,4 +117,5 @@ class JobService:
         self, caller: Caller, filters: JobFilter, limit: int, offset: int
     ) -> tuple[list[Job], int]:
         async with self.runtime.store.transaction(caller) as transaction:
-            return await transaction.list_jobs(caller.tenant_scope, filters, limit, offset)
+            jobs, total = await transaction.list_jobs(caller.tenant_scope, filters, limit, offset)
+        return visibility.jobs_for(caller, jobs, self.runtime.options.redactor), total

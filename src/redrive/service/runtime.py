@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from redrive.domain.events import Event
 from redrive.domain.identifiers import uuid7
+from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 from redrive.domain.retention import RetentionPolicy
 from redrive.domain.retry import RetryPolicy
 from redrive.ports import Archive, Clock, EventStore, Store, StoredEvent
@@ -33,6 +34,8 @@ class ServiceOptions:
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
     prune_interval_ms: int = 300_000
     prune_batch_size: int = 5_000
+    # Finds secrets in workers' errors before they are stored; names the keys masked for viewers.
+    redactor: Redactor = DEFAULT_REDACTOR
 
 
 @dataclass
