@@ -17,6 +17,7 @@ from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.settings import Settings
 from redrive.store.archive import FileArchive
+from redrive.store.postgres.isolation import isolation_problems
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
 
@@ -64,7 +65,7 @@ async def open_store(settings: Settings) -> Store:
     if url.startswith("sqlite:"):
         return SqliteStore(sqlite_path(url))
     if url.startswith(("postgresql:", "postgres:")):
-        store = PostgresStore(url, max_size=settings.pool_size)
+        store = PostgresStore(url, max_size=settings.pool_size, role=settings.database_role)
         await store.open()
         return store
     raise ConfigurationError(
@@ -79,6 +80,23 @@ def redactor(settings: Settings) -> Redactor:
         return Redactor(settings.redaction_patterns, settings.sensitive_keys)
     except InvalidRequest as error:
         raise ConfigurationError(f"REDRIVE_REDACTION_PATTERNS: {error.message}") from error
+
+
+async def check_tenant_isolation(store: Store) -> None:
+    """On PostgreSQL, refuse to go on when row-level security would not bind the server's
+    connections (SQLite filters by tenant in its store and has nothing to check)."""
+    if not isinstance(store, PostgresStore):
+        return
+    problems = await isolation_problems(store)
+    if problems:
+        raise ConfigurationError(
+            "refusing to start: row-level security would be bypassed on PostgreSQL: "
+            + "; ".join(problems)
+            + ". Run `redrive migrate` as the tables' owner: it creates the application role "
+            f"REDRIVE_DATABASE_ROLE ({store.role}; NOLOGIN, NOSUPERUSER, NOBYPASSRLS, owning "
+            "nothing) and enables and forces row-level security on every tenant table. "
+            "REDRIVE_DATABASE_ROLE must name such a role, never a superuser or the tables' owner."
+        )
 
 
 def service_options(settings: Settings) -> ServiceOptions:

@@ -42,6 +42,13 @@ class Settings(BaseSettings):
     max_batch_size: int = Field(1000, description="most jobs in one batch enqueue")
     max_fetch_count: int = Field(1000, description="most jobs one fetch may claim")
     pool_size: int = Field(10, description="PostgreSQL connections per server process")
+    database_role: str = Field(
+        "redrive_app",
+        min_length=1,
+        max_length=63,
+        description="PostgreSQL role the server's connections act as (SET ROLE), bound by "
+        "row-level security; `redrive migrate` creates it",
+    )
     event_retention_seconds: int = Field(3600, description="how long lifecycle events are kept")
     job_retention_seconds: int = Field(
         7 * 86_400,

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from redrive.api.app import create_app
@@ -59,9 +60,10 @@ async def table(service: Service, sql: str) -> list[tuple[Any, ...]]:
         sqlite = store.connection
         return await store.call(lambda: [tuple(row) for row in sqlite.execute(sql).fetchall()])
     assert isinstance(store, PostgresStore)
-    async with store.pool.connection() as postgres:
+    # As the tables' owner: the pool's connections are bound by row-level security.
+    async with await psycopg.AsyncConnection.connect(store.url) as postgres:
         cursor = await postgres.execute(sql)
-        return [tuple(row.values()) for row in await cursor.fetchall()]
+        return [tuple(row) for row in await cursor.fetchall()]
 
 
 SNAPSHOT_QUERIES = (

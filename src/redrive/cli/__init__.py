@@ -22,6 +22,7 @@ from redrive.composition import (
     ConfigurationError,
     auth_required,
     build_app,
+    check_tenant_isolation,
     open_store,
     redactor,
 )
@@ -75,9 +76,14 @@ def _load_settings(**overrides: object) -> Settings:
 
 async def _serve(settings: Settings) -> None:
     store = await open_store(settings)
-    applied = await store.migrate()
-    if applied:
-        log.info("applied migrations %s", ", ".join(applied))
+    try:
+        applied = await store.migrate()
+        if applied:
+            log.info("applied migrations %s", ", ".join(applied))
+        await check_tenant_isolation(store)
+    except BaseException:
+        await store.close()
+        raise
     required = auth_required(settings)
     application = build_app(store, settings, authenticate=required)
     if required:

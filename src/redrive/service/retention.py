@@ -26,7 +26,10 @@ from redrive.ports import Archive, DeadLetterStore, PruneScope
 from redrive.service import locks
 from redrive.service.runtime import Runtime
 
-# Retention policies apply across tenants; they are stored under the default tenant.
+# Retention policies apply across tenants; they are stored under the default tenant. They, and
+# the archives pruning writes (each holding dead letters of every tenant), are global data: the
+# use-cases below read and write them in SYSTEM transactions, whichever caller asks (on
+# PostgreSQL a tenant's transaction could neither see nor write the default tenant's rows).
 POLICY_TENANT = DEFAULT_TENANT
 
 
@@ -57,7 +60,7 @@ class RetentionService:
         self.runtime = runtime
 
     async def policies(self, caller: Caller) -> Policies:
-        async with self.runtime.store.transaction(caller) as transaction:
+        async with self.runtime.store.transaction(SYSTEM) as transaction:  # global data
             stored = await transaction.dead_letter_policies(POLICY_TENANT)
         global_policy = self.runtime.options.retention
         queues: dict[str, RetentionPolicy] = {}
@@ -88,7 +91,7 @@ class RetentionService:
         current = await self.policies(caller)
         base = current.global_policy if queue is None else current.for_queue(queue)
         policy = changes.applied_to(base)
-        async with self.runtime.store.transaction(caller) as transaction:
+        async with self.runtime.store.transaction(SYSTEM) as transaction:  # global data
             await transaction.save_dead_letter_policy(
                 PolicyRecord(
                     POLICY_TENANT, queue or GLOBAL, policy, self.runtime.now(), caller.actor
@@ -97,7 +100,7 @@ class RetentionService:
         return policy
 
     async def remove_policy(self, caller: Caller, queue: str) -> None:
-        async with self.runtime.store.transaction(caller) as transaction:
+        async with self.runtime.store.transaction(SYSTEM) as transaction:  # global data
             if not await transaction.delete_dead_letter_policy(POLICY_TENANT, queue):
                 raise NotFound("retention policy", queue)
 
@@ -191,7 +194,7 @@ class RetentionService:
         self.runtime.metrics.dead_letter_pruned.update(report.by_queue)
 
     async def archives(self, caller: Caller) -> list[ArchiveRecord]:
-        async with self.runtime.store.transaction(caller) as transaction:
+        async with self.runtime.store.transaction(SYSTEM) as transaction:  # global data
             return await transaction.dead_letter_archives()
 
     async def restore(self, caller: Caller, name: str) -> dict[str, int]:
@@ -206,7 +209,8 @@ class RetentionService:
             raise NotFound("archive file", name) from error
         restored = 0
         now = self.runtime.now()
-        async with self.runtime.store.transaction(caller) as transaction:
+        # An archive holds dead letters of every tenant: they go back each under its own.
+        async with self.runtime.store.transaction(SYSTEM) as transaction:
             for row in rows:
                 values = {key: row[key] for key in RESTORED_COLUMNS}
                 if await transaction.restore_dead_letter(values):

@@ -488,8 +488,18 @@ DELETE FROM events WHERE time < :before;
 SELECT pg_try_advisory_xact_lock(CAST(:key AS bigint)) AS locked;
 
 -- name: reset_all
-TRUNCATE jobs, dead_letters, queues, workers, crons, events, dead_letter_tallies,
-    dead_letter_policies, replay_rules, dead_letter_archives;
+-- DELETE, not TRUNCATE: TRUNCATE ignores row-level security, so the application role is not
+-- granted it; a SYSTEM transaction (the only one that resets) sees and deletes every row.
+DELETE FROM jobs;
+DELETE FROM dead_letters;
+DELETE FROM queues;
+DELETE FROM workers;
+DELETE FROM crons;
+DELETE FROM events;
+DELETE FROM dead_letter_tallies;
+DELETE FROM dead_letter_policies;
+DELETE FROM replay_rules;
+DELETE FROM dead_letter_archives;
 
 -- name: insert_api_key
 INSERT INTO api_keys (

@@ -1,4 +1,10 @@
-"""The PostgreSQL store: a psycopg 3 connection pool; each transaction takes one connection."""
+"""The PostgreSQL store: a psycopg 3 connection pool; each transaction takes one connection.
+
+Row-level security (migration 0007) binds every pooled connection: each one acts as the
+application role (SET ROLE once, when the pool makes it), and each transaction names its tenant
+in the transaction-local setting `redrive.tenant_id` in the same round trip as its BEGIN. The
+LISTEN connection and the migrations connect as the configured user, the tables' owner.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool
@@ -26,6 +33,10 @@ from redrive.store.transaction import SqlTransaction
 from redrive.store.wakeups import Wakeups
 
 HERE = Path(__file__).parent
+DEFAULT_ROLE = "redrive_app"
+# The transaction-local setting the policies read, and its value for a caller spanning tenants.
+TENANT_SETTING = "redrive.tenant_id"
+ALL_TENANTS = "*"
 MIGRATION_LOCK_KEY = 0x7265647269766500  # "redrive\0"
 CHANNEL = "redrive_jobs"
 log = logging.getLogger("redrive.store.postgres")
@@ -70,17 +81,27 @@ class PostgresExecutor:
             await self.connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, queue))
 
 
-async def _configure(connection: psycopg.AsyncConnection[Any]) -> None:
+def _load_json_as_text(connection: psycopg.AsyncConnection[Any]) -> None:
     # JSON columns come back as text; the codec decodes them the same way for both dialects.
     connection.adapters.register_loader("jsonb", TextLoader)
     connection.adapters.register_loader("json", TextLoader)
 
 
+def tenant_setting(caller: Caller) -> str:
+    """What `redrive.tenant_id` holds in the caller's transactions: its tenant, or the explicit
+    marker of a caller that spans every tenant (tenant ids cannot be `*`)."""
+    scope = caller.tenant_scope
+    return ALL_TENANTS if scope is None else scope
+
+
 class PostgresStore:
     backend = "postgres"
 
-    def __init__(self, url: str, min_size: int = 1, max_size: int = 10) -> None:
+    def __init__(
+        self, url: str, min_size: int = 1, max_size: int = 10, role: str = DEFAULT_ROLE
+    ) -> None:
         self.url = url
+        self.role = role
         # Bulk chunks side by side: the server's cores share the work; a quarter of the pool
         # (at most 4) leaves the rest of it to workers and producers meanwhile.
         self.write_lanes = max(1, min(4, max_size // 4))
@@ -95,14 +116,34 @@ class PostgresStore:
                 min_size=min_size,
                 max_size=max_size,
                 open=False,
-                configure=_configure,
+                configure=self._configure,
                 kwargs={"row_factory": dict_row, "autocommit": True},
             )
         )
+        # The pool opens on first use: its connections SET ROLE to the application role, which
+        # `migrate` creates, so a fresh database is migrated (on a connection of its own) first.
+        self._pool_opened = False
+        self._pool_opening = asyncio.Lock()
 
     async def open(self) -> None:
-        await self.pool.open(wait=True, timeout=30)
         self._listener = asyncio.create_task(self._listen())
+
+    async def _configure(self, connection: psycopg.AsyncConnection[Any]) -> None:
+        _load_json_as_text(connection)
+        await self.act_as_application_role(connection)
+
+    async def act_as_application_role(self, connection: psycopg.AsyncConnection[Any]) -> None:
+        """SET ROLE for the rest of the session (a pooled connection outside any transaction
+        is bound by row-level security too, and sees nothing: no tenant is set)."""
+        await connection.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(self.role)))
+
+    async def _open_pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]:
+        if not self._pool_opened:
+            async with self._pool_opening:
+                if not self._pool_opened:
+                    await self.pool.open(wait=True, timeout=30)
+                    self._pool_opened = True
+        return self.pool
 
     async def _listen(self) -> None:
         """LISTEN on a connection of its own; a NOTIFY from any replica wakes local waiters."""
@@ -124,19 +165,40 @@ class PostgresStore:
 
     @asynccontextmanager
     async def transaction(self, caller: Caller) -> AsyncIterator[SqlTransaction]:
-        async with self.pool.connection() as connection, connection.transaction():
+        """BEGIN and the tenant in one round trip (one simple query), COMMIT on success and
+        ROLLBACK on any error; `set_config(..., true)` ends with the transaction, so the pooled
+        connection goes back to the pool with no tenant set."""
+        pool = await self._open_pool()
+        async with pool.connection() as connection:
+            begin = sql.SQL("BEGIN; SELECT set_config({}, {}, true)").format(
+                sql.Literal(TENANT_SETTING), sql.Literal(tenant_setting(caller))
+            )
+            await connection.execute(begin, prepare=False)
             transaction = SqlTransaction(PostgresExecutor(connection, self))
-            yield transaction
-            await transaction.finish()
+            try:
+                yield transaction
+                await transaction.finish()
+            except BaseException:
+                # A broken connection cannot roll back; the pool discards it (and rolls back
+                # any connection handed back inside a transaction).
+                with contextlib.suppress(psycopg.Error):
+                    await connection.execute(b"ROLLBACK", prepare=False)
+                raise
+            await connection.execute(b"COMMIT", prepare=False)
 
     async def migrate(self, until: str | None = None) -> list[str]:
         """Apply the migrations not applied yet, in order; with `until` (a version, the file's
-        name without .sql) only up to and including that one, as tests build older schemas."""
+        name without .sql) only up to and including that one, as tests build older schemas.
+        Then (re)apply the application role and its grants (access.sql). Runs on a connection
+        of its own, as the configured user: the tables' owner, not the application role."""
         files = migration_files(HERE / "migrations")
         if until is not None and until not in {file.stem for file in files}:
             raise ValueError(f"no migration {until!r}")
         done: list[str] = []
-        async with self.pool.connection() as connection:
+        connection = await psycopg.AsyncConnection.connect(
+            self.url, autocommit=True, row_factory=dict_row
+        )
+        async with connection:
             await connection.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
             try:
                 await connection.execute(
@@ -151,18 +213,28 @@ class PostgresStore:
                     if file.stem in applied:
                         continue
                     async with connection.transaction():
+                        # A migration that changes rows sees them all once RLS is forced.
+                        await connection.execute(
+                            "SELECT set_config(%s, %s, true)", (TENANT_SETTING, ALL_TENANTS)
+                        )
                         await connection.execute(file.read_text(encoding="utf-8").encode())
                         await connection.execute(
                             "INSERT INTO schema_migrations (version) VALUES (%s)", (file.stem,)
                         )
                     done.append(file.stem)
+                async with connection.transaction():
+                    await connection.execute(
+                        "SELECT set_config('redrive.application_role', %s, true)", (self.role,)
+                    )
+                    await connection.execute((HERE / "access.sql").read_bytes())
             finally:
                 await connection.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
         return done
 
     async def ping(self) -> bool:
         try:
-            async with self.pool.connection(timeout=5) as connection:
+            pool = await self._open_pool()
+            async with pool.connection(timeout=5) as connection:
                 await connection.execute("SELECT 1")
         except (psycopg.Error, TimeoutError, OSError):
             return False

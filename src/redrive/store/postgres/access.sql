@@ -1,0 +1,67 @@
+-- The application role and its grants, applied by `redrive migrate` after the migrations, every
+-- time (so it is written to run again and again). The server's pooled connections SET ROLE to
+-- it: it cannot log in, is no superuser, does not bypass row-level security and owns nothing,
+-- so the policies of 0007_row_level_security.sql bind everything it does. Its name is the
+-- transaction-local setting redrive.application_role (REDRIVE_DATABASE_ROLE, redrive_app by
+-- default), which the migration runner sets first.
+--
+-- Roles belong to the whole cluster and many databases may be migrated at once (the tests do):
+-- creating the role, and granting it to the migrating user, tolerate a concurrent twin.
+DO $$
+DECLARE
+    role_name text := current_setting('redrive.application_role');
+    tenant_table record;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = role_name) THEN
+        BEGIN
+            EXECUTE format(
+                'CREATE ROLE %I NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE',
+                role_name
+            );
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- another migration created it meanwhile
+        END;
+    END IF;
+    -- The migrating user (who owns the tables) may SET ROLE to it.
+    IF NOT pg_has_role(current_user, role_name, 'MEMBER') THEN
+        BEGIN
+            EXECUTE format('GRANT %I TO %I', role_name, current_user);
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;
+        END;
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', current_schema(), role_name);
+    FOR tenant_table IN
+        SELECT columns.table_name
+        FROM information_schema.columns AS columns
+        JOIN information_schema.tables AS tables
+            ON tables.table_schema = columns.table_schema
+            AND tables.table_name = columns.table_name
+        WHERE columns.table_schema = current_schema()
+            AND columns.column_name = 'tenant_id'
+            AND tables.table_type = 'BASE TABLE'
+    LOOP
+        IF tenant_table.table_name = 'audit_log' THEN
+            -- Append-only: the server may add to the audit log and read it, never change it.
+            EXECUTE format('REVOKE UPDATE, DELETE, TRUNCATE ON %I FROM %I',
+                tenant_table.table_name, role_name);
+            EXECUTE format('GRANT SELECT, INSERT ON %I TO %I', tenant_table.table_name, role_name);
+        ELSE
+            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I TO %I',
+                tenant_table.table_name, role_name);
+        END IF;
+    END LOOP;
+    EXECUTE format('GRANT USAGE ON ALL SEQUENCES IN SCHEMA %I TO %I', current_schema(), role_name);
+    -- Tables and sequences later migrations create are granted as they are made (this script
+    -- runs again after them anyway, and narrows audit_log). Row-level security is not a
+    -- privilege: a later migration adding a tenant table enables and forces it itself (0007).
+    EXECUTE format(
+        'ALTER DEFAULT PRIVILEGES IN SCHEMA %I GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %I',
+        current_schema(), role_name
+    );
+    EXECUTE format(
+        'ALTER DEFAULT PRIVILEGES IN SCHEMA %I GRANT USAGE ON SEQUENCES TO %I',
+        current_schema(), role_name
+    );
+END
+$$;

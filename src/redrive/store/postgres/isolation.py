@@ -1,0 +1,82 @@
+"""Whether row-level security binds the server's connections: what `redrive serve` checks first.
+
+The check connects the way a pooled connection does (as the configured user, then SET ROLE to the
+application role) and asks PostgreSQL about the effective role and every table with a tenant_id
+column. Any of these would let the server read or write across tenants: the role is a superuser
+or has BYPASSRLS, it owns (or is a member of the owner of) a tenant table, or a tenant table has
+row-level security disabled or not forced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from redrive.store.postgres.store import PostgresStore
+
+EFFECTIVE_ROLE = """
+SELECT current_user AS name, rolsuper AS superuser, rolbypassrls AS bypasses
+FROM pg_roles WHERE rolname = current_user
+"""
+TENANT_TABLES = """
+SELECT c.relname AS name, c.relrowsecurity AS enabled, c.relforcerowsecurity AS forced,
+       pg_has_role(current_user, c.relowner, 'MEMBER') AS owned
+FROM pg_class AS c
+JOIN pg_namespace AS n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')
+  AND EXISTS (
+      SELECT FROM pg_attribute AS a
+      WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND a.attnum > 0
+        AND NOT a.attisdropped
+  )
+ORDER BY c.relname
+"""
+
+
+@dataclass(frozen=True)
+class TenantTable:
+    name: str
+    enabled: bool
+    forced: bool
+    owned: bool
+
+
+def problems_of(role: dict[str, Any], tables: list[TenantTable]) -> list[str]:
+    """Each way row-level security would be bypassed, in words; empty when it binds."""
+    name = role["name"]
+    problems = []
+    if role["superuser"]:
+        problems.append(f"the role {name} is a superuser")
+    if role["bypasses"]:
+        problems.append(f"the role {name} has BYPASSRLS")
+    owned = [table.name for table in tables if table.owned]
+    if owned and not role["superuser"]:
+        problems.append(f"the role {name} owns (or is a member of the owner of) {', '.join(owned)}")
+    if not tables:
+        problems.append("no table has a tenant_id column (the database is not migrated)")
+    disabled = [table.name for table in tables if not table.enabled]
+    if disabled:
+        problems.append(f"row-level security is disabled on {', '.join(disabled)}")
+    unforced = [table.name for table in tables if table.enabled and not table.forced]
+    if unforced:
+        problems.append(f"row-level security is not forced on {', '.join(unforced)}")
+    return problems
+
+
+async def isolation_problems(store: PostgresStore) -> list[str]:
+    """Connect as a pooled connection would and say what would bypass row-level security."""
+    connection = await psycopg.AsyncConnection.connect(
+        store.url, autocommit=True, row_factory=dict_row
+    )
+    async with connection:
+        try:
+            await store.act_as_application_role(connection)
+        except psycopg.Error as error:
+            return [f"cannot SET ROLE {store.role}: {str(error).strip()}"]
+        role = await (await connection.execute(EFFECTIVE_ROLE)).fetchone()
+        rows = await (await connection.execute(TENANT_TABLES)).fetchall()
+    assert role is not None  # current_user is always a role
+    return problems_of(role, [TenantTable(**row) for row in rows])

@@ -1,0 +1,3 @@
+-- redrive schema 7 (SQLite): nothing to change. PostgreSQL's 0007 turns on row-level security;
+-- SQLite has none, and keeps the tenant filter in the one store layer (every statement that
+-- reads or changes tenant data names the tenant). This file keeps the numbering in step.
