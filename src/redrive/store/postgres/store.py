@@ -137,7 +137,7 @@ class PostgresStore:
         is bound by row-level security too, and sees nothing: no tenant is set)."""
         await connection.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(self.role)))
 
-    async def _open_pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]:
+    async def opened_pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]:
         if not self._pool_opened:
             async with self._pool_opening:
                 if not self._pool_opened:
@@ -168,7 +168,7 @@ class PostgresStore:
         """BEGIN and the tenant in one round trip (one simple query), COMMIT on success and
         ROLLBACK on any error; `set_config(..., true)` ends with the transaction, so the pooled
         connection goes back to the pool with no tenant set."""
-        pool = await self._open_pool()
+        pool = await self.opened_pool()
         async with pool.connection() as connection:
             begin = sql.SQL("BEGIN; SELECT set_config({}, {}, true)").format(
                 sql.Literal(TENANT_SETTING), sql.Literal(tenant_setting(caller))
@@ -233,7 +233,7 @@ class PostgresStore:
 
     async def ping(self) -> bool:
         try:
-            pool = await self._open_pool()
+            pool = await self.opened_pool()
             async with pool.connection(timeout=5) as connection:
                 await connection.execute("SELECT 1")
         except (psycopg.Error, TimeoutError, OSError):
