@@ -37,6 +37,7 @@ DEFAULT_ROLE = "redrive_app"
 # The transaction-local setting the policies read, and its value for a caller spanning tenants.
 TENANT_SETTING = "redrive.tenant_id"
 ALL_TENANTS = "*"
+BEGIN_CACHE_SIZE = 10_000
 MIGRATION_LOCK_KEY = 0x7265647269766500  # "redrive\0"
 CHANNEL = "redrive_jobs"
 log = logging.getLogger("redrive.store.postgres")
@@ -123,6 +124,7 @@ class PostgresStore:
         # The pool opens on first use: its connections SET ROLE to the application role, which
         # `migrate` creates, so a fresh database is migrated (on a connection of its own) first.
         self._pool_opened = False
+        self._begins: dict[str, bytes] = {}
         self._pool_opening = asyncio.Lock()
 
     async def open(self) -> None:
@@ -170,10 +172,7 @@ class PostgresStore:
         connection goes back to the pool with no tenant set."""
         pool = await self.opened_pool()
         async with pool.connection() as connection:
-            begin = sql.SQL("BEGIN; SELECT set_config({}, {}, true)").format(
-                sql.Literal(TENANT_SETTING), sql.Literal(tenant_setting(caller))
-            )
-            await connection.execute(begin, prepare=False)
+            await connection.execute(self._begin(caller, connection), prepare=False)
             transaction = SqlTransaction(PostgresExecutor(connection, self))
             try:
                 yield transaction
@@ -185,6 +184,22 @@ class PostgresStore:
                     await connection.execute(b"ROLLBACK", prepare=False)
                 raise
             await connection.execute(b"COMMIT", prepare=False)
+
+    def _begin(self, caller: Caller, connection: psycopg.AsyncConnection[Any]) -> bytes:
+        """`BEGIN; SELECT set_config('redrive.tenant_id', <tenant>, true)`, quoted by psycopg
+        once per tenant (a few tenants make up most transactions)."""
+        scope = tenant_setting(caller)
+        begin = self._begins.get(scope)
+        if begin is None:
+            if len(self._begins) >= BEGIN_CACHE_SIZE:
+                self._begins.clear()
+            begin = (
+                sql.SQL("BEGIN; SELECT set_config({}, {}, true)")
+                .format(sql.Literal(TENANT_SETTING), sql.Literal(scope))
+                .as_bytes(connection)
+            )
+            self._begins[scope] = begin
+        return begin
 
     async def migrate(self, until: str | None = None) -> list[str]:
         """Apply the migrations not applied yet, in order; with `until` (a version, the file's
