@@ -38,7 +38,7 @@ from redrive.domain.job import DEFAULT_TENANT, Job
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.codec import dump, job_record
-from redrive.store.postgres.store import PostgresStore
+from redrive.store.postgres.store import ALL_TENANTS, TENANT_SETTING, PostgresStore
 from redrive.store.sqlite.store import SqliteStore
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
@@ -278,6 +278,11 @@ def explain_postgres(url: str, name: str, parameters: dict[str, Any], mode: str)
     """
     sql = PostgresStore(url).statements[name]
     with psycopg.connect(url, autocommit=True) as connection:
+        # As the server runs it: the application role, bound by row-level security, in the
+        # statement's tenant (or across tenants, as the server's own work).
+        connection.execute("SET ROLE redrive_app")
+        tenant = parameters.get("tenant_id") or ALL_TENANTS
+        connection.execute("SELECT set_config(%s, %s, false)", (TENANT_SETTING, tenant))
         if mode == "custom":
             connection.execute("SET plan_cache_mode = force_custom_plan")
             row = connection.execute("EXPLAIN (FORMAT JSON) " + sql, parameters).fetchone()
