@@ -237,7 +237,7 @@ def test_every_table_with_a_tenant_id_has_forced_row_level_security_and_the_poli
     """Fails when a migration adds a tenant table without enabling and forcing RLS on it."""
     tables = owner_rows(database, TENANT_TABLES)
     names = {row[0] for row in tables}
-    assert {"jobs", "dead_letters", "events", "queues", "dead_letter_policies"} <= names
+    assert {"jobs", "dead_letters", "events", "queues", "dead_letter_policies", "api_keys"} <= names
     unprotected = sorted(name for name, enabled, forced in tables if not (enabled and forced))
     assert unprotected == [], "tenant tables without forced row-level security"
     policies = owner_rows(
