@@ -3,8 +3,8 @@
 -- too, not only the application role) and one policy, tenant_isolation, whose USING clause
 -- limits what a transaction reads, updates and deletes and whose WITH CHECK clause refuses a
 -- row written for another tenant. The tenant comes from the transaction-local setting
--- redrive.tenant_id (set_config(..., true) at the start of every store transaction, so a
--- pooled connection never carries it into the next one); '*' is the explicit marker of the
+-- redrive.tenant_id (SET LOCAL at the start of every store transaction, so a pooled
+-- connection never carries it into the next one); '*' is the explicit marker of the
 -- server's own cross-tenant work (SYSTEM) and of callers that span every tenant; no setting at
 -- all matches nothing.
 --
