@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from redrive.api.app import create_app
 from redrive.dashboard import install_dashboard
@@ -90,7 +92,9 @@ async def database_text(store: Store) -> str:
         return str(await store.call(dump))
     assert isinstance(store, PostgresStore)
     lines = []
-    async with store.pool.connection() as connection:
+    # As the tables' owner: the pool's connections are bound by row-level security.
+    owner = await psycopg.AsyncConnection.connect(store.url, row_factory=dict_row)
+    async with owner as connection:
         cursor = await connection.execute(
             "SELECT table_name FROM information_schema.tables"
             " WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
