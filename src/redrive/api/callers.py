@@ -8,6 +8,8 @@ own name for the HTTP edge; a client-set actor header is never believed.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from starlette.requests import Request
 
 from redrive.domain.caller import Caller, Role
@@ -47,7 +49,7 @@ def caller_for_tenant(request: Request, tenant_id: str) -> Caller:
     caller = caller_of(request)
     open_server = not request.app.state.auth_required
     if open_server or caller.all_tenants or caller.tenant_id == tenant_id:
-        return Caller(tenant_id, caller.actor, caller.role, False, caller.key_id, caller.request_id)
+        return replace(caller, tenant_id=tenant_id, all_tenants=False)
     raise NotFound("tenant", tenant_id)
 
 

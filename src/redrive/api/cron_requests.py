@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from redrive.api.http import refuse_unknown
 from redrive.domain.errors import InvalidRequest
 from redrive.service.crons import CronRegistration
 
@@ -22,15 +23,6 @@ def _object(body: object) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", {"field": "body"})
     return body
-
-
-def _refuse_unknown(body: dict[str, Any], allowed: tuple[str, ...]) -> None:
-    unknown = sorted(set(body) - set(allowed))
-    if unknown:
-        raise InvalidRequest(
-            f"unknown key {unknown[0]!r}; the keys are {', '.join(allowed)}",
-            {"field": unknown[0], "allowed": list(allowed)},
-        )
 
 
 def _text(body: dict[str, Any], name: str, default: str | None = None) -> str | None:
@@ -58,7 +50,7 @@ def _template(body: dict[str, Any]) -> dict[str, Any]:
 
 def cron_registration(body: object) -> CronRegistration:
     request = _object(body)
-    _refuse_unknown(request, REGISTRATION_KEYS)
+    refuse_unknown(request, REGISTRATION_KEYS)
     name = _text(request, "name")
     if name is None or not NAME_PATTERN.fullmatch(name):
         raise InvalidRequest("name must be 1-128 letters, digits, . _ : -", {"field": "name"})
@@ -90,7 +82,7 @@ def cron_registration(body: object) -> CronRegistration:
 def cron_enabled(body: object) -> bool:
     """The body of PATCH /cron/{name}: `{"enabled": true|false}`."""
     request = _object(body)
-    _refuse_unknown(request, ("enabled",))
+    refuse_unknown(request, ("enabled",))
     enabled = request.get("enabled")
     if not isinstance(enabled, bool):
         raise InvalidRequest("enabled must be a boolean", {"field": "enabled"})

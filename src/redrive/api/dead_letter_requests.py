@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from starlette.requests import Request
 
+from redrive.api.http import refuse_unknown
 from redrive.domain.dead_letter_filter import DeadLetterFilter, parse_filter
 from redrive.domain.errors import InvalidRequest
 from redrive.service.dead_letters import BulkRequest
@@ -59,12 +60,7 @@ def _bulk_object(body: object) -> Mapping[str, object]:
         return {}
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", {"field": "body"})
-    unknown = sorted(set(body) - set(BULK_KEYS))
-    if unknown:
-        raise InvalidRequest(
-            f"unknown key {unknown[0]!r}; the keys are {', '.join(BULK_KEYS)}",
-            {"field": unknown[0], "allowed": list(BULK_KEYS)},
-        )
+    refuse_unknown(body, BULK_KEYS)
     return body
 
 

@@ -1,22 +1,21 @@
-"""HTTP plumbing: the OJS content type, reading JSON bodies, request ids, the tenant header."""
+"""HTTP plumbing: the OJS content type, reading JSON bodies strictly, request ids."""
 
 from __future__ import annotations
 
 import json
 import math
 import uuid
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from redrive.domain.envelope import validate_tenant
-from redrive.domain.errors import InvalidPayload
+from redrive.domain.errors import InvalidPayload, InvalidRequest
 
 OJS_MEDIA_TYPE = "application/openjobspec+json"
 ACCEPTED_MEDIA_TYPES = ("application/openjobspec+json", "application/json")
-TENANT_HEADER = "x-ojs-tenant"
 
 
 class OjsResponse(Response):
@@ -94,9 +93,15 @@ def _check_strings(value: Any) -> None:
             _check_strings(item)
 
 
-def tenant_of(request: Request) -> str | None:
-    value = request.headers.get(TENANT_HEADER)
-    return validate_tenant(value) if value else None
+def refuse_unknown(given: Iterable[str], allowed: Sequence[str], kind: str = "key") -> None:
+    """A 400 naming the first (sorted) of `given` that is not `allowed`, and listing those:
+    strict parsers refuse what they do not read, so a typo never widens an action."""
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise InvalidRequest(
+            f"unknown {kind} {unknown[0]!r}; the keys are {', '.join(allowed)}",
+            {"field": unknown[0], "allowed": list(allowed)},
+        )
 
 
 def new_request_id() -> str:

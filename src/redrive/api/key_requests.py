@@ -3,6 +3,7 @@ unknown keys and wrong types are refused, naming the field."""
 
 from __future__ import annotations
 
+from redrive.api.http import refuse_unknown
 from redrive.domain.caller import Caller
 from redrive.domain.durations import parse_duration_ms
 from redrive.domain.envelope import validate_tenant
@@ -16,12 +17,7 @@ def key_request(body: object, caller: Caller) -> KeyRequest:
     """The key asked for; its tenant is the caller's unless the body names one."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", {"field": "body"})
-    unknown = sorted(set(body) - set(KEY_REQUEST_KEYS))
-    if unknown:
-        raise InvalidRequest(
-            f"unknown key {unknown[0]!r}; the keys are {', '.join(KEY_REQUEST_KEYS)}",
-            {"field": unknown[0], "allowed": list(KEY_REQUEST_KEYS)},
-        )
+    refuse_unknown(body, KEY_REQUEST_KEYS)
     for field in ("name", "role"):
         if field not in body:
             raise InvalidRequest(f"{field} is required", {"field": field})

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from redrive.api import openapi
 from redrive.api.callers import caller_for_tenant, caller_of
 from redrive.api.dead_letter_requests import bulk_request, query_values
-from redrive.api.http import ojs, read_json
+from redrive.api.http import ojs, read_json, refuse_unknown
 from redrive.api.query import numbered_page
 from redrive.api.routes_dead_letters import bulk_document
 from redrive.api.routes_jobs import service_of
@@ -104,12 +104,7 @@ JOB_SEARCH_KEYS = ("queue", "state", "type", "page", "per_page")
 def job_filter(request: Request) -> JobFilter:
     """The job search's filter; unknown parameters are refused."""
     query = query_values(request)
-    unknown = sorted(set(query) - set(JOB_SEARCH_KEYS))
-    if unknown:
-        raise InvalidRequest(
-            f"unknown query parameter {unknown[0]!r}; the keys are {', '.join(JOB_SEARCH_KEYS)}",
-            {"field": unknown[0], "allowed": list(JOB_SEARCH_KEYS)},
-        )
+    refuse_unknown(query, JOB_SEARCH_KEYS, "query parameter")
     state = query.get("state") or None
     if state is not None and state not in STATES:
         raise InvalidRequest(f"state must be one of {', '.join(STATES)}", {"field": "state"})

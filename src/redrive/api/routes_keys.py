@@ -11,7 +11,7 @@ from starlette.responses import Response
 from redrive.api import openapi
 from redrive.api.callers import caller_of
 from redrive.api.dead_letter_requests import query_values
-from redrive.api.http import ojs, read_json
+from redrive.api.http import ojs, read_json, refuse_unknown
 from redrive.api.key_requests import key_request
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import key_document
@@ -51,9 +51,7 @@ async def create_key(request: Request) -> Response:
 )
 async def list_keys(request: Request) -> Response:
     values = query_values(request)
-    unknown = sorted(set(values) - {"include_revoked"})
-    if unknown:
-        raise InvalidRequest(f"unknown query parameter {unknown[0]!r}", {"field": unknown[0]})
+    refuse_unknown(values, ("include_revoked",), "query parameter")
     flag = values.get("include_revoked", "false")
     if flag not in ("true", "false"):
         raise InvalidRequest("include_revoked must be true or false", {"field": "include_revoked"})

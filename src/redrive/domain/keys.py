@@ -13,6 +13,7 @@ from redrive.domain.errors import Forbidden, InvalidRequest, Unauthenticated
 
 PREFIX = "rdk"
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 ID_LENGTH = 12
 SECRET_LENGTH = 32  # 32 base62 characters: about 190 bits
 CHECKSUM_LENGTH = 6
@@ -67,11 +68,12 @@ def check_name(value: object) -> str:
     return value
 
 
-def _base62(number: int, length: int) -> str:
+def _base62(number: int, length: int, alphabet: str = ALPHABET) -> str:
+    """`number` in `length` digits of `alphabet` (base 62 by default)."""
     digits = []
     for _ in range(length):
-        number, digit = divmod(number, 62)
-        digits.append(ALPHABET[digit])
+        number, digit = divmod(number, len(alphabet))
+        digits.append(alphabet[digit])
     return "".join(reversed(digits))
 
 
@@ -87,11 +89,7 @@ def key_text(key_id: str, secret_number: int) -> str:
 
 def new_key_id(random_number: int) -> str:
     """A key id from a random number below 36**ID_LENGTH: lowercase letters and digits."""
-    characters = []
-    for _ in range(ID_LENGTH):
-        random_number, digit = divmod(random_number, 36)
-        characters.append(ALPHABET[digit].lower() if digit >= 10 else ALPHABET[digit])
-    return "".join(characters)
+    return _base62(random_number, ID_LENGTH, ID_ALPHABET)
 
 
 def key_id_of(text: str) -> str:
