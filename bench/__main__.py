@@ -12,6 +12,8 @@ Usage:
     python -m bench dead-letters                 the dead-letter benchmark, 1,000,000 rows
     python -m bench dead-letters --quick         the same on 50,000 rows, about 30 s
     python -m bench dead-letters --rows 200000   any size
+    python -m bench peers                        redrive beside pgqueuer and oban-py, N = 20,000
+    python -m bench peers --quick                the same with N = 2,000 and one round
 
 Benchmarks:
     hot-path      Each store (PostgreSQL, SQLite), each figure repeated (--repeats, default 3;
@@ -35,6 +37,27 @@ Benchmarks:
                   and prune each run on a fresh file copy of the seeded database. Targets of
                   size-bound figures are scaled linearly when N is not 1,000,000.
 
+    peers         Each tool as its users run it, in its own process with its documented defaults:
+                  pgqueuer 1.6 (`pgq run`) and oban-py 0.7 (`oban start`), each pip-installed
+                  once into a virtualenv cached under bench/.peers/ (oban-py needs Python 3.12),
+                  and redrive twice: over HTTP (`redrive serve` started before the clock, then
+                  `redrive worker --url` and the Python client) and embedded (`redrive worker
+                  --embedded`, the service in-process for enqueue and retry). Per round, each
+                  tool gets a private PostgreSQL database and runs five paths on it, the clock
+                  running from spawning the process until the database (polled from this
+                  process every 20 ms, or 1 % of the time so far) shows all N done: enqueue N
+                  no-op jobs one per call; process them; enqueue N always-failing jobs 1,000
+                  per call; run them into the dead/failed state; retry every one. Rounds are
+                  interleaved (each tool in turn, then again); the table shows the medians and
+                  redrive's median per-round ratio to the best peer on each path, against
+                  issue 13's targets.
+
+Options (peers):
+    --jobs N             jobs per path (default 20,000; shared with hot-path)
+    --rounds N           interleaved rounds (default 3)
+    --quick              2,000 jobs and one round
+    --tools LIST         comma-separated: pgqueuer,oban-py,redrive-http,redrive-embedded
+
 Options (dead-letters):
     --rows N             dead letters to seed (default 1,000,000)
     --quick              50,000 rows (overrides --rows): the whole run in about 30 s
@@ -57,20 +80,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
 from bench import dead_letters, hot_path
+from bench.peers import rounds as peer_rounds
+from bench.peers import summary as peer_summary
+from bench.peers.tools import PEER_NAMES, REDRIVE_NAMES, SHOWN_ORDER, TOOLS, described
 from bench.postgres import admin_url, reachable, server_address, server_facts
-from bench.report import machine, print_table, save, versions
+from bench.report import Figure, machine, print_table, save, versions
 from redrive.process import tune_garbage_collector
 
 BENCHMARKS = {
     "hot-path": "enqueue, process (ack, dead-letter), HTTP, retry all, RSS; both stores",
     "dead-letters": "dead letters on PostgreSQL: list, stats, bulk retry, prune",
+    "peers": "redrive beside pgqueuer and oban-py, each run as its users run it",
 }
+PEER_QUICK_JOBS = 2_000
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -99,7 +132,20 @@ def parse(argv: list[str]) -> argparse.Namespace:
     hot.add_argument("--concurrency", type=int, default=50, help="worker concurrency (50)")
     hot.add_argument("--stores", default="postgres,sqlite", help="comma-separated: postgres,sqlite")
     hot.add_argument("--no-http", action="store_true", help="skip the HTTP paths")
+    peers = parser.add_argument_group("peers")
+    peers.add_argument("--rounds", type=int, default=3, help="interleaved rounds (3)")
+    peers.add_argument(
+        "--tools",
+        default=",".join(tool.key for tool in TOOLS),
+        help="comma-separated: " + ",".join(tool.key for tool in TOOLS),
+    )
     arguments = parser.parse_args(argv)
+    tools = tuple(part.strip() for part in arguments.tools.split(",") if part.strip())
+    if not tools or set(tools) - {tool.key for tool in TOOLS}:
+        parser.error("--tools takes " + ",".join(tool.key for tool in TOOLS))
+    arguments.tools = tools
+    if arguments.rounds < 1:
+        parser.error("--rounds must be at least 1")
     stores = tuple(part.strip() for part in arguments.stores.split(",") if part.strip())
     if not stores or set(stores) - set(hot_path.STORES):
         parser.error("--stores takes postgres and/or sqlite")
@@ -111,6 +157,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if min(arguments.retry_repeats, arguments.prune_repeats, arguments.list_samples) < 1:
         parser.error("repeats and samples must be at least 1")
     return arguments
+
+
+def timestamped(console: Console) -> Callable[[str], None]:
+    """A progress line printer: each message after the time of day."""
+
+    def log(message: str) -> None:
+        console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {message}", highlight=False)
+
+    return log
 
 
 def dead_letter_settings(arguments: argparse.Namespace) -> dead_letters.Settings:
@@ -132,11 +187,7 @@ def run_dead_letters(arguments: argparse.Namespace, console: Console) -> None:
     clock = time.perf_counter()
     postgres = server_facts()
     found = versions(postgres)  # before the run: the code that is measured
-
-    def log(message: str) -> None:
-        console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {message}", highlight=False)
-
-    outcome = asyncio.run(dead_letters.run(settings, log))
+    outcome = asyncio.run(dead_letters.run(settings, timestamped(console)))
     seconds = time.perf_counter() - clock
     print_table(
         f"dead letters on PostgreSQL {postgres['server_version']}, {settings.rows:,} rows "
@@ -174,11 +225,7 @@ def run_hot_path(arguments: argparse.Namespace, console: Console) -> None:
     clock = time.perf_counter()
     postgres = server_facts()
     found = versions(postgres)
-
-    def log(message: str) -> None:
-        console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {message}", highlight=False)
-
-    outcome = asyncio.run(hot_path.run(settings, log))
+    outcome = asyncio.run(hot_path.run(settings, timestamped(console)))
     seconds = time.perf_counter() - clock
     print_table(
         f"hot paths, N = {settings.jobs:,} jobs, {settings.repeats} repeats "
@@ -202,7 +249,82 @@ def run_hot_path(arguments: argparse.Namespace, console: Console) -> None:
     console.print(f"saved {path}")
 
 
-RUNNERS = {"hot-path": run_hot_path, "dead-letters": run_dead_letters}
+def print_peers(title: str, rates: peer_summary.Rates, tools: list[str], console: Console) -> None:
+    peers = [name for name in PEER_NAMES if name in tools]
+    ours = [name for name in REDRIVE_NAMES if name in tools]
+    table = Table(title=title, title_justify="left")
+    table.add_column("path")
+    for name in (*peers, *ours):
+        table.add_column(name, justify="right")
+    table.add_column("best peer")
+    for row in peer_summary.rows(rates, peers, ours, SHOWN_ORDER):
+        table.add_row(*row)
+    console.print(table)
+
+
+def run_peers(arguments: argparse.Namespace, console: Console) -> None:
+    quick = arguments.quick
+    settings = peer_rounds.Settings(
+        jobs=PEER_QUICK_JOBS if quick else arguments.jobs, rounds=1 if quick else arguments.rounds
+    )
+    tools = [tool for tool in TOOLS if tool.key in arguments.tools]
+    started = datetime.now(UTC)
+    clock = time.perf_counter()
+    postgres = server_facts()
+    found = versions(postgres)
+    with tempfile.TemporaryDirectory(prefix="redrive-bench-peers-") as directory:
+        outcome = peer_rounds.run(tools, settings, Path(directory), timestamped(console))
+    seconds = time.perf_counter() - clock
+    names = [tool.name for tool in tools]
+    peers = [name for name in PEER_NAMES if name in names]
+    ours = [name for name in REDRIVE_NAMES if name in names]
+    comparisons = [
+        item
+        for path in SHOWN_ORDER
+        for item in peer_summary.compare(outcome.rates, peers, ours, path)
+    ]
+    print_peers(
+        f"jobs/s as users run each tool, N = {settings.jobs:,}, median of {settings.rounds} "
+        f"interleaved rounds (redrive / best peer in brackets; PostgreSQL "
+        f"{postgres['server_version']}, fsync {postgres['fsync']}, synchronous_commit "
+        f"{postgres['synchronous_commit']}; {seconds:.0f} s)",
+        outcome.rates,
+        names,
+        console,
+    )
+    ratios = peer_summary.ratio_figures(comparisons)
+    print_table("redrive / best peer, median of the per-round ratios", ratios, console)
+    for error in outcome.errors:
+        console.print(f"[bold red]FAILED[/] {escape(error)}", highlight=False)
+    if arguments.no_save:
+        return
+    figures: list[Figure] = [
+        *peer_summary.rate_figures(outcome.rates, names, SHOWN_ORDER, settings.jobs),
+        *ratios,
+    ]
+    template = f"postgresql://{server_address()}/<database>"
+    document = {
+        "benchmark": "peers",
+        "started_at": started.isoformat(),
+        "duration_s": seconds,
+        "settings": {
+            **settings.__dict__, "tools": names, "postgres_server": server_address(),
+        },
+        "versions": found,
+        "machine": machine(),
+        "commands": {
+            tool.name: described(tool, outcome.environments[tool.name], template, settings.jobs)
+            for tool in tools if tool.name in outcome.environments
+        },
+        "figures": figures,
+        "errors": outcome.errors,
+        "details": {**outcome.details, "rates": outcome.rates},
+    }  # fmt: skip
+    path = save("peers", document, started)
+    console.print(f"saved {path}")
+
+
+RUNNERS = {"hot-path": run_hot_path, "dead-letters": run_dead_letters, "peers": run_peers}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""The dead-letter benchmark on PostgreSQL: list, stats, bulk retry, prune, enqueue under prune."""
+"""The dead-letter benchmark on PostgreSQL: list, stats, incidents, bulk retry, prune, enqueue
+under prune."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import httpx
@@ -23,6 +25,7 @@ from redrive.domain.cursor import encode_cursor
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import read_envelope
+from redrive.domain.incident import parse_incident_query
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.retention import parse_policy_changes
 from redrive.ports import Page
@@ -39,6 +42,7 @@ QUICK_ROWS = 50_000
 PAGE_LIMIT = 50
 # Targets from the issue, for 1,000,000 dead letters.
 LIST_P95_MS = 20.0
+INCIDENT_LIST_P95_MS = 20.0
 STATS_P95_MS = 50.0
 BULK_RETRY_ROWS = 100_000
 BULK_RETRY_S = 2.0
@@ -199,6 +203,42 @@ async def measure_dashboard(
     return samples, by_kind
 
 
+INCIDENT_QUERIES: tuple[dict[str, str], ...] = (
+    {},
+    {"sort": "count"},
+    {"state": "open,regressed"},
+    {"queue": "payments", "sort": "count"},
+    {"type": "email.*"},
+    {"error_type": "TimeoutError"},
+)
+
+
+async def measure_incidents(
+    service: Service, count: int, warmup: int, rng: random.Random
+) -> tuple[list[float], list[float]]:
+    """Incident list pages (the query mix in turn) and incident pages (one incident with its
+    newest dead letters): neither may scan the dead letters."""
+    every = parse_incident_query({"limit": "500"})
+    ids = [incident.id for incident in await service.incidents.search(CALLER, every)]
+    if not ids:
+        raise RuntimeError("the seed made no incidents")
+    listing: list[float] = []
+    pages: list[float] = []
+    for index in range(warmup + count):
+        query = parse_incident_query(INCIDENT_QUERIES[index % len(INCIDENT_QUERIES)])
+        elapsed, found = await _timed(partial(service.incidents.search, CALLER, query))
+        if not found:
+            raise RuntimeError(f"incident query {query} found nothing")
+        chosen = rng.choice(ids)
+        page, (incident, recent) = await _timed(partial(service.incidents.get, CALLER, chosen))
+        if incident.dead_count and not recent:
+            raise RuntimeError(f"incident {chosen} counts dead letters but lists none")
+        if index >= warmup:
+            listing.append(elapsed)
+            pages.append(page)
+    return listing, pages
+
+
 async def measure_stats(service: Service, count: int, warmup: int) -> list[float]:
     samples = []
     for index in range(warmup + count):
@@ -222,11 +262,15 @@ async def bulk_retry_once(url: str, settings: Settings, expected: int) -> dict[s
     available = await _scalar(
         url, "SELECT COUNT(*) FROM jobs WHERE queue = %s AND state = 'available'", (RETRY_QUEUE,)
     )
+    still_dead = await _scalar(url, "SELECT COUNT(*) FROM dead_letters WHERE status = 'dead'")
+    counted = await _scalar(url, "SELECT COALESCE(SUM(dead_count), 0) FROM incidents")
     if result.succeeded != expected or result.failed or available != expected:
         raise RuntimeError(
             f"bulk retry moved {result.succeeded} (failed {result.failed}, "
             f"{available} available), expected {expected}"
         )
+    if counted != still_dead:
+        raise RuntimeError(f"incidents count {counted} dead, the table holds {still_dead}")
     return {"seconds": seconds, "succeeded": result.succeeded, "matched": result.matched}
 
 
@@ -241,8 +285,12 @@ async def _set_policy(service: Service) -> None:
 async def _verify_pruned(url: str, rows: int, removed: int) -> None:
     left = await _scalar(url, "SELECT COUNT(*) FROM dead_letters")
     tallied = await _scalar(url, "SELECT COALESCE(SUM(count), 0) FROM dead_letter_tallies")
-    if left or tallied or removed != rows:
-        raise RuntimeError(f"prune removed {removed} of {rows}: {left} rows, {tallied} tallied")
+    counted = await _scalar(url, "SELECT COALESCE(SUM(dead_count), 0) FROM incidents")
+    if left or tallied or counted or removed != rows:
+        raise RuntimeError(
+            f"prune removed {removed} of {rows}: {left} rows, {tallied} tallied, {counted} "
+            "counted dead in incidents"
+        )
 
 
 async def prune_once(url: str, settings: Settings) -> dict[str, Any]:
@@ -366,6 +414,10 @@ async def _read_phase(
         stats = await measure_stats(service, settings.stats_samples, settings.warmup // 4)
         log(f"dashboard list page: {len(cases)} samples after {settings.warmup} warm-up")
         pages, pages_by_kind = await measure_dashboard(service, cases, settings.warmup)
+        log(f"incidents: {settings.list_samples} list and incident pages")
+        incident_lists, incident_pages = await measure_incidents(
+            service, settings.list_samples, settings.warmup, random.Random(settings.seed)
+        )
     figures = outcome.figures
     figures.append(_ms("list page p50", samples, "p50"))
     figures.append(_ms("list page p95", samples, "p95", LIST_P95_MS))
@@ -374,6 +426,10 @@ async def _read_phase(
         figure = _ms(f"  list p95: {kind}", kind_samples, "p95")
         figure.note = f"p50 {percentile(kind_samples, 0.5):.2f} ms; " + figure.note
         figures.append(figure)
+    figures.append(_ms("incident list p50", incident_lists, "p50"))
+    figures.append(_ms("incident list p95", incident_lists, "p95", INCIDENT_LIST_P95_MS))
+    figures.append(_ms("incident page p95 (with its 20 newest dead letters)", incident_pages,
+                       "p95"))  # fmt: skip
     figures.append(_ms("stats p50", stats, "p50"))
     figures.append(_ms("stats p95", stats, "p95", STATS_P95_MS))
     figures.append(_ms("dashboard list page p50", pages, "p50"))
@@ -384,6 +440,7 @@ async def _read_phase(
     outcome.details["list_cases"] = [asdict(case) for case in cases]
     outcome.details["list_samples_ms"] = by_kind
     outcome.details["stats_samples_ms"] = stats
+    outcome.details["incident_samples_ms"] = {"list": incident_lists, "page": incident_pages}
 
 
 async def _write_phase(

@@ -15,11 +15,20 @@ import psycopg
 from redrive.domain.dead_letter import new_dead_letter
 from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import EnqueueContext, validate_envelope
+from redrive.domain.fingerprint import (
+    DEFAULT_FINGERPRINTER,
+    FINGERPRINT_VERSION,
+    Fingerprint,
+    incident_id,
+)
 from redrive.domain.identifiers import uuid7
-from redrive.domain.job import DISCARDED, Job
+from redrive.domain.incident import IncidentEntry, arrival
+from redrive.domain.job import DEFAULT_TENANT, DISCARDED, Job
 from redrive.domain.lifecycle import Failure, error_record
 from redrive.domain.retry import RetryPolicy
-from redrive.store.codec import dead_letter_record, dump, job_parameters
+from redrive.store.codec import dead_letter_record, dump, incident_entry_record, job_parameters
+from redrive.store.postgres.store import HERE as POSTGRES_STATEMENTS
+from redrive.store.statements import load_statements, to_pyformat
 
 DAY_MS = 86_400_000
 SPAN_DAYS = 200
@@ -74,7 +83,8 @@ _SLOT = re.compile(r'"@@(\w+)@@"|@@(\w+)@@')
 STRING_FIELDS = frozenset({"JOB_ID", "WORKER", "TRACE", "AT"})
 DEAD_LETTER_COLUMNS = (
     "id", "job_id", "tenant_id", "queue", "type", "error_type", "reason", "discarded_at",
-    "status", "job", "moved_at", "moved_by", "args", "replay_count",
+    "status", "job", "moved_at", "moved_by", "args", "replay_count", "fingerprint",
+    "fingerprint_version", "incident_id",
 )  # fmt: skip
 
 
@@ -171,10 +181,14 @@ def template_job(job_type: str, queue: str, now: int) -> Job:
 def type_templates(job_type: str, queue: str, now: int) -> TypeTemplates:
     job = template_job(job_type, queue, now)
     jobs_row = job_parameters(job)
-    # new_dead_letter reads the error type off job.error; the column is a hole as well.
+    # new_dead_letter reads the error type off job.error; the column is a hole as well, and so
+    # are the fingerprint and the incident (one per job type and error type).
     probe = dataclasses.replace(job, error={"type": "@@ERROR_TYPE@@"})
+    fingerprint = Fingerprint("@@FINGERPRINT@@", FINGERPRINT_VERSION, None, "")
     episode = dataclasses.replace(
-        new_dead_letter("@@EPISODE_ID@@", probe, "@@REASON@@", now), job=job
+        new_dead_letter("@@EPISODE_ID@@", probe, "@@REASON@@", now, fingerprint),
+        job=job,
+        incident_id="@@INCIDENT_ID@@",
     )
     dead_row = dead_letter_record(episode)
     dead_row["job"] = dump(dead_row["job"])
@@ -245,6 +259,8 @@ class Generator:
             for job_type in job_types
         }
         self.errors = error_templates(plan.now)
+        self.fingerprints = error_fingerprints(plan.now)
+        self.incidents: dict[str, IncidentEntry] = {}
         # every queue but the retry queue shares 90% of rows, Zipf-like
         self.other_queues = [queue for queue in CATALOGUE if queue != RETRY_QUEUE]
         self.queue_weights = list(
@@ -277,9 +293,15 @@ class Generator:
             moment = format_timestamp(discarded_at - (size - attempt) * 60_000)
             record = self.errors[(error_type, retryable)]
             history.append(record.render({"ATTEMPT": str(attempt), "AT": moment}))
+        fingerprint = self.fingerprints[error_type]
+        incident = incident_id(DEFAULT_TENANT, templates.job_type, fingerprint.value)
+        episode_id = uuid7(discarded_at, rng.getrandbits(74))
+        self._count(incident, templates.job_type, queue, fingerprint, discarded_at, episode_id)
         values = {
             "JOB_ID": uuid7(created_at, rng.getrandbits(74)),
-            "EPISODE_ID": uuid7(discarded_at, rng.getrandbits(74)),
+            "EPISODE_ID": episode_id,
+            "FINGERPRINT": fingerprint.value,
+            "INCIDENT_ID": incident,
             "SEQUENCE": str(index + 1),
             "ARGS": (
                 f'[{{"customer_id":"cust_{rng.randrange(CUSTOMERS)}",'
@@ -303,6 +325,43 @@ class Generator:
             templates.dead_letter_line.render(values),
         )
 
+    def _count(
+        self, incident: str, job_type: str, queue: str, fingerprint: Fingerprint, at: int,
+        episode_id: str,
+    ) -> None:  # fmt: skip
+        """What the rows so far add to their incidents (rows come oldest first)."""
+        entry = self.incidents.get(incident)
+        if entry is None:
+            self.incidents[incident] = IncidentEntry(
+                incident, DEFAULT_TENANT, job_type, fingerprint.value, fingerprint.version,
+                fingerprint.error_type, fingerprint.message, 1, 1, at, at, (queue,), episode_id,
+                arrival(episode_id),
+            )  # fmt: skip
+            return
+        self.incidents[incident] = dataclasses.replace(
+            entry,
+            dead_count=entry.dead_count + 1,
+            total_count=entry.total_count + 1,
+            last_seen_at=at,
+            sample_dead_letter_id=episode_id,
+        )
+
+
+def error_fingerprints(now: int) -> dict[str, Fingerprint]:
+    """The fingerprint of each seeded error's last record (the same for every job type)."""
+    context = EnqueueContext(
+        now_ms=now, generated_id=uuid7(now, 0), tenant=None, default_retry=RetryPolicy()
+    )
+    job = validate_envelope({"type": "bench.probe", "args": []}, context)
+    return {
+        error_type: DEFAULT_FINGERPRINTER.fingerprint(
+            dataclasses.replace(
+                job, error=error_record(Failure("handler_error", message, error_type), 1, now)
+            )
+        )
+        for error_type, (_, message) in ERRORS.items()
+    }
+
 
 SECONDARY_INDEXES = """
 SELECT indexname, indexdef FROM pg_indexes
@@ -313,7 +372,7 @@ WHERE schemaname = 'public' AND tablename IN ('jobs', 'dead_letters')
 
 async def seed(url: str, plan: SeedPlan, chunk: int = 5_000) -> SeedResult:
     """COPY `plan.rows` dead letters and their discarded jobs into a migrated database, then
-    rebuild the indexes, fill the tallies and VACUUM ANALYZE."""
+    rebuild the indexes, fill the tallies and the incidents, and VACUUM ANALYZE."""
     seconds: dict[str, float] = {}
     started = time.perf_counter()
     generator = Generator(plan)
@@ -357,7 +416,17 @@ async def seed(url: str, plan: SeedPlan, chunk: int = 5_000) -> SeedResult:
         seconds["tallies"] = time.perf_counter() - phase
 
         phase = time.perf_counter()
-        await dead_connection.execute("VACUUM (ANALYZE) jobs, dead_letters, dead_letter_tallies")
+        upsert = to_pyformat(
+            load_statements(POSTGRES_STATEMENTS / "statements.sql")["upsert_incidents"]
+        )
+        entries = [incident_entry_record(entry) for entry in generator.incidents.values()]
+        await dead_connection.execute(upsert, {"incidents": dump(entries), "regress": False})
+        seconds["incidents"] = time.perf_counter() - phase
+
+        phase = time.perf_counter()
+        await dead_connection.execute(
+            "VACUUM (ANALYZE) jobs, dead_letters, dead_letter_tallies, incidents"
+        )
         seconds["vacuum_analyze"] = time.perf_counter() - phase
 
         cursor = await dead_connection.execute(

@@ -12,10 +12,11 @@ import pytest
 from redrive.api.app import create_app
 from redrive.ports import Store
 from redrive.service.facade import Service
-from redrive.service.runtime import Runtime, ServiceOptions
+from redrive.service.runtime import Runtime
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
 from tests.support.clock import ManualClock
+from tests.support.options import service_options
 from tests.support.postgres import database_from_template, fresh_database, require_postgres
 
 
@@ -81,8 +82,7 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def service(store: Store, clock: ManualClock) -> Service:
-    options = ServiceOptions(test_hooks=True)
-    return Service(Runtime(store, clock=clock, options=options, rng=random.Random(7)))
+    return Service(Runtime(store, clock=clock, options=service_options(), rng=random.Random(7)))
 
 
 @pytest.fixture

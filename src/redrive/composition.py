@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import ipaddress
+import secrets
 
 from fastapi import FastAPI
 
 from redrive.api.app import create_app
 from redrive.dashboard import install_dashboard
+from redrive.domain.durations import parse_duration_ms
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.fingerprint import Fingerprinter, parse_custom_keys
 from redrive.domain.redaction import Redactor
 from redrive.domain.retention import RetentionPolicy, parse_policy_changes
+from redrive.domain.secret_box import KEY_BYTES, SecretBox, parse_key
+from redrive.domain.webhook_delivery import DeliveryOptions
 from redrive.maintenance.loop import SweepLoop
+from redrive.maintenance.webhooks import DeliveryLoop
 from redrive.ports import Store
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.settings import Settings
 from redrive.store.archive import FileArchive
+from redrive.store.key_file import key_file_of, load_or_create_key
 from redrive.store.postgres.isolation import isolation_problems
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
@@ -82,6 +89,36 @@ def redactor(settings: Settings) -> Redactor:
         raise ConfigurationError(f"REDRIVE_REDACTION_PATTERNS: {error.message}") from error
 
 
+async def open_ready_store(settings: Settings) -> tuple[Store, list[str]]:
+    """The store every process that serves or works uses (the server, the embedded worker, the
+    CLI on `--database`): connected, migrated (the migrations it applied are returned) and, on
+    PostgreSQL, checked to be bound by row-level security. Closed again if any step fails."""
+    store = await open_store(settings)
+    try:
+        applied = await store.migrate()
+        await check_tenant_isolation(store)
+    except BaseException:
+        await store.close()
+        raise
+    return store, applied
+
+
+def fingerprinter(settings: Settings, secrets: Redactor) -> Fingerprinter:
+    """The fingerprinter with the configured per-type keys; a key that holds secrets (by its
+    name) is refused: its value would decide groups and could be guessed back from them."""
+    try:
+        keys = parse_custom_keys(settings.fingerprint_keys)
+    except InvalidRequest as error:
+        raise ConfigurationError(f"REDRIVE_FINGERPRINT_KEYS: {error.message}") from error
+    for job_type, path in keys.items():
+        if any(secrets.key_kind(part) for part in path.parts):
+            raise ConfigurationError(
+                f"REDRIVE_FINGERPRINT_KEYS: {job_type}: {path.text} names a secret; fingerprint "
+                "by a key that holds none"
+            )
+    return Fingerprinter(keys)
+
+
 async def check_tenant_isolation(store: Store) -> None:
     """On PostgreSQL, refuse to go on when row-level security would not bind the server's
     connections (SQLite filters by tenant in its store and has nothing to check)."""
@@ -99,6 +136,44 @@ async def check_tenant_isolation(store: Store) -> None:
         )
 
 
+def secret_box(settings: Settings) -> SecretBox | None:
+    """What seals webhook signing secrets: REDRIVE_SECRET_KEY; without it, on SQLite, the key
+    file beside the database (made on first use); on PostgreSQL none (replicas share a database
+    and must share the key too, so the server cannot make one up: webhooks are refused until
+    the setting is given)."""
+    if settings.secret_key is not None:
+        try:
+            return SecretBox(parse_key(settings.secret_key.get_secret_value()))
+        except ValueError as error:
+            raise ConfigurationError(f"REDRIVE_SECRET_KEY: {error}") from error
+    if not settings.database_url.startswith("sqlite:"):
+        return None
+    path = sqlite_path(settings.database_url)
+    if path == ":memory:":
+        return SecretBox(secrets.token_bytes(KEY_BYTES))
+    try:
+        return SecretBox(
+            load_or_create_key(key_file_of(path), lambda: secrets.token_bytes(KEY_BYTES))
+        )
+    except (OSError, ValueError) as error:
+        raise ConfigurationError(f"the webhook secret key file: {error}") from error
+
+
+def delivery_options(settings: Settings) -> DeliveryOptions:
+    try:
+        first_retry_ms = parse_duration_ms(settings.webhook_first_retry, "webhook_first_retry")
+    except InvalidRequest as error:
+        raise ConfigurationError(f"REDRIVE_WEBHOOK_FIRST_RETRY: {error.message}") from error
+    if first_retry_ms <= 0:
+        raise ConfigurationError("REDRIVE_WEBHOOK_FIRST_RETRY must be longer than zero")
+    return DeliveryOptions(
+        timeout_ms=round(settings.webhook_timeout_seconds * 1000),
+        max_attempts=settings.webhook_max_attempts,
+        first_retry_ms=first_retry_ms,
+        allow_private_targets=settings.webhook_allow_private_targets,
+    )
+
+
 def service_options(settings: Settings) -> ServiceOptions:
     try:
         retention = parse_policy_changes(
@@ -110,6 +185,7 @@ def service_options(settings: Settings) -> ServiceOptions:
         ).applied_to(RetentionPolicy())
     except InvalidRequest as error:
         raise ConfigurationError(f"REDRIVE_DEAD_LETTER_*: {error.message}") from error
+    secrets = redactor(settings)
     return ServiceOptions(
         retention=retention,
         prune_interval_ms=settings.prune_interval_seconds * 1000,
@@ -118,7 +194,12 @@ def service_options(settings: Settings) -> ServiceOptions:
         max_batch_size=settings.max_batch_size,
         event_retention_ms=settings.event_retention_seconds * 1000,
         finished_job_retention_ms=settings.job_retention_seconds * 1000,
-        redactor=redactor(settings),
+        redactor=secrets,
+        fingerprinter=fingerprinter(settings, secrets),
+        session_lifetime_ms=settings.dashboard_session_seconds * 1000,
+        webhooks=delivery_options(settings),
+        secret_box=secret_box(settings),
+        webhook_log_retention_ms=settings.webhook_log_retention_seconds * 1000,
     )
 
 
@@ -135,8 +216,14 @@ def build_app(store: Store, settings: Settings, authenticate: bool | None = None
     service = build_service(store, settings)
     required = auth_required(settings) if authenticate is None else authenticate
     loop = SweepLoop(service.sweeper, settings.sweep_interval_ms / 1000)
+    deliveries = DeliveryLoop(service.webhooks, settings.webhook_concurrency)
+
+    async def startup() -> None:
+        await loop.start()
+        await deliveries.start()
 
     async def shutdown() -> None:
+        await deliveries.stop()
         await loop.stop()
         await store.close()
 
@@ -144,7 +231,7 @@ def build_app(store: Store, settings: Settings, authenticate: bool | None = None
         service,
         max_body_bytes=settings.max_body_bytes,
         auth_required=required,
-        on_startup=loop.start,
+        on_startup=startup,
         on_shutdown=shutdown,
     )
     install_dashboard(app, service)

@@ -52,3 +52,5 @@ def configure_logging(level: str, log_format: str, redactor: Redactor = DEFAULT_
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    # httpx names each request's URL at INFO, and a webhook URL may hold a token: warnings only.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, root.level))

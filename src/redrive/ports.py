@@ -6,15 +6,20 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from redrive.domain.audit import AuditQuery, AuditRecord, ChainHead
 from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import DeadLetter, DeadLetterStats, MovedEpisode
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.events import Event
+from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, StateChange
 from redrive.domain.job import Job
 from redrive.domain.keys import ApiKey
 from redrive.domain.records import CronRecord, QueueRecord, WorkerRecord
 from redrive.domain.replay import ReplayRule
 from redrive.domain.retention import ArchiveRecord, PolicyRecord
+from redrive.domain.sessions import DashboardSession
+from redrive.domain.webhook_delivery import DeliveryQuery, DeliveryRecord
+from redrive.domain.webhooks import Listener, SealedSecrets, Subscription
 
 
 class Clock(Protocol):
@@ -134,7 +139,13 @@ class DeadLetterStore(Protocol):
     """Dead episodes: enter them, search and count them, move them out of `dead` (the
     exactly-once guard), requeue or delete their jobs, and tally what is dead."""
 
-    async def insert_dead_letters(self, dead_letters: list[DeadLetter]) -> None: ...
+    async def enter_dead_letters(
+        self, dead_letters: list[DeadLetter], entries: list[IncidentEntry]
+    ) -> list[Incident]:
+        """Insert the episodes and add `entries` to their incidents (one statement): new
+        incidents open, resolved ones regress; the incidents as they are after it."""
+        ...
+
     async def list_dead_letters(
         self, filters: DeadLetterFilter, page: Page
     ) -> list[DeadLetter]: ...
@@ -154,6 +165,29 @@ class DeadLetterStore(Protocol):
         self, dead_letter: DeadLetter, status: str, now: int, moved_by: str
     ) -> bool: ...
     async def dead_letter_stats(self, tenant_id: str | None) -> DeadLetterStats: ...
+
+
+class IncidentStore(Protocol):
+    """Incidents: list and read them, change their state (guarded by the state it was decided
+    from), and the backfill of episodes from before incidents (the dead letters entering add to
+    their incidents with DeadLetterStore.enter_dead_letters)."""
+
+    async def upsert_incidents(
+        self, entries: list[IncidentEntry], regress: bool
+    ) -> list[Incident]: ...
+    async def list_incidents(self, query: IncidentQuery) -> list[Incident]: ...
+    async def get_incident(self, incident_id: str, tenant_id: str | None) -> Incident | None: ...
+    async def change_incident_state(
+        self, change: StateChange, tenant_id: str | None
+    ) -> Incident | None:
+        """None when the incident is no longer in `change.expected_state` (or not the tenant's)."""
+        ...
+
+    async def unfingerprinted_dead_letters(self, limit: int) -> list[DeadLetter]: ...
+    async def fingerprint_dead_letters(self, dead_letters: list[DeadLetter]) -> set[str]:
+        """Write the episodes' fingerprints and incidents; the ids written (the others were
+        fingerprinted meanwhile)."""
+        ...
 
 
 class RetentionStore(Protocol):
@@ -204,7 +238,11 @@ class CronStore(Protocol):
 class EventStore(Protocol):
     """The events outbox webhooks and event streams read."""
 
-    async def add_events(self, events: list[StoredEvent]) -> None: ...
+    async def add_events(self, events: list[StoredEvent]) -> list[Listener]:
+        """Append the events; the active webhook subscriptions of their tenants come back in the
+        same round trip, so that their deliveries are queued in the same transaction."""
+        ...
+
     async def list_events(self, query: EventQuery) -> list[StoredEvent]: ...
     async def delete_events_before(self, before: int) -> int: ...
 
@@ -216,8 +254,14 @@ class MaintenanceStore(Protocol):
     async def reset(self) -> None: ...
 
 
-class AttemptWrites(JobStore, DeadLetterStore, EventStore, Protocol):
-    """What ending attempts writes: the jobs, the dead letters of those that died, the events."""
+class EventWrites(JobStore, QueueStore, EventStore, Protocol):
+    """What announcing events writes: the events, and the webhook deliveries (jobs on the
+    reserved queue) they start."""
+
+
+class AttemptWrites(JobStore, QueueStore, DeadLetterStore, EventStore, Protocol):
+    """What ending attempts writes: the jobs, the dead letters of those that died (and their
+    incidents), the events."""
 
 
 class DeadLetterMoves(JobStore, QueueStore, DeadLetterStore, EventStore, Protocol):
@@ -250,10 +294,74 @@ class KeyStore(Protocol):
     async def count_live_keys(self, now: int) -> int: ...
 
 
+class AuditStore(Protocol):
+    """The audit log: append to a tenant's chain (taking its head first, which holds back other
+    appends to that chain until commit), list records, and read chains back to verify them."""
+
+    async def lock_audit_head(self, tenant_id: str) -> ChainHead: ...
+    async def append_audit_record(self, record: AuditRecord) -> None: ...
+    async def list_audit_records(self, query: AuditQuery) -> list[AuditRecord]: ...
+    async def audit_chain(self, tenant_id: str, after_seq: int, limit: int) -> list[AuditRecord]:
+        """A tenant's records after `after_seq`, in seq order."""
+        ...
+
+    async def audit_heads(self, tenant_id: str | None) -> list[ChainHead]: ...
+    async def audit_tenants(self, tenant_id: str | None) -> list[str]:
+        """The tenants that have records (a head may be missing where records are not)."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoredSession:
+    """A dashboard session and its key as the key is now (revoked or expired ones included)."""
+
+    session: DashboardSession
+    key: ApiKey
+
+
+class SessionStore(Protocol):
+    """Dashboard sessions, by the hash of their token."""
+
+    async def insert_session(self, session: DashboardSession, token_hash: str) -> None: ...
+    async def session_by_token(self, token_hash: str) -> StoredSession | None: ...
+    async def delete_session(self, token_hash: str) -> None: ...
+    async def delete_ended_sessions(self, now: int) -> int:
+        """Remove sessions that expired or whose key was revoked or expired; how many."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoredSubscription:
+    """A webhook subscription and its sealed secrets (opened only to sign a delivery)."""
+
+    subscription: Subscription
+    secrets: SealedSecrets
+
+
+class WebhookStore(Protocol):
+    """Webhook subscriptions, keyed by id within a tenant (`tenant_id` None: every tenant's), and
+    the delivery log."""
+
+    async def insert_subscription(self, stored: StoredSubscription) -> None: ...
+    async def update_subscription(self, stored: StoredSubscription) -> bool: ...
+    async def get_subscription(
+        self, subscription_id: str, tenant_id: str | None
+    ) -> StoredSubscription | None: ...
+    async def list_subscriptions(self, tenant_id: str | None) -> list[Subscription]: ...
+    async def delete_subscription(self, subscription_id: str, tenant_id: str | None) -> bool:
+        """Delete it and its delivery log; False when there is no such subscription."""
+        ...
+
+    async def add_delivery_record(self, record: DeliveryRecord) -> None: ...
+    async def list_delivery_records(self, query: DeliveryQuery) -> list[DeliveryRecord]: ...
+    async def delete_delivery_records_before(self, before: int, limit: int) -> int: ...
+
+
 class Transaction(
     JobStore,
     QueueStore,
     DeadLetterStore,
+    IncidentStore,
     RetentionStore,
     ReplayRuleStore,
     WorkerStore,
@@ -261,6 +369,9 @@ class Transaction(
     EventStore,
     MaintenanceStore,
     KeyStore,
+    AuditStore,
+    SessionStore,
+    WebhookStore,
     Protocol,
 ):
     """One unit of work over every concern above: everything done through it commits together

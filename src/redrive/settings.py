@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -30,6 +30,12 @@ class Settings(BaseSettings):
     auth: Literal["auto", "on", "off"] = Field(
         "auto",
         description="API keys: auto (required beyond loopback), on, or off (loopback only)",
+    )
+    dashboard_session_seconds: int = Field(
+        43_200,
+        gt=0,
+        description="how long a dashboard sign-in lasts (revoking or expiring its key ends it "
+        "sooner)",
     )
     log_level: str = Field("info", description="debug, info, warning or error")
     log_format: str = Field("auto", description="json, text, or auto (json when not a terminal)")
@@ -76,6 +82,40 @@ class Settings(BaseSettings):
         [],
         description="more key names that hold secrets (comma-separated): their values are "
         "redacted from error details and masked in args and meta for viewers",
+    )
+    fingerprint_keys: dict[str, str] = Field(
+        {},
+        description="job types whose dead letters group by a key of meta or args instead of "
+        'their error: a JSON object of job type -> key path, e.g. {"charge.card": '
+        '"meta.aggregate_id"}',
+    )
+    secret_key: SecretStr | None = Field(
+        None,
+        description="base64 of 32 random bytes (`openssl rand -base64 32`), the same on every "
+        "replica: it seals webhook signing secrets. Unset on SQLite: a key file DATABASE.key "
+        "(mode 0600) is made beside the database; unset on PostgreSQL: no webhook can be made",
+    )
+    webhook_timeout_seconds: float = Field(
+        30.0, gt=0, le=300, description="how long a webhook delivery waits for its receiver"
+    )
+    webhook_max_attempts: int = Field(
+        8, ge=1, le=100, description="attempts per webhook delivery before its dead letter"
+    )
+    webhook_first_retry: str = Field(
+        "PT30S",
+        description="wait before a delivery's first retry (ISO 8601); each next one waits 4 "
+        "times longer, at most a day, with jitter",
+    )
+    webhook_concurrency: int = Field(
+        10, ge=1, le=1000, description="webhook deliveries in flight at once, per process"
+    )
+    webhook_allow_private_targets: bool = Field(
+        False,
+        description="allow webhook URLs on loopback and private addresses (refused by default: "
+        "a subscription must not reach the server's own network)",
+    )
+    webhook_log_retention_seconds: int = Field(
+        7 * 86_400, ge=1, description="how long the webhook delivery log keeps an attempt"
     )
     config_file: str = Field(
         DEFAULT_CONFIG_FILE, description="optional TOML file with these settings"

@@ -1,28 +1,34 @@
-"""Every route by every credential, with auth on, on both stores: no key, a malformed, expired or
-revoked key → 401; each role → 403 exactly where the policy table says so; another tenant's
-objects → 404; and a refused request changes nothing."""
+"""Every API route by every credential, with auth on, on both stores: no key, a malformed, expired
+or revoked key → 401; each role → 403 exactly where the policy table says so; another tenant's
+objects → 404; and a refused request changes nothing. The dashboard's routes, signed in with a
+session instead of a key, are walked in test_dashboard_access.py."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from redrive.api.app import ROUTERS, create_app
-from redrive.api.policies import POLICIES, Policy, endpoint_name, policy_of
-from redrive.domain.caller import GRANTS, Caller, Role
+from redrive.api.policies import POLICIES, endpoint_name, policy_of
+from redrive.dashboard import dashboard_router, install_dashboard
+from redrive.domain.audit import Action, AuditQuery
+from redrive.domain.caller import GRANTS, Caller, Policy, Role
 from redrive.domain.dead_letter_filter import parse_filter
+from redrive.domain.incident import IncidentQuery
 from redrive.domain.keys import KeyRequest
 from redrive.ports import Page, Store
 from redrive.service.facade import Service
-from redrive.service.runtime import Runtime, ServiceOptions
+from redrive.service.runtime import Runtime
 from tests.behaviour.ojs_http import assert_error, forbid_server_errors
 from tests.support.clock import ManualClock
+from tests.support.options import service_options
 
 pytestmark = pytest.mark.anyio
 
@@ -40,6 +46,18 @@ def api_routes() -> list[tuple[str, str, Policy]]:
             assert policy is not None, f"{route.path} has no policy"
             found.extend((method, route.path, policy) for method in sorted(route.methods or ()))
     return found
+
+
+def dashboard_routes() -> list[APIRoute]:
+    """The dashboard's routes: the home redirect and its router's (a route touches the service
+    only when it is called)."""
+    service = cast(Service, None)
+    app = FastAPI()
+    install_dashboard(app, service)
+    home = [route for route in app.routes if isinstance(route, APIRoute)]
+    return home + [
+        route for route in dashboard_router(service).routes if isinstance(route, APIRoute)
+    ]
 
 
 ROUTES = api_routes()
@@ -64,9 +82,7 @@ async def make_key(
 
 @pytest.fixture
 async def world(store: Store, clock: ManualClock) -> AsyncIterator[World]:
-    service = Service(
-        Runtime(store, clock=clock, options=ServiceOptions(test_hooks=True), rng=random.Random(3))
-    )
+    service = Service(Runtime(store, clock=clock, options=service_options(), rng=random.Random(3)))
     keys: dict[str, str] = {}
     key_ids: dict[str, str] = {}
     for role in Role:
@@ -122,8 +138,17 @@ async def seed(http: httpx.AsyncClient, admin: str) -> dict[str, str]:
         headers=headers,
     )
     assert cron.status_code == 201, cron.text
+    dead = await http.get(f"/ojs/v1/dead-letter/{job_id}", headers=headers)
+    hook = await http.post(
+        "/ojs/v1/webhooks/subscriptions",
+        json={"url": "https://hooks.example.com/x", "events": ["job.completed"]},
+        headers=headers,
+    )
+    assert hook.status_code == 201, hook.text
     return {
+        "subscription_id": hook.json()["subscription"]["id"],
         "job_id": job_id,
+        "incident_id": dead.json()["job"]["incident_id"],
         "rule_id": rule.json()["rule"]["id"],
         "name": "mail",
         "queue": "mail",
@@ -153,6 +178,9 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/ojs/v1/cron"): {"name": "x", "expression": "0 3 * * *", "type": "a.b"},
     ("PATCH", "/ojs/v1/cron/{name}"): {"enabled": False},
     ("POST", "/ojs/v1/admin/keys"): {"name": "new", "role": "admin"},
+    ("POST", "/ojs/v1/admin/incidents/{incident_id}/resolve"): {"fix_reference": "PR 1"},
+    ("POST", "/ojs/v1/webhooks/subscriptions"): {"url": "https://a.example/x", "events": ["*"]},
+    ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"): {"active": False},
 }
 QUERIES: dict[tuple[str, str], dict[str, str]] = {
     ("DELETE", "/ojs/v1/dead-letter"): {"queue": "mail", "confirm": "true"},
@@ -193,7 +221,21 @@ async def state(service: Service) -> tuple[object, ...]:
         sorted((k.id, k.revoked_at) for k in await service.keys.list(SETUP, True)),
         (await service.retention.policies(SETUP)).updated,
         (await service.queues.totals(SETUP))["total_jobs"],
+        sorted(
+            (incident.id, incident.state, incident.dead_count)
+            for incident in await service.incidents.search(SETUP, IncidentQuery())
+        ),
+        sorted(repr(item) for item in await service.webhooks.subscriptions(SETUP)),
     )
+
+
+async def denials(service: Service) -> list[tuple[str, str]]:
+    """The refusals the audit log holds, newest first: (actor, route)."""
+    query = AuditQuery(action=Action.ACCESS_DENIED, limit=1000)
+    targets = [
+        (record.actor, record.target_value()) for record in await service.audit.list(SETUP, query)
+    ]
+    return [(actor, f"{target['method']} {target['route']}") for actor, target in targets]
 
 
 def route_id(route: tuple[str, str, Policy]) -> str:
@@ -222,6 +264,7 @@ async def test_a_request_without_a_live_key_is_401_and_changes_nothing(
         assert_error(response, 401, "unauthenticated")
         assert response.headers["www-authenticate"].startswith("Bearer")
     assert await state(world.service) == before
+    assert await denials(world.service) == []  # a request that names nobody records nothing
 
 
 @pytest.mark.parametrize("route", PROTECTED, ids=route_id)
@@ -239,6 +282,7 @@ async def test_each_role_reaches_exactly_what_its_policy_allows(
         else:
             assert_error(response, 403, "forbidden")
             assert await state(world.service) == before, role
+            assert (await denials(world.service))[0] == (role.value, f"{method} {path}")
     every = await call(world, method, path, bearer(world.keys["every"]))
     assert every.status_code not in (401, 403), every.text
 
@@ -263,6 +307,15 @@ OBJECT_ROUTES = [
     ("DELETE", "/ojs/v1/cron/{name}"),
     ("DELETE", "/ojs/v1/admin/keys/{key_id}"),
     ("GET", "/ojs/v1/admin/tenants/{tenant_id}/stats"),
+    ("GET", "/ojs/v1/admin/incidents/{incident_id}"),
+    ("POST", "/ojs/v1/admin/incidents/{incident_id}/acknowledge"),
+    ("POST", "/ojs/v1/admin/incidents/{incident_id}/resolve"),
+    ("POST", "/ojs/v1/admin/incidents/{incident_id}/ignore"),
+    ("POST", "/ojs/v1/admin/incidents/{incident_id}/reopen"),
+    ("GET", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
+    ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
+    ("DELETE", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
+    ("POST", "/ojs/v1/webhooks/subscriptions/{subscription_id}/rotate-secret"),
 ]
 
 
@@ -352,4 +405,6 @@ async def test_an_expired_key_stops_working_when_it_expires(world: World) -> Non
 def test_every_route_has_a_policy_and_every_policy_a_route() -> None:
     served = {endpoint_name(route.endpoint) for router in ROUTERS for route in router.routes
               if isinstance(route, APIRoute)}  # fmt: skip
+    served |= {endpoint_name(route.endpoint) for route in dashboard_routes()}
     assert served == set(POLICIES), served ^ set(POLICIES)
+    assert all(policy_of(route.endpoint) is not None for route in dashboard_routes())

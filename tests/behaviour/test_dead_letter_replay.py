@@ -295,6 +295,8 @@ async def test_a_job_retried_out_of_the_queue_that_dies_again_lists_both_episode
             "moved_by": "api",
             "replay_count": 0,
             "attempts": 1,
+            "fingerprint": first["fingerprint"],
+            "incident_id": first["incident_id"],
         },
         {
             "episode_id": dead["dead_letter_id"],
@@ -306,8 +308,11 @@ async def test_a_job_retried_out_of_the_queue_that_dies_again_lists_both_episode
             "moved_by": None,
             "replay_count": 0,
             "attempts": 2,
+            "fingerprint": dead["fingerprint"],
+            "incident_id": dead["incident_id"],
         },
     ]
+    assert first["incident_id"] != dead["incident_id"]  # it died of another error this time
 
     clock.advance(MINUTE)
     bulk = await client.post(

@@ -37,6 +37,7 @@ from redrive.store.postgres.store import HERE, PostgresExecutor, PostgresStore
 from redrive.store.transaction import SqlTransaction
 from tests.behaviour.ojs_http import enqueue, kill_job
 from tests.support.clock import ManualClock
+from tests.support.options import service_options
 from tests.support.postgres import admin_url, database_from_template
 
 pytestmark = pytest.mark.anyio
@@ -45,7 +46,10 @@ ACME = Caller.for_tenant("acme", "test", Role.ADMIN)
 GLOBEX = Caller.for_tenant("globex", "test", Role.ADMIN)
 # Tables the seeding below fills for both tenants (every table that holds tenant data is checked;
 # these must be among those that hold rows of both, or the test proves nothing).
-SEEDED = {"jobs", "dead_letters", "dead_letter_tallies", "events", "queues"}
+SEEDED = {"jobs", "dead_letters", "dead_letter_tallies", "events", "queues", "incidents"}
+SEEDED = {
+    "jobs", "dead_letters", "dead_letter_tallies", "events", "queues", "webhook_subscriptions",
+}  # fmt: skip
 TENANT_TABLES = """
 SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity
 FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
@@ -107,12 +111,15 @@ async def isolated(database: str) -> AsyncIterator[Isolated]:
     await seeding.open()
     await seeding.migrate()
     service = Service(
-        Runtime(seeding, clock=ManualClock(), options=ServiceOptions(), rng=random.Random(7))
+        Runtime(seeding, clock=ManualClock(), options=service_options(), rng=random.Random(7))
     )
     transport = httpx.ASGITransport(app=create_app(service, max_body_bytes=64_000))
     async with httpx.AsyncClient(transport=transport, base_url="http://redrive.test") as client:
         for tenant in ("acme", "globex"):
             headers = {"X-OJS-Tenant": tenant}
+            hook = {"url": "https://hooks.example.com/x", "events": ["dead_letter.*"]}
+            made = await client.post("/ojs/v1/webhooks/subscriptions", json=hook, headers=headers)
+            assert made.status_code == 201, made.text
             await enqueue(client, "test.live", headers=headers, queue="mail")
             await kill_job(client, headers=headers)
     await seeding.close()
@@ -237,7 +244,8 @@ def test_every_table_with_a_tenant_id_has_forced_row_level_security_and_the_poli
     """Fails when a migration adds a tenant table without enabling and forcing RLS on it."""
     tables = owner_rows(database, TENANT_TABLES)
     names = {row[0] for row in tables}
-    assert {"jobs", "dead_letters", "events", "queues", "dead_letter_policies", "api_keys"} <= names
+    assert {"jobs", "dead_letters", "events", "queues", "dead_letter_policies", "api_keys",
+            "incidents"} <= names  # fmt: skip
     unprotected = sorted(name for name, enabled, forced in tables if not (enabled and forced))
     assert unprotected == [], "tenant tables without forced row-level security"
     policies = owner_rows(
@@ -288,6 +296,19 @@ async def test_the_audit_log_is_granted_to_read_and_append_only(database: str) -
     }  # fmt: skip
     jobs = owner_rows(database, "SELECT has_table_privilege('redrive_app', 'jobs', 'DELETE')")
     assert jobs == [(True,)]
+
+
+@pytest.mark.postgres
+async def test_dashboard_sessions_are_made_and_deleted_never_changed(database: str) -> None:
+    """No query of the server can extend a session or move it to another key."""
+    privileges = owner_rows(
+        database,
+        "SELECT p, has_table_privilege('redrive_app', 'dashboard_sessions', p) "
+        "FROM unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) AS p",
+    )
+    assert dict(privileges) == {
+        "SELECT": True, "INSERT": True, "UPDATE": False, "DELETE": True, "TRUNCATE": False,
+    }  # fmt: skip
 
 
 # --- the application role: made by migrate, race-safe -------------------------------------
@@ -410,7 +431,19 @@ async def test_the_check_refuses_a_role_it_cannot_set(database: str, role_name: 
     assert problems[0].startswith(f"cannot SET ROLE {role_name}: ")
 
 
-def serve(url: str, tmp_path: Path, **settings: str) -> subprocess.CompletedProcess[str]:
+WORKERS = Path(__file__).parents[1] / "integration" / "workers"
+# Every process that serves or works on the database refuses when row-level security would not
+# bind it: the server, the embedded worker and the CLI talking straight to the database.
+COMMANDS = {
+    "serve": ["serve"],
+    "embedded worker": ["worker", "example_tasks:worker", "--embedded"],
+    "cli on --database": ["dlq", "ls", "--database", "{url}"],
+}
+
+
+def run(
+    command: str, url: str, tmp_path: Path, **settings: str
+) -> subprocess.CompletedProcess[str]:
     environment = dict(os.environ)
     environment.update(
         {
@@ -419,11 +452,13 @@ def serve(url: str, tmp_path: Path, **settings: str) -> subprocess.CompletedProc
             "REDRIVE_CONFIG_FILE": str(tmp_path / "absent.toml"),
             "REDRIVE_PORT": "1",  # never bound: the server must refuse before listening
             "COLUMNS": "400",
+            "PYTHONPATH": os.pathsep.join([str(WORKERS), os.environ.get("PYTHONPATH", "")]),
         }
     )
     environment.update({f"REDRIVE_{key.upper()}": value for key, value in settings.items()})
+    arguments = [argument.format(url=url) for argument in COMMANDS[command]]
     return subprocess.run(
-        [sys.executable, "-m", "redrive", "serve"],
+        [sys.executable, "-m", "redrive", *arguments],
         env=environment,
         capture_output=True,
         text=True,
@@ -433,23 +468,27 @@ def serve(url: str, tmp_path: Path, **settings: str) -> subprocess.CompletedProc
 
 
 @pytest.mark.postgres
-def test_serve_refuses_to_start_as_a_superuser(database: str, tmp_path: Path) -> None:
-    refused = serve(database, tmp_path, database_role="postgres")
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_process_refuses_to_start_as_a_superuser(
+    database: str, tmp_path: Path, command: str
+) -> None:
+    refused = run(command, database, tmp_path, database_role="postgres")
     assert refused.returncode == 2, refused.stderr
-    message = " ".join(refused.stderr.split())
-    assert "refusing to start: row-level security would be bypassed on PostgreSQL" in message
+    message = " ".join((refused.stderr + refused.stdout).split())
+    assert "row-level security would be bypassed on PostgreSQL" in message
     assert "the role postgres is a superuser" in message
     assert "Run `redrive migrate`" in message
 
 
 @pytest.mark.postgres
-def test_serve_refuses_to_start_with_a_table_whose_rls_is_off(
-    database: str, tmp_path: Path
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_process_refuses_to_start_with_a_table_whose_rls_is_off(
+    database: str, tmp_path: Path, command: str
 ) -> None:
     owner_run(database, "ALTER TABLE dead_letters DISABLE ROW LEVEL SECURITY")
-    refused = serve(database, tmp_path)
+    refused = run(command, database, tmp_path)
     assert refused.returncode == 2, refused.stderr
-    message = " ".join(refused.stderr.split())
+    message = " ".join((refused.stderr + refused.stdout).split())
     assert "row-level security is disabled on dead_letters" in message
 
 

@@ -65,8 +65,8 @@ def screenshot(page: Page, name: str, backend: str) -> Path:
 class Api:
     """The OJS API of the server under test, for seeding and for checking what changed."""
 
-    def __init__(self, base_url: str) -> None:
-        self.http = httpx.Client(base_url=base_url, timeout=10.0)
+    def __init__(self, base_url: str, headers: dict[str, str]) -> None:
+        self.http = httpx.Client(base_url=base_url, headers=headers, timeout=10.0)
 
     def kill(self, queue: str, job_type: str, error_type: str, args: list[Any]) -> str:
         """Enqueue a one-attempt job, fail it with a backtrace, return its (dead) id."""
@@ -102,6 +102,6 @@ class Api:
 
 @pytest.fixture
 def api(server: RedriveServer) -> Iterator[Api]:
-    client = Api(server.base_url)
+    client = Api(server.base_url, server.headers)
     yield client
     client.close()

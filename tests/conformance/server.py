@@ -49,6 +49,8 @@ def server_environment(
             "REDRIVE_LOG_LEVEL": "warning",
             "PYTHONUNBUFFERED": "1",
             "REDRIVE_AUTH": "on" if auth else "auto",
+            # PostgreSQL has no key file: the server key that seals webhook secrets is given.
+            "REDRIVE_SECRET_KEY": "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
         }
     )
     return environment

@@ -20,6 +20,7 @@ CONFORMANCE_FOLDERS: tuple[str, ...] = (
     "ext-admin-api",
     "ext-multi-tenancy",
     "ext-observability",
+    "ext-webhooks",
 )
 
 

@@ -117,8 +117,8 @@ async def test_forged_posts_are_refused_and_change_nothing(
     attempts = [
         (f"/ui/dead-letters/{job_id}/retry", {**fields, "queue": "other"}),
         (f"/ui/dead-letters/{job_id}/delete", fields),
-        ("/ui/dead-letters/bulk", {**fields, "do": "purge-filter", "expected": "1"}),
-        ("/ui/dead-letters/bulk", {**fields, "do": "retry-selection", "id": job_id}),
+        ("/ui/dead-letters/bulk/delete", {**fields, "do": "purge-filter", "expected": "1"}),
+        ("/ui/dead-letters/bulk/retry", {**fields, "do": "retry-selection", "id": job_id}),
         ("/ui/rules", {**fields, "name": "r", "filter": '{"queue": "mail"}'}),
         ("/ui/retention", {**fields, "max_count": "1"}),
     ]
@@ -232,7 +232,7 @@ async def test_bulk_retry_of_a_filter_does_exactly_what_the_dry_run_showed(
     assert fields["until"]  # pinned: later arrivals are not part of the confirmed set
     clock.advance(1_000)
     late = await kill_job(dashboard, queue="mail", job_type="mail.send")
-    response = await post_form(dashboard, "/ui/dead-letters/bulk", fields)
+    response = await post_form(dashboard, "/ui/dead-letters/bulk/retry", fields)
     assert response.status_code == 303, response.text
     assert sorted(await dead_ids(service, status="retried")) == sorted(mail)
     assert sorted(await dead_ids(service)) == sorted([*sms, late])
@@ -249,7 +249,7 @@ async def test_bulk_action_refuses_when_the_set_changed_since_the_dry_run(
     fields = hidden_fields(confirm.text)
     assert fields["expected"] == ["3"]
     await service.dead_letters.delete(acting_as("someone-else"), ids[0])
-    response = await post_form(dashboard, "/ui/dead-letters/bulk", fields)
+    response = await post_form(dashboard, "/ui/dead-letters/bulk/delete", fields)
     assert response.status_code == 409
     assert "you confirmed 3, now 2 match" in response.text
     assert sorted(await dead_ids(service)) == sorted(ids[1:])
@@ -264,7 +264,9 @@ async def test_bulk_delete_of_a_selection_moves_only_the_selected(
         "/ui/dead-letters/bulk", params={"do": "delete-selection", "id": ids[:2]}
     )
     assert 'data-testid="dry-run-count">2<' in confirm.text
-    response = await post_form(dashboard, "/ui/dead-letters/bulk", hidden_fields(confirm.text))
+    response = await post_form(
+        dashboard, "/ui/dead-letters/bulk/delete", hidden_fields(confirm.text)
+    )
     assert response.status_code == 303
     assert await dead_ids(service) == [ids[2]]
     assert sorted(await dead_ids(service, status="deleted")) == sorted(ids[:2])

@@ -251,8 +251,10 @@ def test_terminate_directive_stops_the_worker_after_its_job(
 ) -> None:
     """The server's heartbeat answer `terminate` (a test hook here) makes the worker stop on its
     own: no more fetching, the running job finishes, exit 0."""
+    # A beat comes every third of the lease (1 s here), so the directive arrives while the job
+    # runs, and a beat late by up to 2 s on a loaded machine still holds the lease.
     running = enqueue(
-        http, "sleep", [1.5], visibility_timeout_ms=1500, metadata={"test_directive": "terminate"}
+        http, "sleep", [2.0], visibility_timeout_ms=3000, metadata={"test_directive": "terminate"}
     )
     with WorkerProcess(server, database, mode, tmp_path / "worker") as worker:
         assert worker.process is not None

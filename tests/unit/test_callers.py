@@ -20,10 +20,19 @@ SYSTEM_WORK = {
     "Sweeper.sweep": "periodic maintenance across tenants",
     "Sweeper.run": "periodic maintenance across tenants",
     "Sweeper.prune": "periodic maintenance across tenants",
+    "Sweeper.backfill": "periodic maintenance across tenants",
+    "IncidentService.backfill": "files every tenant's dead letters from before incidents",
+    "IncidentService.backfill_batch": "a step inside the sweeper's transaction",
     "Service.healthy": "liveness of the database",
     "Service.reset": "test hook, only with REDRIVE_TEST_HOOKS=1",
     "Runtime.emit": "a step inside a use-case's transaction, not a use-case",
     "KeyService.authenticate": "makes the caller: a presented key is checked before one exists",
+    "SessionService.sign_in": "a browser signs in with a key before a caller exists",
+    "SessionService.authenticate": "makes the caller: a session is checked before one exists",
+    "SessionService.sign_out": "the session's own token is the credential that ends it",
+    "WebhookService.claim": "the delivery loop claims every tenant's due deliveries",
+    "WebhookService.finish": "the delivery loop records an attempt as the delivery's tenant",
+    "WebhookService.wait_for_work": "the delivery loop waits for deliveries of any tenant",
 }
 
 

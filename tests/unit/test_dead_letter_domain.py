@@ -19,6 +19,7 @@ from redrive.domain.dead_letter import (
 )
 from redrive.domain.dead_letter_filter import DeadLetterFilter, parse_filter
 from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
+from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, incident_id
 from redrive.domain.job import Job
 from redrive.domain.records import job_from_record, job_to_record
 from redrive.domain.retry import RetryPolicy
@@ -175,13 +176,16 @@ def test_filter_is_empty(dead_filter: DeadLetterFilter, empty: bool) -> None:
 
 def test_new_dead_letter_records_the_episode() -> None:
     job = dead_job()
-    episode = new_dead_letter("ep-1", job, "max_attempts_exceeded", NOW)
+    fingerprint = DEFAULT_FINGERPRINTER.fingerprint(job)
+    episode = new_dead_letter("ep-1", job, "max_attempts_exceeded", NOW, fingerprint)
     assert episode.job_id == job.id
     assert episode.job == job
     assert episode.reason == "max_attempts_exceeded"
     assert episode.discarded_at == DIED
     assert episode.error_type == "SmtpError"
     assert episode.status == DEAD
+    assert (episode.fingerprint, episode.fingerprint_version) == (fingerprint.value, 1)
+    assert episode.incident_id == incident_id(job.tenant_id, job.type, fingerprint.value)
 
 
 # --- apply_override ----------------------------------------------------------------------------

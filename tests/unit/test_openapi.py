@@ -29,6 +29,7 @@ from redrive.api.dead_letter_requests import (
 from redrive.api.key_requests import key_request
 from redrive.api.routes_admin import JOB_SEARCH_KEYS
 from redrive.api.routes_dead_letter_admin import confirm_prune
+from redrive.api.routes_incidents import no_changes, resolution
 from redrive.api.routes_jobs import job_requests
 from redrive.api.worker_requests import (
     ack_request,
@@ -42,8 +43,11 @@ from redrive.domain.dead_letter import parse_override
 from redrive.domain.dead_letter_filter import FILTER_FIELDS, parse_filter
 from redrive.domain.envelope import read_envelope
 from redrive.domain.errors import InvalidRequest, OjsError
+from redrive.domain.incident import PAGING_KEYS as INCIDENT_PAGING_KEYS
+from redrive.domain.incident import QUERY_KEYS as INCIDENT_QUERY_KEYS
 from redrive.domain.replay import parse_rule_changes
 from redrive.domain.retention import parse_policy_changes
+from redrive.domain.webhooks import parse_changes, parse_rotation, parse_subscription
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
 from redrive.store.sqlite.store import SqliteStore
@@ -77,7 +81,13 @@ PARSERS: dict[str, Parser] = {
     "CronRegistration": cron_registration,
     "CronEnabled": cron_enabled,
     "KeyRequest": lambda body: key_request(body, Caller.across_tenants("test", Role.ADMIN)),
+    "IncidentChange": no_changes,
+    "IncidentResolution": resolution,
+    "WebhookSubscription": lambda body: parse_subscription(body, allow_private=False),
+    "WebhookSubscriptionChanges": lambda body: parse_changes(body, allow_private=False),
+    "WebhookSecretRotation": parse_rotation,
 }
+HOOK = {"url": "https://example.com/hook", "events": ["job.completed", "dead_letter.*"]}
 JOB = {"type": "email.send", "args": [1], "options": {"queue": "emails", "priority": 5}}
 # (schema, body): the schema and the parser both accept it.
 ACCEPTED: list[tuple[str, object]] = [
@@ -103,6 +113,15 @@ ACCEPTED: list[tuple[str, object]] = [
     ("CronEnabled", {"enabled": True}),
     ("KeyRequest", {"name": "ci.deploy", "role": "worker", "expires_in": "P90D"}),
     ("KeyRequest", {"name": "ops", "role": "admin", "tenant": "acme", "all_tenants": True}),
+    ("IncidentChange", {}),
+    ("IncidentResolution", {"fix_reference": "PR #123"}),
+    ("WebhookSubscription", HOOK),
+    ("WebhookSubscription", {**HOOK, "secret": "whk_test_secret_001", "active": False}),
+    ("WebhookSubscription", {**HOOK, "events": ["*"], "description": None}),
+    ("WebhookSubscriptionChanges", {"events": ["job.failed"], "url": None}),
+    ("WebhookSubscriptionChanges", {"active": False, "description": "paused for a migration"}),
+    ("WebhookSecretRotation", {"secret": "s" * 16}),
+    ("WebhookSecretRotation", {"secret": None}),
 ]
 # (schema, body): the schema and the parser both refuse it.
 REFUSED: list[tuple[str, object]] = [
@@ -132,6 +151,21 @@ REFUSED: list[tuple[str, object]] = [
     ("KeyRequest", {"name": "-ops", "role": "admin"}),
     ("KeyRequest", {"name": "ops", "role": "admin", "all_tenants": "yes"}),
     ("KeyRequest", {"role": "admin"}),
+    ("IncidentChange", {"fix_reference": "PR #1"}),
+    ("IncidentChange", []),
+    ("IncidentResolution", {}),
+    ("IncidentResolution", {"fix_reference": ""}),
+    ("IncidentResolution", {"fix_reference": "   "}),
+    ("IncidentResolution", {"fix_reference": 7}),
+    ("IncidentResolution", {"fix_reference": "x" * 501}),
+    ("WebhookSubscription", {"url": "https://example.com/hook"}),
+    ("WebhookSubscription", {**HOOK, "events": []}),
+    ("WebhookSubscription", {**HOOK, "events": ["job.done", "job.done"]}),
+    ("WebhookSubscription", {**HOOK, "active": "yes"}),
+    ("WebhookSubscription", {**HOOK, "secret": "short"}),
+    ("WebhookSubscriptionChanges", {}),
+    ("WebhookSubscriptionChanges", {"active": "no"}),
+    ("WebhookSecretRotation", {"secret": 7}),
 ]
 
 
@@ -291,6 +325,12 @@ def test_the_filter_object_and_the_bulk_body_follow_the_parsers_keys(
     assert set(schemas["DeadLetterFilter"]["properties"]) == FILTER_NAMES
     assert set(schemas["ReplayRuleFilter"]["properties"]) == FILTER_NAMES - {"status"}
     assert list(schemas["BulkRequest"]["properties"]) == list(BULK_KEYS)
+
+
+def test_the_incident_list_documents_its_keys(document: dict[str, Any]) -> None:
+    assert query_names(document, "get", "/ojs/v1/admin/incidents") == [
+        *INCIDENT_QUERY_KEYS, *INCIDENT_PAGING_KEYS,
+    ]  # fmt: skip
 
 
 def test_the_job_search_documents_its_keys(document: dict[str, Any]) -> None:

@@ -24,7 +24,11 @@ CLIENT_NAMES = [
     "ApiKey",
     "DEFAULT_URL",
     "Archive",
+    "AuditPage",
+    "AuditRecord",
+    "AuditVerification",
     "BulkResult",
+    "ChainCheck",
     "Client",
     "ConflictError",
     "DeadLetter",
@@ -34,6 +38,8 @@ CLIENT_NAMES = [
     "Episode",
     "ForbiddenError",
     "Heartbeat",
+    "Incident",
+    "IncidentDetail",
     "InvalidRequestError",
     "Job",
     "JobSpec",
@@ -52,6 +58,9 @@ CLIENT_NAMES = [
     "SyncClient",
     "UnauthenticatedError",
     "UnreachableError",
+    "WebhookDelivery",
+    "WebhookDeliveryPage",
+    "WebhookSubscription",
 ]
 
 

@@ -11,13 +11,16 @@ from redrive import __version__
 from redrive.api import (
     openapi,
     routes_admin,
+    routes_audit,
     routes_cron,
     routes_dead_letter_admin,
     routes_dead_letters,
+    routes_incidents,
     routes_jobs,
     routes_keys,
     routes_queues,
     routes_system,
+    routes_webhooks,
     routes_workers,
 )
 from redrive.api.authorization import authorize
@@ -71,5 +74,8 @@ ROUTERS = (
     routes_admin.router,
     *routes_dead_letter_admin.routers,
     *routes_dead_letters.routers,
+    routes_incidents.router,
     routes_keys.router,
+    routes_audit.router,
+    routes_webhooks.router,
 )

@@ -1,38 +1,62 @@
-"""The authorization step every route runs first: read the key, make the caller, check the
-route's policy (api/policies.py). Missing or bad key: 401; wrong role or tenant: 403."""
+"""The authorization step every route runs first: find the route's policy (api/policies.py), read
+the key, make the caller, check the policy. Missing or bad key: 401; wrong role or tenant: 403,
+and an `access.denied` record in the audit log. Dashboard routes sign in with a session cookie
+instead and show refusals as pages: the dashboard checks their policy itself
+(dashboard/access.py)."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 
 from redrive.api.callers import key_caller, open_caller
-from redrive.api.policies import policy_of
+from redrive.api.policies import is_dashboard, policy_of
 from redrive.api.routes_jobs import service_of
+from redrive.domain.audit import Action
 from redrive.domain.errors import Forbidden, Unauthenticated
+from redrive.domain.keys import ApiKey, caller_of_key
 
 AUTHORIZATION_HEADER = "authorization"
 
 
 async def authorize(request: Request) -> None:
-    """A FastAPI dependency on the whole app: sets `request.state.caller` or refuses."""
-    policy = policy_of(request.scope.get("endpoint"))
-    if policy is None:
+    """A FastAPI dependency on the whole app: sets `request.state.caller` or refuses (for a
+    dashboard route, sets `request.state.policy` for the dashboard's own check)."""
+    endpoint = request.scope.get("endpoint")
+    policy = policy_of(endpoint)
+    if endpoint is None or policy is None:
         raise Forbidden("this route declares no access policy, so nobody may call it")
+    if is_dashboard(endpoint):
+        request.state.policy = policy
+        return
     if not request.app.state.auth_required:
         request.state.caller = open_caller(request)
         return
     if policy.permission is None:
         return
     key = await service_of(request).keys.authenticate(_bearer(request))
-    caller = key_caller(request, key)
-    if policy.every_tenant and not caller.all_tenants:
-        raise Forbidden("this route spans every tenant: it needs a key made for all tenants")
-    if not caller.may(policy.permission):
-        raise Forbidden(
-            f"the {caller.role.value} role may not do this (it needs {policy.permission.value})",
-            {"role": caller.role.value, "needs": policy.permission.value},
-        )
+    try:
+        caller = key_caller(request, key)
+        refusal = policy.refusal(caller)
+        if refusal is not None:
+            raise refusal
+    except Forbidden as refusal:
+        await _record_refusal(request, key, refusal)
+        raise
     request.state.caller = caller
+
+
+async def _record_refusal(request: Request, key: ApiKey, refusal: Forbidden) -> None:
+    """A valid key refused is worth an audit record in the key's own tenant: which route it
+    tried and why not (a missing or bad key is not: it names nobody)."""
+    route = request.scope.get("route")
+    target = {
+        "method": request.method,
+        "route": getattr(route, "path", request.url.path),
+        "path": request.url.path,
+        "reason": refusal.message,
+    }
+    caller = caller_of_key(key, None, getattr(request.state, "request_id", None))
+    await service_of(request).audit.record_attempt(caller, Action.ACCESS_DENIED, target)
 
 
 def _bearer(request: Request) -> str:

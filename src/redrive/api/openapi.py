@@ -20,6 +20,11 @@ from redrive.api.dead_letter_requests import BULK_KEYS, KEYSET_PAGING, NUMBERED_
 from redrive.api.errors import error_body
 from redrive.api.http import ACCEPTED_MEDIA_TYPES, OJS_MEDIA_TYPE
 from redrive.api.key_requests import KEY_REQUEST_KEYS
+from redrive.domain.audit import DEFAULT_PAGE as AUDIT_PAGE
+from redrive.domain.audit import MAX_PAGE as AUDIT_PAGE_MAX
+from redrive.domain.audit import PAGING_KEYS as AUDIT_PAGING_KEYS
+from redrive.domain.audit import QUERY_KEYS as AUDIT_QUERY_KEYS
+from redrive.domain.audit import Action, Outcome
 from redrive.domain.caller import Role
 from redrive.domain.dead_letter import OVERRIDE_KEYS
 from redrive.domain.dead_letter_filter import FILTER_FIELDS
@@ -33,6 +38,13 @@ from redrive.domain.envelope import (
     TYPE_PATTERN,
 )
 from redrive.domain.identifiers import UUID7_PATTERN
+from redrive.domain.incident import DEFAULT_PAGE as INCIDENT_PAGE
+from redrive.domain.incident import MAX_FIX_REFERENCE
+from redrive.domain.incident import MAX_PAGE as INCIDENT_PAGE_MAX
+from redrive.domain.incident import PAGING_KEYS as INCIDENT_PAGING_KEYS
+from redrive.domain.incident import QUERY_KEYS as INCIDENT_QUERY_KEYS
+from redrive.domain.incident import STATES as INCIDENT_STATES
+from redrive.domain.incident import Sort as IncidentSort
 from redrive.domain.job import STATES
 from redrive.domain.keys import NAME_PATTERN as KEY_NAME_PATTERN
 from redrive.domain.lifecycle import BACKTRACE_KEYS
@@ -40,6 +52,18 @@ from redrive.domain.replay import MAX_REPLAYS_LIMIT, RULE_KEYS
 from redrive.domain.replay import NAME_PATTERN as RULE_NAME_PATTERN
 from redrive.domain.retention import MAX_COUNT_LIMIT, PRUNING_POLICIES
 from redrive.domain.retry import BACKOFF_STRATEGIES, EXHAUSTION_ACTIONS, MAX_ATTEMPTS
+from redrive.domain.webhook_delivery import DEFAULT_PAGE as DELIVERY_PAGE
+from redrive.domain.webhook_delivery import DELIVERY_QUERY_KEYS, DeliveryStatus
+from redrive.domain.webhook_delivery import MAX_PAGE as DELIVERY_PAGE_MAX
+from redrive.domain.webhooks import (
+    CHANGE_KEYS,
+    MAX_DESCRIPTION,
+    MAX_EVENT_PATTERNS,
+    MAX_URL_LENGTH,
+    RAW_SECRET_LENGTH,
+    ROTATION_KEYS,
+    SUBSCRIPTION_KEYS,
+)
 from redrive.service.workers import MAX_WAIT_MS
 
 Schema = dict[str, Any]
@@ -308,6 +332,27 @@ CRON_SCHEMAS: dict[str, Schema] = {
     **{key: ENVELOPE_PROPERTIES[key] for key in ("type", "args", "meta", "options")},
 }
 
+WEBHOOK_SECRET = typed(
+    "string",
+    "whsec_ and base64 of 24 to 64 bytes, or 16 to 256 printable characters; made if absent",
+    minLength=RAW_SECRET_LENGTH[0],
+    maxLength=RAW_SECRET_LENGTH[1] + 6,
+)
+WEBHOOK_SCHEMAS: dict[str, Schema] = {
+    "url": typed("string", "http(s); private addresses only if allowed", maxLength=MAX_URL_LENGTH),
+    "events": typed(
+        "array",
+        "event types of the server (see GET /ojs/v1/events), `prefix.*` or `*`",
+        items=TEXT,
+        minItems=1,
+        maxItems=MAX_EVENT_PATTERNS,
+        uniqueItems=True,
+    ),
+    "secret": WEBHOOK_SECRET,
+    "active": typed("boolean", default=True),
+    "description": typed(["string", "null"], maxLength=MAX_DESCRIPTION),
+}
+
 # ---- the OJS error body ---------------------------------------------------------------------
 
 # The fields of every error body, as api/errors.py writes them.
@@ -373,6 +418,44 @@ SCHEMAS: dict[str, Schema] = {
     },
     "CronJobTemplate": obj(ENVELOPE_PROPERTIES, "type", description=ENVELOPE),
     "CronEnabled": obj({"enabled": typed("boolean")}, "enabled", closed=True),
+    "IncidentChange": obj({}, closed=True, description="no fields: the path names the change"),
+    "IncidentResolution": obj(
+        {
+            "fix_reference": typed(
+                "string",
+                "the fix: a PR, a commit, a deployment",
+                minLength=1,
+                maxLength=MAX_FIX_REFERENCE,
+                pattern=r"\S",
+            )
+        },
+        "fix_reference",
+        closed=True,
+    ),
+    "WebhookSubscription": obj(
+        keyed("WebhookSubscription", SUBSCRIPTION_KEYS, WEBHOOK_SCHEMAS),
+        "url",
+        "events",
+        closed=True,
+    ),
+    "WebhookSubscriptionChanges": {
+        **obj(
+            {
+                key: {**schema, "type": [schema["type"], "null"]}
+                if isinstance(schema.get("type"), str)
+                else schema
+                for key, schema in keyed("WebhookChanges", CHANGE_KEYS, WEBHOOK_SCHEMAS).items()
+            },
+            closed=True,
+            description="the fields to change (at least one); the others keep their values",
+        ),
+        "minProperties": 1,
+    },
+    "WebhookSecretRotation": obj(
+        keyed("WebhookSecretRotation", ROTATION_KEYS, {"secret": nullable(WEBHOOK_SECRET)}),
+        closed=True,
+        description="no body, or a secret of your own",
+    ),
 }
 
 # ---- query parameters -----------------------------------------------------------------------
@@ -419,6 +502,48 @@ keyed("purge query", PURGE_QUERY, PURGE_FLAGS)  # recorded if one is missing
 REVOKED_PARAMETER = parameter(
     "include_revoked", {"enum": ["true", "false"]}, "true: list revoked keys too"
 )
+
+# The audit list's query (domain/audit.py QUERY_KEYS and PAGING_KEYS), in the order it reads it.
+AUDIT_QUERY: dict[str, Schema] = {
+    "action": parameter("action", {"enum": [action.value for action in Action]}, "one action"),
+    "actor": parameter("actor", {"type": "string"}, "who acted (a key's name, system, rule:NAME)"),
+    "key_id": parameter("key_id", {"type": "string"}, "the API key that acted"),
+    "outcome": parameter("outcome", {"enum": [outcome.value for outcome in Outcome]}),
+    "since": parameter("since", {"type": "string"}, "at or after: RFC 3339 or +duration"),
+    "until": parameter("until", {"type": "string"}, "at or before: RFC 3339 or +duration"),
+    "target": parameter("target", {"type": "string"}, "text the target holds (an id, a queue)"),
+    "request_id": parameter("request_id", {"type": "string"}, "the request that acted"),
+    "limit": parameter("limit", page_size(1, AUDIT_PAGE_MAX, AUDIT_PAGE), "page size"),
+    "cursor": parameter("cursor", {"type": "string"}, "next_cursor of the page before"),
+}
+keyed("audit query", [*AUDIT_QUERY_KEYS, *AUDIT_PAGING_KEYS], AUDIT_QUERY)  # recorded if missing
+
+# The incident list's query (domain/incident.py QUERY_KEYS and PAGING_KEYS), in its order.
+INCIDENT_QUERY: dict[str, Schema] = {
+    "state": parameter(
+        "state",
+        {"type": "string"},
+        "one or more states, comma-separated: " + ", ".join(INCIDENT_STATES),
+    ),
+    "type": parameter("type", {"type": "string"}, "job type (exact; ending in * a prefix)"),
+    "queue": parameter("queue", {"type": "string"}, "a queue among those affected"),
+    "error_type": parameter("error_type", {"type": "string"}, "error type (exact)"),
+    "sort": parameter(
+        "sort",
+        {"enum": [sort.value for sort in IncidentSort]},
+        "recent (newest dead letter first, the default) or count (most dead now first)",
+    ),
+    "limit": parameter("limit", page_size(1, INCIDENT_PAGE_MAX, INCIDENT_PAGE), "page size"),
+    "cursor": parameter("cursor", {"type": "string"}, "next_cursor of the page before"),
+}
+keyed("incident query", [*INCIDENT_QUERY_KEYS, *INCIDENT_PAGING_KEYS], INCIDENT_QUERY)
+DELIVERY_QUERY: dict[str, Schema] = {
+    "subscription_id": parameter("subscription_id", {"type": "string"}, "one subscription's log"),
+    "status": parameter("status", {"enum": [status.value for status in DeliveryStatus]}),
+    "limit": parameter("limit", page_size(1, DELIVERY_PAGE_MAX, DELIVERY_PAGE), "page size"),
+    "cursor": parameter("cursor", {"type": "string"}, "next_cursor of the page before"),
+}
+keyed("delivery query", DELIVERY_QUERY_KEYS, DELIVERY_QUERY)  # recorded if one is missing
 
 JOB_SEARCH: dict[str, Schema] = {
     "queue": parameter("queue", {"type": "string"}, "queue name (exact)"),
@@ -470,8 +595,20 @@ def numbered_pages() -> dict[str, Any]:
     return query([PAGING["page"], PAGING["per_page"]])
 
 
+def audit_query() -> dict[str, Any]:
+    return query(AUDIT_QUERY.values())
+
+
+def incident_query() -> dict[str, Any]:
+    return query(INCIDENT_QUERY.values())
+
+
 def events_query() -> dict[str, Any]:
     return query(EVENT_QUERY)
+
+
+def delivery_query() -> dict[str, Any]:
+    return query(DELIVERY_QUERY.values())
 
 
 REFUSALS = {

@@ -1,14 +1,13 @@
 """What each route needs of its caller: the one table the authorization step reads, keyed by
-handler. A route missing here is refused for everyone (a test walks the router and fails on
-such a route, and on an entry naming no route)."""
+handler, for the API and the dashboard alike. A route missing here is refused for everyone (a test
+walks the routers and fails on such a route, and on an entry naming no route)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from redrive.domain.caller import Permission
+from redrive.domain.caller import Permission, Policy
 
 WORK = Permission.WORK
 READ_JOBS = Permission.READ_JOBS
@@ -16,38 +15,27 @@ READ = Permission.READ
 OPERATE = Permission.OPERATE
 ADMINISTER = Permission.ADMINISTER
 
-
-@dataclass(frozen=True)
-class Policy:
-    """`permission` None: open to anyone, no key needed (health, readiness, the manifest).
-    `every_tenant`: only a key made for every tenant, as the route spans them."""
-
-    permission: Permission | None
-    every_tenant: bool = False
-
-
 PUBLIC = Policy(None)
+DASHBOARD_PACKAGE = "redrive.dashboard"
+
+
+def is_dashboard(endpoint: Callable[..., Any]) -> bool:
+    """Whether the handler is the dashboard's (a browser signed in with a session cookie)."""
+    return endpoint.__module__.startswith(DASHBOARD_PACKAGE)
 
 
 def endpoint_name(endpoint: Callable[..., Any]) -> str:
     """How the table names a route's handler: its module without `routes_`, then its name
-    (`dead_letters.retry`); both path families of a handler share one entry."""
+    (`dead_letters.retry`); both path families of a handler share one entry. Every dashboard
+    handler is `dashboard.` and its name."""
+    if is_dashboard(endpoint):
+        return f"dashboard.{endpoint.__name__}"
     module = endpoint.__module__.rsplit(".", 1)[-1].removeprefix("routes_")
     return f"{module}.{endpoint.__name__}"
 
 
-# The dashboard acts across every tenant as an admin, so with auth on it takes a key made for
-# every tenant with the admin role (a browser sign-in with a key is the next step).
-DASHBOARD_PACKAGE = "redrive.dashboard"
-DASHBOARD = Policy(Permission.ADMINISTER, every_tenant=True)
-
-
 def policy_of(endpoint: Callable[..., Any] | None) -> Policy | None:
-    if endpoint is None:
-        return None
-    if endpoint.__module__.startswith(DASHBOARD_PACKAGE):
-        return DASHBOARD
-    return POLICIES.get(endpoint_name(endpoint))
+    return None if endpoint is None else POLICIES.get(endpoint_name(endpoint))
 
 
 POLICIES: dict[str, Policy] = {
@@ -110,19 +98,67 @@ POLICIES: dict[str, Policy] = {
     # dead-letter retention and replay rules
     "dead_letter_admin.retention": Policy(READ),
     "dead_letter_admin.queue_policy": Policy(READ),
-    "dead_letter_admin.set_global": Policy(ADMINISTER),
-    "dead_letter_admin.set_queue": Policy(ADMINISTER),
-    "dead_letter_admin.remove_queue": Policy(ADMINISTER),
-    "dead_letter_admin.prune": Policy(ADMINISTER),
+    # (retention policies, pruning and archives span every tenant: one tenant's admin may read
+    # them but not change them for all the others)
+    "dead_letter_admin.set_global": Policy(ADMINISTER, every_tenant=True),
+    "dead_letter_admin.set_queue": Policy(ADMINISTER, every_tenant=True),
+    "dead_letter_admin.remove_queue": Policy(ADMINISTER, every_tenant=True),
+    "dead_letter_admin.prune": Policy(ADMINISTER, every_tenant=True),
     "dead_letter_admin.archives": Policy(READ),
-    "dead_letter_admin.restore": Policy(ADMINISTER),
+    "dead_letter_admin.restore": Policy(ADMINISTER, every_tenant=True),
     "dead_letter_admin.rules": Policy(READ),
     "dead_letter_admin.get_rule": Policy(READ),
     "dead_letter_admin.create_rule": Policy(ADMINISTER),
     "dead_letter_admin.update_rule": Policy(ADMINISTER),
     "dead_letter_admin.delete_rule": Policy(ADMINISTER),
+    # incidents
+    "incidents.list_incidents": Policy(READ),
+    "incidents.get_incident": Policy(READ),
+    "incidents.acknowledge": Policy(OPERATE),
+    "incidents.resolve": Policy(OPERATE),
+    "incidents.ignore": Policy(OPERATE),
+    "incidents.reopen": Policy(OPERATE),
     # API keys
     "keys.create_key": Policy(ADMINISTER),
     "keys.list_keys": Policy(ADMINISTER),
     "keys.revoke_key": Policy(ADMINISTER),
+    # the audit log
+    "audit.list_audit": Policy(ADMINISTER),
+    "audit.verify_audit": Policy(ADMINISTER),
+    # the dashboard: signing in and out, its pages, and its actions (all behind the CSRF check)
+    "dashboard.home": PUBLIC,
+    "dashboard.login_form": PUBLIC,
+    "dashboard.login": PUBLIC,
+    "dashboard.logout": PUBLIC,
+    "dashboard.overview": Policy(READ),
+    "dashboard.dead_letters": Policy(READ),
+    "dashboard.dead_letter_count": Policy(READ),
+    "dashboard.detail": Policy(READ),
+    "dashboard.bulk_confirmation": Policy(OPERATE),  # the dry run of a bulk retry or delete
+    "dashboard.retry_form": Policy(OPERATE),
+    "dashboard.delete_confirmation": Policy(OPERATE),
+    "dashboard.rules": Policy(READ),
+    "dashboard.retention": Policy(READ),
+    "dashboard.bulk_retry": Policy(OPERATE),
+    "dashboard.bulk_delete": Policy(ADMINISTER),  # a purge of the selection or the filter
+    "dashboard.retry": Policy(OPERATE),
+    "dashboard.delete": Policy(OPERATE),
+    "dashboard.create_rule": Policy(ADMINISTER),
+    "dashboard.update_rule": Policy(ADMINISTER),
+    "dashboard.delete_rule": Policy(ADMINISTER),
+    "dashboard.set_policy": Policy(ADMINISTER, every_tenant=True),  # as the API's (above)
+    "dashboard.remove_policy": Policy(ADMINISTER, every_tenant=True),
+    "dashboard.audit": Policy(ADMINISTER),
+    "dashboard.audit_verify": Policy(ADMINISTER),
+    "dashboard.incidents": Policy(READ),
+    "dashboard.incident": Policy(READ),
+    "dashboard.change_incident": Policy(OPERATE),
+    # webhooks
+    "webhooks.list_subscriptions": Policy(READ),
+    "webhooks.get_subscription": Policy(READ),
+    "webhooks.list_deliveries": Policy(READ),
+    "webhooks.create_subscription": Policy(ADMINISTER),
+    "webhooks.update_subscription": Policy(ADMINISTER),
+    "webhooks.delete_subscription": Policy(ADMINISTER),
+    "webhooks.rotate_secret": Policy(ADMINISTER),
 }

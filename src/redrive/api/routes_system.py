@@ -54,6 +54,7 @@ async def manifest(request: Request) -> Response:
                         "uri": "urn:ojs:ext:observability",
                         "version": "1.0.0",
                     },
+                    {"name": "webhooks", "uri": "urn:ojs:ext:webhooks", "version": "1.0.0"},
                 ]
             },
             "endpoints": {

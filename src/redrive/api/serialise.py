@@ -1,4 +1,4 @@
-"""OJS JSON shapes of jobs, dead letters (and their stats), crons, workers and events."""
+"""OJS JSON shapes of jobs, dead letters (and their stats), incidents, crons, workers, events."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from typing import Any
 
 from redrive.domain.dead_letter import DeadLetter, DeadLetterStats
 from redrive.domain.durations import format_timestamp
+from redrive.domain.events import event_envelope
+from redrive.domain.incident import Incident
 from redrive.domain.job import Job
 from redrive.domain.keys import ApiKey
 from redrive.domain.records import CronRecord, WorkerRecord
@@ -69,6 +71,9 @@ def dead_letter_document(dead: DeadLetter) -> dict[str, Any]:
         error_type=dead.error_type,
         discarded_at=format_timestamp(dead.discarded_at),
         redactions=dead.redactions,
+        fingerprint=dead.fingerprint,
+        fingerprint_version=dead.fingerprint_version,
+        incident_id=dead.incident_id,
         metadata={
             "created_at": timestamp(dead.job.created_at),
             "discarded_at": format_timestamp(dead.discarded_at),
@@ -91,6 +96,31 @@ def episode_document(dead: DeadLetter) -> dict[str, Any]:
         "moved_by": dead.moved_by,
         "replay_count": dead.replay_count,
         "attempts": len(dead.job.errors),
+        "fingerprint": dead.fingerprint,
+        "incident_id": dead.incident_id,
+    }
+
+
+def incident_document(incident: Incident) -> dict[str, Any]:
+    """An incident: its key, what its errors read, its counts and its state."""
+    return {
+        "id": incident.id,
+        "tenant_id": incident.tenant_id,
+        "type": incident.type,
+        "fingerprint": incident.fingerprint,
+        "fingerprint_version": incident.fingerprint_version,
+        "error_type": incident.error_type,
+        "message": incident.message,
+        "state": incident.state,
+        "dead_count": incident.dead_count,
+        "total_count": incident.total_count,
+        "first_seen_at": format_timestamp(incident.first_seen_at),
+        "last_seen_at": format_timestamp(incident.last_seen_at),
+        "queues": list(incident.queues),
+        "sample_dead_letter_id": incident.sample_dead_letter_id,
+        "fix_reference": incident.fix_reference,
+        "state_changed_at": format_timestamp(incident.state_changed_at),
+        "state_changed_by": incident.state_changed_by,
     }
 
 
@@ -136,18 +166,7 @@ def dead_letter_stats_document(stats: DeadLetterStats) -> dict[str, Any]:
 
 
 def event_document(stored: StoredEvent) -> dict[str, Any]:
-    event = stored.event
-    document: dict[str, Any] = {
-        "specversion": "1.0",
-        "id": stored.id,
-        "type": event.type,
-        "source": "ojs://redrive",
-        "time": format_timestamp(stored.time),
-        "data": event.data,
-    }
-    if event.subject is not None:
-        document["subject"] = event.subject
-    return document
+    return event_envelope(stored.id, stored.time, stored.event)
 
 
 def key_document(key: ApiKey) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from redrive.domain import lifecycle
-from redrive.domain.envelope import MAX_TIMEOUT_MS, validate_queue_name
+from redrive.domain.envelope import MAX_TIMEOUT_MS, check_client_queue
 from redrive.domain.errors import InvalidRequest, OjsError
 from redrive.service.attempts import AckRequest, NackRequest
 from redrive.service.workers import MAX_WAIT_MS, FetchRequest, HeartbeatRequest
@@ -54,7 +54,7 @@ def queue_list(body: dict[str, Any]) -> list[str]:
     queues = body.get("queues")
     if not isinstance(queues, list) or not queues:
         raise InvalidRequest("queues must be a non-empty array of queue names", {"field": "queues"})
-    return [validate_queue_name(queue, "queues") for queue in queues]
+    return [check_client_queue(queue, "queues") for queue in queues]
 
 
 def string_list(value: object, name: str) -> list[str]:

@@ -11,18 +11,22 @@ import uvicorn
 from rich.console import Console
 
 from redrive import __version__
+from redrive.cli.audit import audit
 from redrive.cli.dead_letters import dead_letter_commands
+from redrive.cli.incidents import incidents
 from redrive.cli.jobs import enqueue, jobs
 from redrive.cli.keys import keys
 from redrive.cli.queues import queues
 from redrive.cli.remote import CREDENTIALS, EXIT_CODES_HELP
+from redrive.cli.webhooks import webhooks
 from redrive.cli.worker import worker
 from redrive.composition import (
     FIRST_KEY_HINT,
     ConfigurationError,
     auth_required,
     build_app,
-    check_tenant_isolation,
+    build_service,
+    open_ready_store,
     open_store,
     redactor,
 )
@@ -75,15 +79,9 @@ def _load_settings(**overrides: object) -> Settings:
 
 
 async def _serve(settings: Settings) -> None:
-    store = await open_store(settings)
-    try:
-        applied = await store.migrate()
-        if applied:
-            log.info("applied migrations %s", ", ".join(applied))
-        await check_tenant_isolation(store)
-    except BaseException:
-        await store.close()
-        raise
+    store, applied = await open_ready_store(settings)
+    if applied:
+        log.info("applied migrations %s", ", ".join(applied))
     required = auth_required(settings)
     application = build_app(store, settings, authenticate=required)
     if required:
@@ -139,10 +137,14 @@ def serve(
         raise typer.Exit(1) from error
 
 
-async def _migrate(settings: Settings) -> list[str]:
+async def _migrate(settings: Settings) -> tuple[list[str], int]:
+    """The migrations applied, and how many dead letters from before incidents were then
+    fingerprinted into their incidents (a batch per transaction: a large table is fine, and an
+    interrupted run goes on where it stopped the next time)."""
     store = await open_store(settings)
     try:
-        return await store.migrate()
+        applied = await store.migrate()
+        return applied, await build_service(store, settings).incidents.backfill()
     finally:
         await store.close()
 
@@ -151,21 +153,27 @@ async def _migrate(settings: Settings) -> list[str]:
 def migrate(
     database_url: str | None = typer.Option(None, help="database URL [REDRIVE_DATABASE_URL]"),
 ) -> None:
-    """Apply pending database migrations and exit."""
+    """Apply pending database migrations, then file dead letters from before incidents into
+    their incidents, and exit."""
     settings = _load_settings(database_url=database_url)
     configure_logging(settings.log_level, settings.log_format)
     try:
-        applied = asyncio.run(_migrate(settings))
+        applied, fingerprinted = asyncio.run(_migrate(settings))
     except ConfigurationError as error:
         console.print(f"[red]{error}[/red]")
         raise typer.Exit(2) from error
     console.print(f"applied: {', '.join(applied)}" if applied else "database is up to date")
+    if fingerprinted:
+        console.print(f"filed {fingerprinted} older dead letter(s) into their incidents")
 
 
 app.add_typer(dead_letter_commands, name="dlq")
 app.add_typer(jobs, name="jobs")
 app.add_typer(queues, name="queues")
 app.add_typer(keys, name="keys")
+app.add_typer(audit, name="audit")
+app.add_typer(incidents, name="incidents")
+app.add_typer(webhooks, name="webhooks")
 app.command("enqueue", epilog=EXIT_CODES_HELP)(enqueue)
 app.command(epilog=_settings_help())(worker)
 

@@ -56,6 +56,8 @@ SINCE = typer.Option(None, "--since", help="died at or after (RFC 3339, or -PT1H
 UNTIL = typer.Option(None, "--until", help="died before (RFC 3339, or -P1D)")
 ARGS_CONTAINS = typer.Option(None, "--args-contains", help="args contain this text")
 ARGS_MATCH = typer.Option(None, "--args-match", help="e.g. '$.customer_id == \"c_1\"'")
+INCIDENT = typer.Option(None, "--incident", help="only this incident's (inc_...)")
+FINGERPRINT = typer.Option(None, "--fingerprint", help="only this error fingerprint")
 YES = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")
 DRY_RUN = typer.Option(False, "--dry-run", help="only count and show a sample; change nothing")
 META = typer.Option(
@@ -66,9 +68,12 @@ FILTER = typer.Option(
     "--filter",
     metavar="KEY=VALUE",
     help="repeatable, the same keys as the flags: queue, type, error_type, since, until, "
-    "args_contains, args_match (e.g. --filter error_type=SmtpError)",
+    "args_contains, args_match, incident, fingerprint (e.g. --filter error_type=SmtpError)",
 )
-FILTER_KEYS = ("queue", "type", "error_type", "since", "until", "args_contains", "args_match")
+FILTER_KEYS = (
+    "queue", "type", "error_type", "since", "until", "args_contains", "args_match", "incident",
+    "fingerprint",
+)  # fmt: skip
 SAMPLE_SHOWN = 10
 BULK_REQUEST = 10_000  # dead letters per bulk request: a step of the progress bar
 
@@ -76,11 +81,12 @@ BULK_REQUEST = 10_000  # dead letters per bulk request: a step of the progress b
 def _filter(
     queue: str | None, job_type: str | None, error_type: str | None, since: str | None,
     until: str | None, args_contains: str | None, args_match: str | None,
-    status: str | None = None,
+    incident: str | None, fingerprint: str | None, status: str | None = None,
 ) -> DeadLetterFilter:  # fmt: skip
     return DeadLetterFilter(
         queue=queue, type=job_type, error_type=error_type, since=since, until=until,
-        args_contains=args_contains, args_match=args_match, status=status,
+        args_contains=args_contains, args_match=args_match, incident=incident,
+        fingerprint=fingerprint, status=status,
     )  # fmt: skip
 
 
@@ -132,6 +138,8 @@ def list_dead_letters(
     until: str | None = UNTIL,
     args_contains: str | None = ARGS_CONTAINS,
     args_match: str | None = ARGS_MATCH,
+    incident: str | None = INCIDENT,
+    fingerprint: str | None = FINGERPRINT,
     status: str | None = typer.Option(
         None, "--status", help="dead (default), retried, replayed, deleted, pruned, archived"
     ),
@@ -145,7 +153,10 @@ def list_dead_letters(
     as_json: bool = JSON,
 ) -> None:
     """List dead letters, newest first (--json prints a JSON array)."""
-    filters = _filter(queue, job_type, error_type, since, until, args_contains, args_match, status)
+    filters = _filter(
+        queue, job_type, error_type, since, until, args_contains, args_match, incident,
+        fingerprint, status,
+    )  # fmt: skip
     filters = _with_pairs(filters, pairs)
     target = Target(url, database, tenant)
     if every:
@@ -275,6 +286,8 @@ def retry(
     until: str | None = UNTIL,
     args_contains: str | None = ARGS_CONTAINS,
     args_match: str | None = ARGS_MATCH,
+    incident: str | None = INCIDENT,
+    fingerprint: str | None = FINGERPRINT,
     pairs: list[str] | None = FILTER,
     dry_run: bool = DRY_RUN,
     yes: bool = YES,
@@ -285,7 +298,9 @@ def retry(
 ) -> None:
     """Retry one dead letter (optionally changed), or every one matching the filter flags."""
     target = Target(url, database, tenant)
-    filter_flags = (job_type, error_type, since, until, args_contains, args_match)
+    filter_flags = (
+        job_type, error_type, since, until, args_contains, args_match, incident, fingerprint,
+    )  # fmt: skip
     if job_id is None:
         if priority is not None or meta or args_json is not None:
             fail("--priority, --meta and --args change one dead letter: give its ID", EXIT_USAGE)
@@ -318,6 +333,8 @@ def purge(
     until: str | None = UNTIL,
     args_contains: str | None = ARGS_CONTAINS,
     args_match: str | None = ARGS_MATCH,
+    incident: str | None = INCIDENT,
+    fingerprint: str | None = FINGERPRINT,
     pairs: list[str] | None = FILTER,
     dry_run: bool = DRY_RUN,
     yes: bool = YES,
@@ -327,7 +344,10 @@ def purge(
     as_json: bool = JSON,
 ) -> None:
     """Delete every dead letter matching the filter flags (all of them without any)."""
-    filters = _filter(queue, job_type, error_type, since, until, args_contains, args_match)
+    filters = _filter(
+        queue, job_type, error_type, since, until, args_contains, args_match, incident,
+        fingerprint,
+    )  # fmt: skip
     filters = _with_pairs(filters, pairs)
     bulk(Target(url, database, tenant), filters, "purge", (dry_run, yes, as_json))
 

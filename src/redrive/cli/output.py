@@ -144,7 +144,8 @@ def show_dead_letter(dead: DeadLetter) -> None:
     rows = [
         *job_rows(dead.job), ("dead letter status", dead.status), ("reason", dead.reason),
         ("error type", dead.error_type), ("moved_at", dead.moved_at), ("moved_by", dead.moved_by),
-        ("redacted", dead.raw.get("redactions")),
+        ("redacted", dead.raw.get("redactions")), ("incident", dead.incident_id),
+        ("fingerprint", dead.fingerprint),
     ]  # fmt: skip
     stdout().print(fields_table(f"dead letter {dead.id}", rows))
     stdout().print(error_history(dead.errors))

@@ -26,7 +26,7 @@ from redrive.client import (
     UnauthenticatedError,
     UnreachableError,
 )
-from redrive.composition import ConfigurationError, build_app, open_store
+from redrive.composition import ConfigurationError, build_app, open_ready_store
 from redrive.ports import Store
 from redrive.settings import Settings
 
@@ -111,12 +111,7 @@ async def _open_database(url: str) -> tuple[Store, Settings]:
         settings = Settings(database_url=url)
     except ValueError as error:
         raise ConfigurationError(f"invalid settings: {error}") from error
-    store = await open_store(settings)
-    try:
-        await store.migrate()
-    except Exception:
-        await store.close()
-        raise
+    store, _ = await open_ready_store(settings)
     return store, settings
 
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from redrive.composition import ConfigurationError, build_service, open_store, redactor
+from redrive.composition import ConfigurationError, build_service, open_ready_store, redactor
 from redrive.logs import configure_logging
 from redrive.maintenance.loop import SweepLoop
+from redrive.maintenance.webhooks import DeliveryLoop
 from redrive.process import tune_garbage_collector
 from redrive.settings import Settings
 from redrive.worker.embedded_source import EmbeddedJobSource
@@ -97,10 +98,9 @@ async def run_over_http(worker: Worker, url: str) -> None:
 
 async def run_embedded(worker: Worker, settings: Settings) -> None:
     """Straight to the database: the service in this process, with its own maintenance sweep
-    (so retries come due and expired leases are reaped without a server)."""
+    (so retries come due and expired leases are reaped without a server) and webhook deliveries."""
     try:
-        store = await open_store(settings)
-        await store.migrate()
+        store, _ = await open_ready_store(settings)
     except ConfigurationError:
         raise
     except Exception as error:  # psycopg, pool and sqlite errors alike
@@ -108,11 +108,14 @@ async def run_embedded(worker: Worker, settings: Settings) -> None:
     try:
         service = build_service(store, settings)
         sweep = SweepLoop(service.sweeper, settings.sweep_interval_ms / 1000)
+        deliveries = DeliveryLoop(service.webhooks, settings.webhook_concurrency)
         await sweep.start()
+        await deliveries.start()
         try:
             worker.install_signal_handlers()
             await worker.run(EmbeddedJobSource(service))
         finally:
+            await deliveries.stop()
             await sweep.stop()
     finally:
         await store.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from redrive.client.audit import AuditPage, AuditRecord, AuditVerification, ChainCheck
 from redrive.client.client import Client
 from redrive.client.dead_letters import (
     Archive,
@@ -28,15 +29,21 @@ from redrive.client.errors import (
     UnauthenticatedError,
     UnreachableError,
 )
+from redrive.client.incidents import Incident, IncidentDetail
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.requests import DeadLetterFilter, JobSpec
 from redrive.client.transport import DEFAULT_URL
+from redrive.client.webhooks import WebhookDelivery, WebhookDeliveryPage, WebhookSubscription
 
 __all__ = [
     "DEFAULT_URL",
     "ApiKey",
     "Archive",
+    "AuditPage",
+    "AuditRecord",
+    "AuditVerification",
     "BulkResult",
+    "ChainCheck",
     "Client",
     "ConflictError",
     "DeadLetter",
@@ -46,6 +53,8 @@ __all__ = [
     "Episode",
     "ForbiddenError",
     "Heartbeat",
+    "Incident",
+    "IncidentDetail",
     "InvalidRequestError",
     "Job",
     "JobSpec",
@@ -64,6 +73,9 @@ __all__ = [
     "SyncClient",
     "UnauthenticatedError",
     "UnreachableError",
+    "WebhookDelivery",
+    "WebhookDeliveryPage",
+    "WebhookSubscription",
 ]
 
 

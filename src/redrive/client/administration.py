@@ -1,10 +1,12 @@
-"""Client operations for administrators: replay rules, retention, pruning, archives, queues."""
+"""Client operations for administrators: keys, replay rules, retention, pruning, archives,
+queues, the audit log, webhooks."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from redrive.client.audit import AuditPage, AuditVerification
 from redrive.client.dead_letters import (
     Archive,
     PruneReport,
@@ -15,10 +17,13 @@ from redrive.client.dead_letters import (
 from redrive.client.models import ApiKey, Queue
 from redrive.client.requests import DeadLetterFilter, filter_params
 from redrive.client.transport import Connection, document_of
+from redrive.client.webhooks import WebhookDeliveryPage, WebhookSubscription
 
 DEAD_LETTER = "/ojs/v1/dead-letter"
 QUEUES = "/ojs/v1/queues"
 KEYS = "/ojs/v1/admin/keys"
+AUDIT = "/ojs/v1/admin/audit"
+WEBHOOKS = "/ojs/v1/webhooks"
 
 
 class Administration(Connection):
@@ -51,6 +56,115 @@ class Administration(Connection):
     async def revoke_key(self, key_id: str) -> ApiKey:
         """Revoke a key by id; requests carrying it are refused from then on."""
         return ApiKey.from_document(await self._request("DELETE", f"{KEYS}/{key_id}"))
+
+    # -- the audit log --------------------------------------------------------------------
+
+    async def audit_records(
+        self,
+        *,
+        action: str | None = None,
+        actor: str | None = None,
+        key_id: str | None = None,
+        outcome: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        target: str | None = None,
+        request_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AuditPage:
+        """Audit records, newest first (admin). `since`/`until` are RFC 3339 times; `target`
+        is text the record's target holds (a job id, a queue); `cursor` is the `next_cursor`
+        of the page before."""
+        values = {
+            "action": action, "actor": actor, "key_id": key_id, "outcome": outcome,
+            "since": since, "until": until, "target": target, "request_id": request_id,
+            "limit": None if limit is None else str(limit), "cursor": cursor,
+        }  # fmt: skip
+        params = {key: value for key, value in values.items() if value is not None}
+        return AuditPage.from_document(await self._request("GET", AUDIT, params=params))
+
+    async def verify_audit(self) -> AuditVerification:
+        """Check every audit chain the caller can see; a broken one names its first bad record."""
+        return AuditVerification.from_document(await self._request("GET", f"{AUDIT}/verify"))
+
+    # -- webhooks -------------------------------------------------------------------------
+
+    async def create_webhook(
+        self,
+        url: str,
+        events: list[str],
+        *,
+        secret: str | None = None,
+        description: str | None = None,
+        active: bool = True,
+    ) -> WebhookSubscription:
+        """Subscribe `url` to event types (exact, `prefix.*` or `*`); admin. The answer's
+        `secret` (yours, or one the server made) is shown this once."""
+        body: dict[str, Any] = {"url": url, "events": list(events), "active": active}
+        optional = {"secret": secret, "description": description}
+        body.update({key: value for key, value in optional.items() if value is not None})
+        payload = await self._request("POST", f"{WEBHOOKS}/subscriptions", body)
+        return WebhookSubscription.from_document(payload)
+
+    async def webhooks(self) -> list[WebhookSubscription]:
+        """The tenant's webhook subscriptions (never their secrets)."""
+        payload = await self._request("GET", f"{WEBHOOKS}/subscriptions")
+        items = payload.get("subscriptions") or []
+        return [WebhookSubscription.from_document(item) for item in items]
+
+    async def get_webhook(self, subscription_id: str) -> WebhookSubscription:
+        """One webhook subscription."""
+        payload = await self._request("GET", f"{WEBHOOKS}/subscriptions/{subscription_id}")
+        return WebhookSubscription.from_document(payload)
+
+    async def update_webhook(
+        self,
+        subscription_id: str,
+        *,
+        url: str | None = None,
+        events: list[str] | None = None,
+        active: bool | None = None,
+        description: str | None = None,
+    ) -> WebhookSubscription:
+        """Change a subscription; arguments left as None keep their values ("" clears the
+        description)."""
+        values = {"url": url, "events": events, "active": active, "description": description}
+        body = {key: value for key, value in values.items() if value is not None}
+        path = f"{WEBHOOKS}/subscriptions/{subscription_id}"
+        return WebhookSubscription.from_document(await self._request("PATCH", path, body))
+
+    async def delete_webhook(self, subscription_id: str) -> WebhookSubscription:
+        """Delete a subscription and its delivery log; returns it as it was."""
+        path = f"{WEBHOOKS}/subscriptions/{subscription_id}"
+        return WebhookSubscription.from_document(await self._request("DELETE", path))
+
+    async def rotate_webhook_secret(
+        self, subscription_id: str, *, secret: str | None = None
+    ) -> WebhookSubscription:
+        """A new signing secret (yours, or made by the server), in the answer only; the old one
+        keeps signing beside it for a day."""
+        path = f"{WEBHOOKS}/subscriptions/{subscription_id}/rotate-secret"
+        body = None if secret is None else {"secret": secret}
+        return WebhookSubscription.from_document(await self._request("POST", path, body))
+
+    async def webhook_deliveries(
+        self,
+        *,
+        subscription_id: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> WebhookDeliveryPage:
+        """The delivery log, newest first: every subscription's, or one's; `status` is
+        delivered, failed, dead or skipped; `cursor` is the `next_cursor` of the page before."""
+        values = {
+            "subscription_id": subscription_id, "status": status,
+            "limit": None if limit is None else str(limit), "cursor": cursor,
+        }  # fmt: skip
+        params = {key: value for key, value in values.items() if value is not None}
+        payload = await self._request("GET", f"{WEBHOOKS}/deliveries", params=params)
+        return WebhookDeliveryPage.from_document(payload)
 
     # -- replay rules ---------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ class Episode:
     moved_by: str | None
     replay_count: int
     attempts: int
+    incident_id: str | None
     raw: dict[str, Any] = field(repr=False)
 
     @classmethod
@@ -36,13 +37,15 @@ class Episode:
             moved_by=text_of(document, "moved_by"),
             replay_count=integer_of(document, "replay_count"),
             attempts=integer_of(document, "attempts"),
+            incident_id=text_of(document, "incident_id"),
             raw=document,
         )
 
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """A dead-lettered job: the job as it died, why, and (from get_dead_letter) its episodes."""
+    """A dead-lettered job: the job as it died, why, the incident it belongs to (and the
+    fingerprint of its error), and (from get_dead_letter) its episodes."""
 
     id: str
     dead_letter_id: str | None
@@ -52,6 +55,8 @@ class DeadLetter:
     discarded_at: str | None
     moved_at: str | None
     moved_by: str | None
+    incident_id: str | None
+    fingerprint: str | None
     job: Job
     episodes: list[Episode]
     raw: dict[str, Any] = field(repr=False)
@@ -80,6 +85,8 @@ class DeadLetter:
             discarded_at=text_of(document, "discarded_at"),
             moved_at=text_of(document, "moved_at"),
             moved_by=text_of(document, "moved_by"),
+            incident_id=text_of(document, "incident_id"),
+            fingerprint=text_of(document, "fingerprint"),
             job=Job.from_document(document),
             episodes=[Episode.from_document(item) for item in episodes if isinstance(item, dict)]
             if isinstance(episodes, list)

@@ -123,7 +123,8 @@ class JobSpec:
 @dataclass(frozen=True)
 class DeadLetterFilter:
     """Which dead letters a list or bulk operation means; an empty filter means all of them.
-    `type` may end in `*` (a prefix); `since`/`until` take RFC 3339 or `-PT1H`-style moments."""
+    `type` may end in `*` (a prefix); `since`/`until` take RFC 3339 or `-PT1H`-style moments;
+    `incident` an incident's id, `fingerprint` an error fingerprint."""
 
     queue: str | None = None
     type: str | None = None
@@ -132,6 +133,8 @@ class DeadLetterFilter:
     until: Moment | None = None
     args_contains: str | None = None
     args_match: str | None = None
+    incident: str | None = None
+    fingerprint: str | None = None
     status: str | None = None
 
     def to_params(self) -> dict[str, str]:
@@ -143,6 +146,8 @@ class DeadLetterFilter:
             "until": None if self.until is None else timestamp(self.until, "until"),
             "args_contains": self.args_contains,
             "args_match": self.args_match,
+            "incident": self.incident,
+            "fingerprint": self.fingerprint,
             "status": self.status,
         }
         return {key: value for key, value in values.items() if value is not None}

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from redrive.client.audit import AuditPage, AuditVerification
 from redrive.client.client import Client
 from redrive.client.dead_letters import (
     Archive,
@@ -21,9 +22,11 @@ from redrive.client.dead_letters import (
     RetentionPolicy,
 )
 from redrive.client.errors import RedriveError
+from redrive.client.incidents import Incident, IncidentDetail
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.requests import DeadLetterFilter, Delay, JobSpec, Moment
 from redrive.client.transport import DEFAULT_TIMEOUT, DEFAULT_URL
+from redrive.client.webhooks import WebhookDeliveryPage, WebhookSubscription
 
 Result = TypeVar("Result")
 
@@ -340,6 +343,121 @@ class SyncClient:
         """Revoke a key by id; requests carrying it are refused from then on."""
         return self._run(self._client.revoke_key(key_id))
 
+    def audit_records(
+        self,
+        *,
+        action: str | None = None,
+        actor: str | None = None,
+        key_id: str | None = None,
+        outcome: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        target: str | None = None,
+        request_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AuditPage:
+        """Audit records, newest first (admin). `since`/`until` are RFC 3339 times; `target`
+        is text the record's target holds (a job id, a queue); `cursor` is the `next_cursor`
+        of the page before."""
+        coroutine = self._client.audit_records(
+            action=action,
+            actor=actor,
+            key_id=key_id,
+            outcome=outcome,
+            since=since,
+            until=until,
+            target=target,
+            request_id=request_id,
+            limit=limit,
+            cursor=cursor,
+        )
+        return self._run(coroutine)
+
+    def verify_audit(self) -> AuditVerification:
+        """Check every audit chain the caller can see; a broken one names its first bad record."""
+        return self._run(self._client.verify_audit())
+
+    def create_webhook(
+        self,
+        url: str,
+        events: list[str],
+        *,
+        secret: str | None = None,
+        description: str | None = None,
+        active: bool = True,
+    ) -> WebhookSubscription:
+        """Subscribe `url` to event types (exact, `prefix.*` or `*`); admin. The answer's
+        `secret` (yours, or one the server made) is shown this once."""
+        coroutine = self._client.create_webhook(
+            url,
+            events,
+            secret=secret,
+            description=description,
+            active=active,
+        )
+        return self._run(coroutine)
+
+    def webhooks(self) -> list[WebhookSubscription]:
+        """The tenant's webhook subscriptions (never their secrets)."""
+        return self._run(self._client.webhooks())
+
+    def get_webhook(self, subscription_id: str) -> WebhookSubscription:
+        """One webhook subscription."""
+        return self._run(self._client.get_webhook(subscription_id))
+
+    def update_webhook(
+        self,
+        subscription_id: str,
+        *,
+        url: str | None = None,
+        events: list[str] | None = None,
+        active: bool | None = None,
+        description: str | None = None,
+    ) -> WebhookSubscription:
+        """Change a subscription; arguments left as None keep their values ("" clears the
+        description)."""
+        coroutine = self._client.update_webhook(
+            subscription_id,
+            url=url,
+            events=events,
+            active=active,
+            description=description,
+        )
+        return self._run(coroutine)
+
+    def delete_webhook(self, subscription_id: str) -> WebhookSubscription:
+        """Delete a subscription and its delivery log; returns it as it was."""
+        return self._run(self._client.delete_webhook(subscription_id))
+
+    def rotate_webhook_secret(
+        self,
+        subscription_id: str,
+        *,
+        secret: str | None = None,
+    ) -> WebhookSubscription:
+        """A new signing secret (yours, or made by the server), in the answer only; the old one
+        keeps signing beside it for a day."""
+        return self._run(self._client.rotate_webhook_secret(subscription_id, secret=secret))
+
+    def webhook_deliveries(
+        self,
+        *,
+        subscription_id: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> WebhookDeliveryPage:
+        """The delivery log, newest first: every subscription's, or one's; `status` is
+        delivered, failed, dead or skipped; `cursor` is the `next_cursor` of the page before."""
+        coroutine = self._client.webhook_deliveries(
+            subscription_id=subscription_id,
+            status=status,
+            limit=limit,
+            cursor=cursor,
+        )
+        return self._run(coroutine)
+
     def replay_rules(self) -> list[ReplayRule]:
         """Every automatic replay rule."""
         return self._run(self._client.replay_rules())
@@ -466,3 +584,49 @@ class SyncClient:
     def manifest(self) -> dict[str, Any]:
         """What the server implements (OJS manifest)."""
         return self._run(self._client.manifest())
+
+    def incidents(
+        self,
+        *,
+        state: str | None = None,
+        type: str | None = None,
+        queue: str | None = None,
+        error_type: str | None = None,
+        sort: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Incident]:
+        """One page of incidents: the most recent first, or with sort="count" the most dead
+        now first. `state` takes one or more states, comma-separated (open, acknowledged,
+        resolved, regressed, ignored); `type` may end in * for a prefix."""
+        coroutine = self._client.incidents(
+            state=state,
+            type=type,
+            queue=queue,
+            error_type=error_type,
+            sort=sort,
+            limit=limit,
+            cursor=cursor,
+        )
+        return self._run(coroutine)
+
+    def get_incident(self, incident_id: str) -> IncidentDetail:
+        """One incident with its newest dead letters."""
+        return self._run(self._client.get_incident(incident_id))
+
+    def acknowledge_incident(self, incident_id: str) -> Incident:
+        """Acknowledge an open or regressed incident (409 ConflictError from another state)."""
+        return self._run(self._client.acknowledge_incident(incident_id))
+
+    def resolve_incident(self, incident_id: str, fix_reference: str) -> Incident:
+        """Resolve an incident, naming its fix (a PR, a commit, a deployment); a dead letter
+        arriving afterwards regresses it."""
+        return self._run(self._client.resolve_incident(incident_id, fix_reference))
+
+    def ignore_incident(self, incident_id: str) -> Incident:
+        """Ignore an incident (its dead letters are still counted)."""
+        return self._run(self._client.ignore_incident(incident_id))
+
+    def reopen_incident(self, incident_id: str) -> Incident:
+        """Reopen an acknowledged, resolved or ignored incident."""
+        return self._run(self._client.reopen_incident(incident_id))

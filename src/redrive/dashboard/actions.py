@@ -1,5 +1,5 @@
 """The dashboard's state-changing requests: every one a POST behind the CSRF and origin checks,
-going through the service's dead-letter, replay and retention use-cases as actor `dashboard`."""
+going through the service's dead-letter, replay and retention use-cases as the signed-in caller."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from redrive.dashboard import bulk, csrf, views
+from redrive.dashboard.access import caller_of
 from redrive.dashboard.filters import ListFilter
 from redrive.dashboard.forms import (
     Form,
@@ -21,9 +22,9 @@ from redrive.dashboard.forms import (
     rule_changes,
 )
 from redrive.dashboard.rendering import PREFIX, forbidden_page, redirect, render
-from redrive.dashboard.views import CHANGEABLE, OPERATOR, job_values
+from redrive.dashboard.views import CHANGEABLE, job_values
 from redrive.domain.dead_letter import DeadLetter
-from redrive.domain.errors import OjsError
+from redrive.domain.errors import InvalidRequest, OjsError
 from redrive.service.facade import Service
 
 Handler = Callable[..., Awaitable[Response]]
@@ -82,24 +83,37 @@ async def retry_form_page(
     return render(request, "retry_form.html", context, status_code)
 
 
+async def bulk_action(service: Service, request: Request, action: str) -> Response:
+    """Retry or delete (purge) the confirmed set: two routes, as their policies differ."""
+    form, refusal = await guarded_form(request)
+    if form is None:
+        return refusal or Response(status_code=403)
+    caller = caller_of(request)
+    list_filter = ListFilter.from_query(form.first_values())
+    plan = bulk.BulkPlan.from_values(form.get("do"), form.all("id"), list_filter)
+    if plan.action != action:
+        raise InvalidRequest(f"this form asks to {plan.action}, not to {action}", {})
+    expected = form.get("expected")
+    message, _ = await bulk.execute(
+        service, caller, plan, int(expected) if expected.isascii() and expected.isdigit() else -1
+    )
+    if message is None:
+        context = await bulk.preview(service, caller, plan, pin=False)
+        context["changed_from"] = expected
+        return render(request, "bulk_confirm.html", context, 409)
+    return redirect(request, f"{PREFIX}/dead-letters?{list_filter.query()}", message)
+
+
 def add_dead_letter_actions(router: APIRouter, service: Service, wrap: Wrapper) -> None:
-    @router.post("/dead-letters/bulk")
+    @router.post("/dead-letters/bulk/retry")
     @wrap
-    async def bulk_action(request: Request) -> Response:
-        form, refusal = await guarded_form(request)
-        if form is None:
-            return refusal or Response(status_code=403)
-        list_filter = ListFilter.from_query(form.first_values())
-        plan = bulk.BulkPlan.from_values(form.get("do"), form.all("id"), list_filter)
-        expected = form.get("expected")
-        message, _ = await bulk.execute(
-            service, plan, int(expected) if expected.isascii() and expected.isdigit() else -1
-        )
-        if message is None:
-            context = await bulk.preview(service, plan, pin=False)
-            context["changed_from"] = expected
-            return render(request, "bulk_confirm.html", context, 409)
-        return redirect(request, f"{PREFIX}/dead-letters?{list_filter.query()}", message)
+    async def bulk_retry(request: Request) -> Response:
+        return await bulk_action(service, request, "retry")
+
+    @router.post("/dead-letters/bulk/delete")
+    @wrap
+    async def bulk_delete(request: Request) -> Response:
+        return await bulk_action(service, request, "delete")
 
     @router.post("/dead-letters/{job_id}/retry")
     @wrap
@@ -107,11 +121,12 @@ def add_dead_letter_actions(router: APIRouter, service: Service, wrap: Wrapper) 
         form, refusal = await guarded_form(request)
         if form is None:
             return refusal or Response(status_code=403)
-        dead, _ = await service.dead_letters.get(OPERATOR, job_id)
+        caller = caller_of(request)
+        dead, _ = await service.dead_letters.get(caller, job_id)
         values = form.first_values()
         try:
             override = retry_override(values, dead.job)
-            job = await service.dead_letters.retry(OPERATOR, job_id, override)
+            job = await service.dead_letters.retry(caller, job_id, override)
         except OjsError as error:
             return await retry_form_page(request, dead, values, 400, error.message)
         fields = changed_fields(override)
@@ -125,8 +140,9 @@ def add_dead_letter_actions(router: APIRouter, service: Service, wrap: Wrapper) 
         form, refusal = await guarded_form(request)
         if form is None:
             return refusal or Response(status_code=403)
-        dead, _ = await service.dead_letters.get(OPERATOR, job_id)
-        await service.dead_letters.delete(OPERATOR, job_id)
+        caller = caller_of(request)
+        dead, _ = await service.dead_letters.get(caller, job_id)
+        await service.dead_letters.delete(caller, job_id)
         message = f"Deleted dead letter {job_id} ({dead.job.type}, queue {dead.job.queue})."
         return redirect(request, f"{PREFIX}/dead-letters", message)
 
@@ -139,7 +155,7 @@ def add_settings_actions(router: APIRouter, service: Service, wrap: Wrapper) -> 
         if form is None:
             return refusal or Response(status_code=403)
         rule = await service.replay.create(
-            OPERATOR, rule_changes(form, creating=True, now=service.now())
+            caller_of(request), rule_changes(form, creating=True, now=service.now())
         )
         return redirect(request, f"{PREFIX}/rules", f"Created replay rule {rule.name}.")
 
@@ -150,7 +166,7 @@ def add_settings_actions(router: APIRouter, service: Service, wrap: Wrapper) -> 
         if form is None:
             return refusal or Response(status_code=403)
         changes = rule_changes(form, creating=False, now=service.now())
-        rule = await service.replay.update(OPERATOR, rule_id, changes)
+        rule = await service.replay.update(caller_of(request), rule_id, changes)
         state = "enabled" if rule.enabled else "disabled"
         return redirect(request, f"{PREFIX}/rules", f"Saved replay rule {rule.name} ({state}).")
 
@@ -160,7 +176,7 @@ def add_settings_actions(router: APIRouter, service: Service, wrap: Wrapper) -> 
         form, refusal = await guarded_form(request)
         if form is None:
             return refusal or Response(status_code=403)
-        rule = await service.replay.delete(OPERATOR, rule_id)
+        rule = await service.replay.delete(caller_of(request), rule_id)
         return redirect(request, f"{PREFIX}/rules", f"Deleted replay rule {rule.name}.")
 
     @router.post("/retention")
@@ -170,7 +186,7 @@ def add_settings_actions(router: APIRouter, service: Service, wrap: Wrapper) -> 
         if form is None:
             return refusal or Response(status_code=403)
         queue = form.get("queue") or None
-        policy = await service.retention.set_policy(OPERATOR, queue, policy_changes(form))
+        policy = await service.retention.set_policy(caller_of(request), queue, policy_changes(form))
         scope = f"queue {queue}" if queue else "every queue without its own policy"
         document = policy.to_document()
         message = (
@@ -185,7 +201,7 @@ def add_settings_actions(router: APIRouter, service: Service, wrap: Wrapper) -> 
         form, refusal = await guarded_form(request)
         if form is None:
             return refusal or Response(status_code=403)
-        await service.retention.remove_policy(OPERATOR, queue)
+        await service.retention.remove_policy(caller_of(request), queue)
         message = f"Queue {queue} now follows the global retention policy."
         return redirect(request, f"{PREFIX}/retention", message)
 

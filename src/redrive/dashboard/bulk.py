@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from redrive.dashboard.filters import ListFilter
-from redrive.dashboard.views import OPERATOR, row
+from redrive.dashboard.views import row
+from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import DEAD, DeadLetter
 from redrive.domain.dead_letter_filter import DeadLetterFilter, parse_filter
 from redrive.domain.errors import InvalidRequest, NotFound
@@ -55,12 +56,12 @@ class BulkPlan:
         return cls(action, scope, unique, list_filter)
 
 
-async def _selected(service: Service, ids: list[str]) -> list[DeadLetter]:
+async def _selected(service: Service, caller: Caller, ids: list[str]) -> list[DeadLetter]:
     """The selected jobs that still have a dead episode, in the order selected."""
     found: list[DeadLetter] = []
     for job_id in ids:
         try:
-            dead, _ = await service.dead_letters.get(OPERATOR, job_id)
+            dead, _ = await service.dead_letters.get(caller, job_id)
         except NotFound:
             continue
         found.append(dead)
@@ -72,18 +73,18 @@ def _filters(service: Service, list_filter: ListFilter) -> DeadLetterFilter:
     return parse_filter(list_filter.service_raw(now), now)
 
 
-async def preview(service: Service, plan: BulkPlan, pin: bool) -> dict[str, Any]:
+async def preview(service: Service, caller: Caller, plan: BulkPlan, pin: bool) -> dict[str, Any]:
     """What the confirmation page shows: the exact count, a sample, and the filter in words."""
     pinned = pin and plan.scope == "filter"
     list_filter = plan.list_filter.pinned(service.now()) if pinned else plan.list_filter
     if plan.scope == "selection":
-        selected = await _selected(service, plan.ids)
+        selected = await _selected(service, caller, plan.ids)
         count = len(selected)
         sample = [row(dead) for dead in selected[:SAMPLE_SIZE]]
         queues = sorted({dead.job.queue for dead in selected})
         gone = len(plan.ids) - count
     else:
-        found = await service.dead_letters.preview(OPERATOR, _filters(service, list_filter))
+        found = await service.dead_letters.preview(caller, _filters(service, list_filter))
         count, sample, gone = found.matched, [row(dead) for dead in found.sample], 0
         queues = sorted(found.by_queue)
     return {
@@ -103,12 +104,12 @@ def _plural(count: int) -> str:
     return f"{count} dead letter" + ("" if count == 1 else "s")
 
 
-async def _execute_selection(service: Service, plan: BulkPlan) -> str:
+async def _execute_selection(service: Service, caller: Caller, plan: BulkPlan) -> str:
     """The selected rows, in one transaction: each moves once, whoever else acts at once."""
     if plan.action == "retry":
-        result = await service.dead_letters.retry_selected(OPERATOR, plan.ids)
+        result = await service.dead_letters.retry_selected(caller, plan.ids)
     else:
-        result = await service.dead_letters.delete_selected(OPERATOR, plan.ids)
+        result = await service.dead_letters.delete_selected(caller, plan.ids)
     return _summary(plan.action, len(result.moved), len(result.missing), result.queues)
 
 
@@ -125,20 +126,22 @@ def _summary(action: str, done: int, missing: int, queues: list[str]) -> str:
     return text
 
 
-async def execute(service: Service, plan: BulkPlan, expected: int) -> tuple[str | None, int]:
+async def execute(
+    service: Service, caller: Caller, plan: BulkPlan, expected: int
+) -> tuple[str | None, int]:
     """Do it, if the set is still the one confirmed. Returns (flash message, current count);
     the message is None when the count changed and the operator must look again."""
     if plan.scope == "selection":
-        return await _execute_selection(service, plan), len(plan.ids)
+        return await _execute_selection(service, caller, plan), len(plan.ids)
     filters = _filters(service, plan.list_filter)
-    check = await service.dead_letters.preview(OPERATOR, filters)
+    check = await service.dead_letters.preview(caller, filters)
     if check.matched != expected:
         return None, check.matched
     # Never more than the operator confirmed.
     request = BulkRequest(filters, confirm=True, limit=expected)
     if plan.action == "retry":
-        result = await service.dead_letters.bulk_retry(OPERATOR, request)
+        result = await service.dead_letters.bulk_retry(caller, request)
     else:
-        result = await service.dead_letters.purge(OPERATOR, request)
+        result = await service.dead_letters.purge(caller, request)
     missing = expected - result.succeeded  # moved by someone else since the check
     return _summary(plan.action, result.succeeded, missing, result.queues), result.matched

@@ -47,6 +47,8 @@ class ListFilter:
     within: str = ""
     args: str = ""
     args_match: str = ""
+    incident: str = ""
+    fingerprint: str = ""
     status: str = DEAD
 
     @classmethod
@@ -81,6 +83,10 @@ class ListFilter:
             raw["args_contains"] = self.args
         if self.args_match:
             raw["args_match"] = self.args_match
+        if self.incident:
+            raw["incident"] = self.incident
+        if self.fingerprint:
+            raw["fingerprint"] = self.fingerprint
         return raw
 
     def pinned(self, now: int) -> ListFilter:
@@ -128,6 +134,10 @@ class ListFilter:
             words.append(f"args contain {self.args!r}")
         if self.args_match:
             words.append(f"args match {self.args_match}")
+        if self.incident:
+            words.append(f"in incident {self.incident}")
+        if self.fingerprint:
+            words.append(f"fingerprint is {self.fingerprint}")
         return words
 
 

@@ -1,4 +1,5 @@
-"""Turning templates into responses: the Jinja2 environment, display filters, cookies."""
+"""Turning templates into responses: the Jinja2 environment, display filters, cookies, and who is
+signed in (every page shows it, and hides what that caller may not do)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,16 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from redrive.dashboard import csrf
+from redrive.domain.caller import GRANTS, Caller
 from redrive.domain.durations import format_duration
-from redrive.domain.errors import Conflict, Duplicate, NotFound, OjsError
+from redrive.domain.errors import (
+    Conflict,
+    Duplicate,
+    Forbidden,
+    NotFound,
+    OjsError,
+    Unauthenticated,
+)
 
 PACKAGE_DIRECTORY = Path(__file__).parent
 TEMPLATE_DIRECTORY = PACKAGE_DIRECTORY / "templates"
@@ -112,8 +121,16 @@ def session_token(request: Request) -> str:
     return str(cached)
 
 
-def _secure(request: Request) -> bool:
+def secure(request: Request) -> bool:
+    """Whether cookies must be Secure: the request came over HTTPS."""
     return request.url.scheme == "https"
+
+
+def set_csrf_cookie(request: Request, response: Response, token: str) -> None:
+    response.set_cookie(
+        csrf.COOKIE_NAME, token, max_age=csrf.COOKIE_MAX_AGE_SECONDS, path=PREFIX,
+        httponly=True, samesite="strict", secure=secure(request),
+    )  # fmt: skip
 
 
 def finish(request: Request, response: Response) -> Response:
@@ -121,11 +138,14 @@ def finish(request: Request, response: Response) -> Response:
     response.headers.update(SECURITY_HEADERS)
     token = session_token(request)
     if request.cookies.get(csrf.COOKIE_NAME) != token:
-        response.set_cookie(
-            csrf.COOKIE_NAME, token, max_age=csrf.COOKIE_MAX_AGE_SECONDS, path=PREFIX,
-            httponly=True, samesite="strict", secure=_secure(request),
-        )  # fmt: skip
+        set_csrf_cookie(request, response, token)
     return response
+
+
+def signed_in(request: Request) -> Caller | None:
+    """Who the request acts as (dashboard/access.py), or None on a public page without one."""
+    caller = getattr(request.state, "caller", None)
+    return caller if isinstance(caller, Caller) else None
 
 
 def take_flash(request: Request) -> str | None:
@@ -141,9 +161,12 @@ def render(
     headers: dict[str, str] | None = None,
 ) -> Response:
     flash = take_flash(request)
+    caller = signed_in(request)
+    may = set() if caller is None else {permission.value for permission in GRANTS[caller.role]}
     page = ENVIRONMENT.get_template(template).render(
-        request=request, csrf_token=session_token(request), flash=flash, **context
-    )
+        request=request, csrf_token=session_token(request), flash=flash, who=caller, may=may,
+        **context,
+    )  # fmt: skip
     response = HTMLResponse(page, status_code=status_code, headers=headers)
     if flash is not None and not request.headers.get("hx-request"):
         response.delete_cookie(FLASH_COOKIE, path=PREFIX)
@@ -156,12 +179,16 @@ def redirect(request: Request, location: str, flash: str | None = None) -> Respo
     if flash:
         response.set_cookie(
             FLASH_COOKIE, quote(flash[:FLASH_LIMIT]), path=PREFIX, httponly=True,
-            samesite="strict", secure=_secure(request),
+            samesite="strict", secure=secure(request),
         )  # fmt: skip
     return finish(request, response)
 
 
 def status_of(error: OjsError) -> int:
+    if isinstance(error, Unauthenticated):
+        return 401
+    if isinstance(error, Forbidden):
+        return 403
     if isinstance(error, NotFound):
         return 404
     if isinstance(error, Conflict | Duplicate):
@@ -175,11 +202,18 @@ def error_page(request: Request, error: OjsError, title: str = "That did not wor
     )
 
 
+FORGERY_HINT = (
+    "Changes can only be made from this dashboard's own pages. "
+    "Reload the page you came from and try again."
+)
+
+
 def forbidden_page(request: Request, reason: str) -> Response:
     """The 403 page. It sets no cookie: a cross-site post must not replace the browser's token."""
     page = ENVIRONMENT.get_template("forbidden.html").render(
-        request=request, csrf_token="", flash=None, title="Request refused", reason=reason
-    )
+        request=request, csrf_token="", flash=None, title="Request refused", reason=reason,
+        hint=FORGERY_HINT,
+    )  # fmt: skip
     response = HTMLResponse(page, status_code=403)
     response.headers.update(SECURITY_HEADERS)
     return response

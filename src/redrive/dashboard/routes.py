@@ -5,15 +5,21 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import Any
+from urllib.parse import urlencode
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from starlette.requests import Request
 from starlette.responses import Response
 
 from redrive.dashboard import bulk, views
+from redrive.dashboard.access import access_check, caller_of
 from redrive.dashboard.actions import add_action_routes, retry_form_page
 from redrive.dashboard.filters import PAGE_SIZES, WITHIN_CHOICES, ListFilter, page_size
+from redrive.dashboard.incidents import add_incident_routes
 from redrive.dashboard.rendering import PREFIX, error_page, render
+from redrive.dashboard.sign_in import add_sign_in_routes
+from redrive.domain.audit import Action, Outcome, encode_audit_cursor, parse_audit_query
+from redrive.domain.caller import Permission
 from redrive.domain.dead_letter import STATUSES
 from redrive.domain.errors import OjsError
 from redrive.domain.retention import PRUNING_POLICIES
@@ -47,7 +53,7 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
     @router.get("/", include_in_schema=False)
     @html_errors
     async def overview(request: Request) -> Response:
-        context = await views.overview(service)
+        context = await views.overview(service, caller_of(request))
         template = "_overview.html" if is_htmx(request) else "overview.html"
         return render(request, template, {"page": "overview", "title": "Overview", **context})
 
@@ -57,7 +63,7 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
         query = request.query_params
         list_filter = ListFilter.from_query(query)
         context = await views.dead_letter_list(
-            service, list_filter, page_size(query), query.get("cursor")
+            service, caller_of(request), list_filter, page_size(query), query.get("cursor")
         )
         context.update(
             page="dead-letters", title="Dead letters", statuses=STATUSES,
@@ -70,7 +76,7 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
     @html_errors
     async def dead_letter_count(request: Request) -> Response:
         list_filter = ListFilter.from_query(request.query_params)
-        context = await views.dead_letter_list(service, list_filter, 1, None)
+        context = await views.dead_letter_list(service, caller_of(request), list_filter, 1, None)
         return render(request, "_count.html", context)
 
     @router.get("/dead-letters/bulk", include_in_schema=False)
@@ -81,13 +87,13 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
             request.query_params.getlist("id"),
             ListFilter.from_query(request.query_params),
         )
-        context = await bulk.preview(service, plan, pin=True)
+        context = await bulk.preview(service, caller_of(request), plan, pin=True)
         return render(request, "bulk_confirm.html", context)
 
     @router.get("/dead-letters/{job_id}", include_in_schema=False)
     @html_errors
     async def detail(job_id: str, request: Request) -> Response:
-        found = await views.detail(service, job_id, dict(request.query_params))
+        found = await views.detail(service, caller_of(request), job_id, dict(request.query_params))
         context = {
             "page": "dead-letters",
             "title": f"Dead letter {views.row(found.episode)['type']}",
@@ -102,13 +108,13 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
     @router.get("/dead-letters/{job_id}/retry", include_in_schema=False)
     @html_errors
     async def retry_form(job_id: str, request: Request) -> Response:
-        dead, _ = await service.dead_letters.get(views.OPERATOR, job_id)
+        dead, _ = await service.dead_letters.get(caller_of(request), job_id)
         return await retry_form_page(request, dead, dict(request.query_params))
 
     @router.get("/dead-letters/{job_id}/delete", include_in_schema=False)
     @html_errors
     async def delete_confirmation(job_id: str, request: Request) -> Response:
-        dead, _ = await service.dead_letters.get(views.OPERATOR, job_id)
+        dead, _ = await service.dead_letters.get(caller_of(request), job_id)
         context = {"page": "dead-letters", "title": "Delete dead letter", "dead": dead}
         return render(request, "delete_confirm.html", {**context, "row": views.row(dead)})
 
@@ -118,15 +124,18 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
         context = {
             "page": "rules",
             "title": "Replay rules",
-            "rules": [rule.to_document() for rule in await service.replay.list(views.OPERATOR)],
+            "rules": [rule.to_document() for rule in await service.replay.list(caller_of(request))],
         }
         return render(request, "rules.html", context)
 
     @router.get("/retention", include_in_schema=False)
     @html_errors
     async def retention(request: Request) -> Response:
-        policies = await service.retention.policies(views.OPERATOR)
-        stats = await service.dead_letters.stats(views.OPERATOR)
+        caller = caller_of(request)
+        policies = await service.retention.policies(caller)
+        # As the policy of changing them says (api/policies.py): they apply to every tenant.
+        changeable = caller.all_tenants and caller.may(Permission.ADMINISTER)
+        stats = await service.dead_letters.stats(caller)
         context = {
             "page": "retention",
             "title": "Retention",
@@ -137,16 +146,57 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
             "updated": policies.updated,
             "dead_by_queue": stats.by_queue,
             "next_prune_at": service.retention.next_prune_at(),
-            "archives": await service.retention.archives(views.OPERATOR),
+            "archives": await service.retention.archives(caller),
+            "changeable": changeable,
             "pruning_policies": PRUNING_POLICIES,
             "now": service.now(),
         }
         return render(request, "retention.html", context)
 
 
+def add_audit_routes(router: APIRouter, service: Service) -> None:
+    async def audit_page(request: Request, verified: bool) -> Response:
+        values = {key: value for key, value in request.query_params.items()}
+        query = parse_audit_query(values, service.now())
+        caller = caller_of(request)
+        records = await service.audit.list(caller, query)
+        checks = await service.audit.verify(caller) if verified else None
+        next_cursor = encode_audit_cursor(records[-1]) if len(records) == query.limit else None
+        context = {
+            "page": "audit",
+            "title": "Audit log",
+            "records": records,
+            "query": query,
+            "values": values,
+            "actions": [action.value for action in Action],
+            "outcomes": [outcome.value for outcome in Outcome],
+            "checks": checks,
+            "intact": checks is not None and all(check.intact for check in checks),
+            "next_cursor": next_cursor,
+            "next_query": urlencode({**values, "cursor": next_cursor or ""}),
+        }
+        return render(request, "audit.html", context)
+
+    @router.get("/audit", include_in_schema=False)
+    @html_errors
+    async def audit(request: Request) -> Response:
+        return await audit_page(request, verified=False)
+
+    @router.get("/audit/verify", include_in_schema=False)
+    @html_errors
+    async def audit_verify(request: Request) -> Response:
+        return await audit_page(request, verified=True)
+
+
 def dashboard_router(service: Service) -> APIRouter:
-    """Every dashboard page and action, under /ui."""
-    router = APIRouter(prefix=PREFIX, include_in_schema=False)
+    """Every dashboard page and action, under /ui, each checked against its policy for the
+    signed-in caller (dashboard/access.py)."""
+    router = APIRouter(
+        prefix=PREFIX, include_in_schema=False, dependencies=[Depends(access_check(service))]
+    )
+    add_sign_in_routes(router, service, html_errors)
     add_page_routes(router, service)
+    add_audit_routes(router, service)
+    add_incident_routes(router, service, html_errors)
     add_action_routes(router, service, html_errors)
     return router

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from redrive.dashboard.filters import ListFilter
-from redrive.domain.caller import Caller, Role
+from redrive.domain.caller import Caller
 from redrive.domain.cursor import decode_cursor, encode_cursor
 from redrive.domain.dead_letter import DEAD, DeadLetter, RetryOverride, apply_override
 from redrive.domain.dead_letter_filter import parse_filter
@@ -17,8 +17,6 @@ from redrive.domain.job import STATES, Job
 from redrive.ports import Page
 from redrive.service.facade import Service
 
-# The dashboard has no login yet: it acts across every tenant, recorded as "dashboard".
-OPERATOR = Caller.across_tenants("dashboard", Role.ADMIN)
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 TOP_ERROR_TYPES = 8
@@ -51,21 +49,21 @@ def row(dead: DeadLetter) -> dict[str, Any]:
     }
 
 
-async def count_between(service: Service, since: int, until: int | None) -> int:
+async def count_between(service: Service, caller: Caller, since: int, until: int | None) -> int:
     raw: dict[str, Any] = {"since": format_timestamp(since)}
     if until is not None:
         raw["until"] = format_timestamp(until)
     filters = parse_filter(raw, service.now())
-    _, total = await service.dead_letters.search(OPERATOR, filters, Page(limit=1))
+    _, total = await service.dead_letters.search(caller, filters, Page(limit=1))
     return total
 
 
-async def trend(service: Service, now: int) -> dict[str, Any]:
+async def trend(service: Service, caller: Caller, now: int) -> dict[str, Any]:
     """Still-dead letters by when they died; the last 24 hours against the 24 before."""
-    last_hour = await count_between(service, now - HOUR_MS, None)
-    last_day = await count_between(service, now - DAY_MS, None)
-    day_before = await count_between(service, now - 2 * DAY_MS, now - DAY_MS - 1)
-    last_week = await count_between(service, now - 7 * DAY_MS, None)
+    last_hour = await count_between(service, caller, now - HOUR_MS, None)
+    last_day = await count_between(service, caller, now - DAY_MS, None)
+    day_before = await count_between(service, caller, now - 2 * DAY_MS, now - DAY_MS - 1)
+    last_week = await count_between(service, caller, now - 7 * DAY_MS, None)
     if last_day > day_before:
         direction = "rising"
     elif last_day < day_before:
@@ -81,18 +79,18 @@ async def trend(service: Service, now: int) -> dict[str, Any]:
     }
 
 
-async def oldest(service: Service, oldest_at: int | None) -> DeadLetter | None:
+async def oldest(service: Service, caller: Caller, oldest_at: int | None) -> DeadLetter | None:
     if oldest_at is None:
         return None
     filters = parse_filter({"until": format_timestamp(oldest_at)}, service.now())
-    items, _ = await service.dead_letters.search(OPERATOR, filters, Page(limit=1))
+    items, _ = await service.dead_letters.search(caller, filters, Page(limit=1))
     return items[0] if items else None
 
 
-async def overview(service: Service) -> dict[str, Any]:
+async def overview(service: Service, caller: Caller) -> dict[str, Any]:
     now = service.now()
-    stats = await service.dead_letters.stats(OPERATOR)
-    queues = await service.queues.overview(OPERATOR)
+    stats = await service.dead_letters.stats(caller)
+    queues = await service.queues.overview(caller)
     by_error = sorted(stats.by_error_type.items(), key=lambda item: (-item[1], item[0]))
     return {
         "now": now,
@@ -101,15 +99,15 @@ async def overview(service: Service) -> dict[str, Any]:
         "dead_total": stats.total,
         "dead_by_queue": stats.by_queue,
         "top_errors": by_error[:TOP_ERROR_TYPES],
-        "trend": await trend(service, now),
-        "oldest": await oldest(service, stats.oldest_at),
+        "trend": await trend(service, caller, now),
+        "oldest": await oldest(service, caller, stats.oldest_at),
         "oldest_at": stats.oldest_at,
         "next_prune_at": service.retention.next_prune_at(),
     }
 
 
 async def dead_letter_list(
-    service: Service, list_filter: ListFilter, limit: int, cursor: str | None
+    service: Service, caller: Caller, list_filter: ListFilter, limit: int, cursor: str | None
 ) -> dict[str, Any]:
     now = service.now()
     filters = parse_filter(list_filter.service_raw(now), now)
@@ -117,11 +115,11 @@ async def dead_letter_list(
     if cursor:
         moment, episode_id = decode_cursor(cursor)
         page = Page(limit=limit + 1, cursor_at=moment, cursor_id=episode_id)
-    found, total = await service.dead_letters.search(OPERATOR, filters, page)
+    found, total = await service.dead_letters.search(caller, filters, page)
     items = found[:limit]
     last = items[-1] if items else None
     next_cursor = encode_cursor(last.discarded_at, last.id) if last and len(found) > limit else None
-    stats = await service.dead_letters.stats(OPERATOR)
+    stats = await service.dead_letters.stats(caller)
     return {
         "now": now,
         "filter": list_filter,
@@ -144,17 +142,17 @@ class Detail:
     current: Job | None
 
 
-async def detail(service: Service, job_id: str, where: dict[str, str]) -> Detail:
+async def detail(service: Service, caller: Caller, job_id: str, where: dict[str, str]) -> Detail:
     """The episode the link names (else the dead one, else the latest), every episode of the job,
     and the job as it is now when it is no longer dead."""
-    history = await service.dead_letters.episodes(OPERATOR, job_id)
+    history = await service.dead_letters.episodes(caller, job_id)
     named = [dead for dead in history if dead.id == where.get("episode")]
     dead_now = [dead for dead in history if dead.status == DEAD]
     episode = (named or dead_now or history)[-1]
     current: Job | None = None
     if not dead_now:
         try:
-            current = await service.jobs.get(OPERATOR, job_id)
+            current = await service.jobs.get(caller, job_id)
         except NotFound:
             current = None
     return Detail(episode, history, current)

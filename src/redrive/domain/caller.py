@@ -1,10 +1,12 @@
-"""Who is asking: the tenant a use-case acts for, the actor it records, and the caller's role."""
+"""Who is asking: the tenant a use-case acts for, the actor it records, the caller's role, and
+what a route needs of its caller (its policy)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
 
+from redrive.domain.errors import Forbidden
 from redrive.domain.job import DEFAULT_TENANT
 
 
@@ -67,6 +69,27 @@ class Caller:
         """The tenant the store limits reads and bulk changes to; None only for a caller that
         spans every tenant."""
         return None if self.all_tenants else self.tenant_id
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a route needs of its caller (api/policies.py names one per route). `permission`
+    None: open to anyone, no credential needed (health, the manifest, the sign-in form).
+    `every_tenant`: only a caller that spans every tenant, as the route spans them."""
+
+    permission: Permission | None
+    every_tenant: bool = False
+
+    def refusal(self, caller: Caller) -> Forbidden | None:
+        """Why `caller` may not take the route, or None when it may."""
+        if self.every_tenant and not caller.all_tenants:
+            return Forbidden("this route spans every tenant: it needs a key made for all tenants")
+        if self.permission is not None and not caller.may(self.permission):
+            return Forbidden(
+                f"the {caller.role.value} role may not do this (it needs {self.permission.value})",
+                {"role": caller.role.value, "needs": self.permission.value},
+            )
+        return None
 
 
 # The server's own background work (sweeper, pruning, replay rules, crons) spans tenants.

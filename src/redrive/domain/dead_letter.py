@@ -8,8 +8,9 @@ from typing import Any
 
 from redrive.domain import job as states
 from redrive.domain.durations import format_timestamp
-from redrive.domain.envelope import validate_queue_name
+from redrive.domain.envelope import RESERVED_QUEUE_PREFIX, check_client_queue
 from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
+from redrive.domain.fingerprint import Fingerprint, incident_id
 from redrive.domain.job import Job
 from redrive.domain.redaction import counts_document
 from redrive.domain.retry import parse_retry_policy
@@ -36,6 +37,11 @@ class DeadLetter:
     moved_at: int | None = None
     moved_by: str | None = None
     replay_count: int = 0
+    # The fingerprint of its final error, the algorithm version that made it, and the incident
+    # it belongs to (None for episodes from before incidents, until they are backfilled).
+    fingerprint: str | None = None
+    fingerprint_version: int | None = None
+    incident_id: str | None = None
 
     @property
     def job_id(self) -> str:
@@ -70,11 +76,14 @@ class MovedEpisode:
     queue: str
     type: str
     error_type: str | None
+    incident_id: str | None = None
 
     @classmethod
     def of(cls, dead: DeadLetter) -> MovedEpisode:
         job = dead.job
-        return cls(dead.id, job.id, job.tenant_id, job.queue, job.type, dead.error_type)
+        return cls(
+            dead.id, job.id, job.tenant_id, job.queue, job.type, dead.error_type, dead.incident_id
+        )
 
 
 REPLAY_COUNT = "ojs.replay_count"
@@ -100,7 +109,10 @@ def replay_count(job: Job) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def new_dead_letter(episode_id: str, job: Job, reason: str, now: int) -> DeadLetter:
+def new_dead_letter(
+    episode_id: str, job: Job, reason: str, now: int, fingerprint: Fingerprint
+) -> DeadLetter:
+    """The episode of a job that just died, fingerprinted and named to its incident."""
     error_type = (job.error or {}).get("type")
     return DeadLetter(
         id=episode_id,
@@ -109,6 +121,20 @@ def new_dead_letter(episode_id: str, job: Job, reason: str, now: int) -> DeadLet
         discarded_at=job.discarded_at or now,
         error_type=str(error_type) if error_type is not None else None,
         replay_count=replay_count(job),
+        fingerprint=fingerprint.value,
+        fingerprint_version=fingerprint.version,
+        incident_id=incident_id(job.tenant_id, job.type, fingerprint.value),
+    )
+
+
+def fingerprinted(dead: DeadLetter, fingerprint: Fingerprint) -> DeadLetter:
+    """An episode from before incidents, fingerprinted and named to its incident."""
+    job = dead.job
+    return replace(
+        dead,
+        fingerprint=fingerprint.value,
+        fingerprint_version=fingerprint.version,
+        incident_id=incident_id(job.tenant_id, job.type, fingerprint.value),
     )
 
 
@@ -168,7 +194,7 @@ def parse_override(raw: object) -> RetryOverride:
         # Checked field by field when merged over the job's own policy, before anything is written.
         raise InvalidRetryPolicy("override.retry must be an object", {"field": "override.retry"})
     return RetryOverride(
-        queue=validate_queue_name(raw["queue"], "override.queue") if "queue" in raw else None,
+        queue=check_client_queue(raw["queue"], "override.queue") if "queue" in raw else None,
         priority=_priority(raw["priority"]) if "priority" in raw else None,
         args=args,
         meta=meta,
@@ -189,6 +215,12 @@ def apply_override(job: Job, override: RetryOverride) -> Job:
         changes["meta"] = {**job.meta, **override.meta}
     if override.retry is not None:
         changes["retry"] = parse_retry_policy(override.retry, job.retry)
+    if changes and job.queue.startswith(RESERVED_QUEUE_PREFIX):
+        raise InvalidRequest(
+            f"job {job.id} is the server's own (queue {job.queue}): it is retried as it was, "
+            "without changes",
+            {"field": "override", "queue": job.queue},
+        )
     return replace(job, **changes) if changes else job
 
 

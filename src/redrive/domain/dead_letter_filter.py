@@ -12,6 +12,8 @@ from redrive.domain.dead_letter import DEAD, STATUSES
 from redrive.domain.durations import parse_timestamp
 from redrive.domain.envelope import validate_queue_name
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.fingerprint import FINGERPRINT_PATTERN
+from redrive.domain.incident import check_id
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ FILTER_FIELDS: tuple[FilterField, ...] = (
     FilterField(
         "args_match", 'an args path and JSON value: $.customer_id == "c_1"', ("args_path",)
     ),
+    FilterField("incident", "incident id (inc_...): the incident's dead letters"),
+    FilterField("fingerprint", "error fingerprint (32 hex digits), in every job type"),
     FilterField("status", "episode status: " + ", ".join(STATUSES) + " (default dead)"),
 )
 FILTER_KEYS = tuple(field.key for field in FILTER_FIELDS)
@@ -57,6 +61,8 @@ class DeadLetterFilter:
     args_path: str | None = None
     args_value: str | None = None
     replay_count_below: int | None = None
+    incident_id: str | None = None
+    fingerprint: str | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -148,6 +154,9 @@ def parse_filter(raw: object, now: int, prefix: str = "filter.") -> DeadLetterFi
     queue, args_match = values.get("queue"), values.get("args_match")
     since, until = values.get("since"), values.get("until")
     args_path, args_value = parse_args_match(args_match) if args_match else (None, None)
+    incident, fingerprint = values.get("incident"), values.get("fingerprint")
+    if fingerprint is not None and FINGERPRINT_PATTERN.fullmatch(fingerprint) is None:
+        raise InvalidRequest("fingerprint must be 32 hex digits", {"field": "fingerprint"})
     return DeadLetterFilter(
         queue=validate_queue_name(queue, "queue") if queue is not None else None,
         type=job_type,
@@ -159,4 +168,6 @@ def parse_filter(raw: object, now: int, prefix: str = "filter.") -> DeadLetterFi
         args_contains=values.get("args_contains"),
         args_path=args_path,
         args_value=args_value,
+        incident_id=check_id(incident) if incident is not None else None,
+        fingerprint=fingerprint,
     )

@@ -20,6 +20,9 @@ MAX_QUEUE_LENGTH = 128
 MAX_TYPE_LENGTH = 255
 PRIORITY_RANGE = (-100, 100)
 MAX_TIMEOUT_MS = 30 * 86_400_000
+# Queues named so are the server's own (webhook deliveries wait in redrive.webhooks): clients may
+# read them, but never put jobs in them, fetch from them or pause them.
+RESERVED_QUEUE_PREFIX = "redrive."
 
 # Keys the server owns: a client may send them but they are ignored, never echoed back.
 SYSTEM_FIELDS = frozenset(
@@ -67,6 +70,18 @@ def validate_queue_name(value: object, field: str = "options.queue") -> str:
             f"{field} must match [a-z0-9][a-z0-9-.]* and be at most 128 characters, got {value!r}",
         )
     return value
+
+
+def check_client_queue(value: object, field: str = "options.queue") -> str:
+    """A queue a client may enqueue to, fetch from or pause: any but the server's own."""
+    queue = validate_queue_name(value, field)
+    if queue.startswith(RESERVED_QUEUE_PREFIX):
+        raise _invalid(
+            field,
+            f"{field} {queue!r} is reserved: queues starting with {RESERVED_QUEUE_PREFIX} hold the "
+            "server's own work",
+        )
+    return queue
 
 
 def _type(body: dict[str, Any]) -> str:
@@ -207,7 +222,7 @@ def read_envelope(body: object) -> JobRequest:
     args = _args(body)
     meta = _object(body.get("meta"), "meta")
     options = _object(body.get("options"), "options")
-    queue = validate_queue_name(options.get("queue", states.DEFAULT_QUEUE))
+    queue = check_client_queue(options.get("queue", states.DEFAULT_QUEUE))
     priority = _priority(options.get("priority", body.get("priority", 0)))
     schema = body.get("schema")
     if schema is not None and not isinstance(schema, str):

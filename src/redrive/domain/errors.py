@@ -61,6 +61,13 @@ class Conflict(OjsError):
     hint = "read the job's current state; this transition is not allowed from it"
 
 
+class NotConfigured(Conflict):
+    """The server lacks a setting this request needs (409: the server's state forbids it)."""
+
+    code = "not_configured"
+    hint = "set the server setting the message names, then send the request again"
+
+
 class Unsupported(OjsError):
     code = "unsupported"
     error_type = "unsupported"

@@ -7,7 +7,22 @@ from typing import Any
 
 from redrive.domain.dead_letter import MovedEpisode
 from redrive.domain.durations import format_timestamp
+from redrive.domain.incident import Incident, IncidentEntry
 from redrive.domain.job import Job
+
+# Every event type the server emits: webhook subscriptions name these, or a prefix of them
+# (`dead_letter.*`), or `*`. A new kind of event is one more line here.
+EVENT_TYPES = frozenset(
+    {
+        "job.enqueued", "job.scheduled", "job.started", "job.completed", "job.failed",
+        "job.retrying", "job.discarded", "job.cancelled", "job.expired",
+        "dead_letter.added", "dead_letter.retried", "dead_letter.replayed",
+        "dead_letter.deleted", "dead_letter.pruned",
+        "queue.paused", "queue.resumed", "cron.triggered", "cron.skipped",
+        "incident.opened", "incident.regressed", "incident.resolved",
+    }
+)  # fmt: skip
+SOURCE = "ojs://redrive"
 
 
 @dataclass(frozen=True)
@@ -72,3 +87,52 @@ def failure_events(job: Job, dead_letter_reason: str | None) -> list[Event]:
             job_event("dead_letter.added", job, reason=dead_letter_reason, error_type=error_type)
         )
     return events
+
+
+def incident_event(kind: str, incident: Incident, queue: str | None = None) -> Event:
+    """`incident.opened`, `incident.regressed` (in the queue of the dead letter that did it) or
+    `incident.resolved`, about one incident as it is after the change."""
+    data: dict[str, Any] = {
+        "incident_id": incident.id,
+        "job_type": incident.type,
+        "fingerprint": incident.fingerprint,
+        "error_type": incident.error_type,
+        "message": incident.message,
+        "state": incident.state,
+        "dead_count": incident.dead_count,
+        "total_count": incident.total_count,
+        "queues": list(incident.queues),
+        "changed_by": incident.state_changed_by,
+        "fix_reference": incident.fix_reference,
+    }
+    return Event(kind, incident.tenant_id, queue, incident.type, incident.id, data)
+
+
+def arrival_events(entries: list[IncidentEntry], incidents: list[Incident]) -> list[Event]:
+    """What dead letters entering did to their incidents, announced: `incident.opened` for an
+    incident they created, `incident.regressed` for a resolved one they reopened."""
+    after = {incident.id: incident for incident in incidents}
+    events = []
+    for entry in entries:
+        incident = after[entry.id]
+        if entry.opened(incident):
+            events.append(incident_event("incident.opened", incident, entry.queues[0]))
+        elif entry.regressed(incident):
+            events.append(incident_event("incident.regressed", incident, entry.queues[0]))
+    return events
+
+
+def event_envelope(event_id: str, time: int, event: Event) -> dict[str, Any]:
+    """The OJS event envelope (CloudEvents 1.0 attributes) the event stream answers with and a
+    webhook delivery carries as its body."""
+    envelope: dict[str, Any] = {
+        "specversion": "1.0",
+        "id": event_id,
+        "type": event.type,
+        "source": SOURCE,
+        "time": format_timestamp(time),
+        "data": event.data,
+    }
+    if event.subject is not None:
+        envelope["subject"] = event.subject
+    return envelope

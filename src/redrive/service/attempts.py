@@ -8,9 +8,11 @@ from typing import Any, TypeVar
 
 from redrive.domain import lifecycle
 from redrive.domain.caller import Caller
-from redrive.domain.dead_letter import new_dead_letter
+from redrive.domain.dead_letter import DeadLetter, new_dead_letter
 from redrive.domain.errors import InvalidRequest, NotFound, OjsError
-from redrive.domain.events import completed_event, failure_events
+from redrive.domain.events import arrival_events, completed_event, failure_events
+from redrive.domain.fingerprint import Fingerprint
+from redrive.domain.incident import entries_of
 from redrive.domain.job import AVAILABLE, Job
 from redrive.ports import AttemptWrites, JobChange, JobStore
 from redrive.service.runtime import Runtime
@@ -98,22 +100,28 @@ async def record_failures(
     failures: list[tuple[Job, lifecycle.FailureOutcome]],
     now: int,
 ) -> set[str]:
-    """Write failed attempts, the dead letters of those that died and their events, in one
-    transaction; returns the ids written (the others lost a race)."""
+    """Write failed attempts, the dead letters of those that died (fingerprinted, and added to
+    their incidents) and their events, in one transaction; returns the ids written (the others
+    lost a race)."""
     written = await transaction.update_jobs(
         [JobChange(outcome.job, job.state, job.lease_token) for job, outcome in failures]
     )
     landed = [(job, outcome) for job, outcome in failures if job.id in written]
     await transaction.notify({o.job.queue for _, o in landed if o.job.state == AVAILABLE})
-    dead = [
-        new_dead_letter(runtime.new_id(now), outcome.job, outcome.dead_letter_reason, now)
-        for _, outcome in landed
-        if outcome.dead_letter_reason is not None
-    ]
-    await transaction.insert_dead_letters(dead)
-    for episode in dead:
-        runtime.metrics.dead_letter_added[(episode.job.queue, episode.job.type)] += 1
+    found: list[tuple[DeadLetter, Fingerprint]] = []
+    for _, outcome in landed:
+        if outcome.dead_letter_reason is not None:
+            fingerprint = runtime.options.fingerprinter.fingerprint(outcome.job)
+            episode_id = runtime.new_id(now)
+            dead = new_dead_letter(
+                episode_id, outcome.job, outcome.dead_letter_reason, now, fingerprint
+            )
+            found.append((dead, fingerprint))
+            runtime.metrics.dead_letter_added[(dead.job.queue, dead.job.type)] += 1
+    entries = entries_of(found)
+    incidents = await transaction.enter_dead_letters([dead for dead, _ in found], entries)
     events = [event for _, o in landed for event in failure_events(o.job, o.dead_letter_reason)]
+    events += arrival_events(entries, incidents)
     await runtime.emit(transaction, events, now)
     for job, _ in landed:
         runtime.metrics.failed[(job.queue, job.type)] += 1

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from redrive.domain.audit import Action
 from redrive.domain.caller import Caller
 from redrive.domain.cron import (
     CronExpressionError,
@@ -21,6 +22,7 @@ from redrive.domain.job import TERMINAL_STATES
 from redrive.domain.records import CronRecord
 from redrive.ports import CronFiring
 from redrive.service import visibility
+from redrive.service.audit import AuditService
 from redrive.service.runtime import Runtime
 
 
@@ -47,6 +49,7 @@ class CronRegistration:
 class CronService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self.audit = AuditService(runtime)
 
     def _check(self, caller: Caller, registration: CronRegistration, now: int) -> None:
         try:
@@ -89,6 +92,8 @@ class CronService:
                 created_at=existing.created_at if existing else now,
             )
             await transaction.save_cron(cron)
+            target = {"name": cron.name, "replaced": existing is not None}
+            await self.audit.record(caller, transaction, Action.CRON_REGISTER, target, 1)
         return cron
 
     async def list(self, caller: Caller) -> list[CronRecord]:
@@ -111,6 +116,7 @@ class CronService:
             cron = await transaction.get_cron(name, tenant)
             if cron is None or not await transaction.delete_cron(name, tenant):
                 raise NotFound("cron", name)
+            await self.audit.record(caller, transaction, Action.CRON_DELETE, {"name": name}, 1)
         return cron
 
     async def set_enabled(self, caller: Caller, name: str, enabled: bool) -> CronRecord:
@@ -122,6 +128,8 @@ class CronService:
             next_run_at = next_run_ms(cron.expression, cron.timezone, now) if enabled else None
             cron = replace(cron, enabled=enabled, next_run_at=next_run_at)
             await transaction.save_cron(cron)
+            target = {"name": name, "enabled": enabled}
+            await self.audit.record(caller, transaction, Action.CRON_UPDATE, target, 1)
         return cron
 
     async def fire_due(self, transaction: CronFiring, now: int, limit: int = 100) -> int:

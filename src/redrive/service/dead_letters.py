@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from redrive.domain import dead_letter as episodes
+from redrive.domain.audit import Action, Outcome
 from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import (
     DeadLetter,
@@ -22,6 +24,7 @@ from redrive.domain.job import Job
 from redrive.domain.redaction import Redactor
 from redrive.ports import DeadLetterMoves, Page
 from redrive.service import visibility
+from redrive.service.audit import AuditService
 from redrive.service.runtime import Runtime
 
 BULK_CHUNK = 1000
@@ -84,6 +87,12 @@ def _check_confirmed(request: BulkRequest) -> None:
         )
 
 
+def filter_target(request: BulkRequest) -> dict[str, Any]:
+    """What a bulk action by filter names in the audit log: the filter as sent, and its limit."""
+    fields = {key: value for key, value in asdict(request.filters).items() if value is not None}
+    return {"filter": fields, "limit": request.limit}
+
+
 def _selection(job_ids: list[str]) -> list[str]:
     unique = list(dict.fromkeys(job_ids))
     if not unique:
@@ -96,6 +105,7 @@ def _selection(job_ids: list[str]) -> list[str]:
 class DeadLetterService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self.audit = AuditService(runtime)
 
     @property
     def _redactor(self) -> Redactor:
@@ -170,6 +180,8 @@ class DeadLetterService:
                 transaction, dead, modified, episodes.RETRIED, caller.actor, now
             ):
                 raise NotFound("dead letter", job_id)
+            target = {"job_id": job_id, "modified": modified != dead.job}
+            await self.audit.record(caller, transaction, Action.DEAD_LETTER_RETRY, target, 1)
         return episodes.redrive(modified, now)
 
     async def delete(self, caller: Caller, job_id: str) -> None:
@@ -181,6 +193,8 @@ class DeadLetterService:
             ):
                 raise NotFound("dead letter", job_id)
             await self._forget(transaction, [MovedEpisode.of(dead)], caller.actor, now)
+            target = {"job_id": job_id}
+            await self.audit.record(caller, transaction, Action.DEAD_LETTER_DELETE, target, 1)
 
     async def retry_selected(self, caller: Caller, job_ids: list[str]) -> SelectionResult:
         """Retry the chosen dead letters, as they are, in one transaction."""
@@ -213,6 +227,13 @@ class DeadLetterService:
                     moved.append(job_id)
                     queues.add(dead.job.queue)
             await self._forget(transaction, forgotten, caller.actor, now)
+            action = (
+                Action.DEAD_LETTER_RETRY
+                if status == episodes.RETRIED
+                else Action.DEAD_LETTER_DELETE
+            )
+            target = {"job_ids": job_ids}
+            await self.audit.record(caller, transaction, action, target, len(moved))
         missing = [job_id for job_id in job_ids if job_id not in set(moved)]
         return SelectionResult(moved=moved, missing=missing, queues=sorted(queues))
 
@@ -264,9 +285,20 @@ class DeadLetterService:
                 result.succeeded += len(moved)
                 queues.update(episode.queue for episode in moved)
 
-        async with asyncio.TaskGroup() as lanes:
-            for _ in range(self.runtime.store.write_lanes):
-                lanes.create_task(lane())
+        audited = Action.DEAD_LETTER_BULK_RETRY if action == "retry" else Action.DEAD_LETTER_PURGE
+        try:
+            async with asyncio.TaskGroup() as lanes:
+                for _ in range(self.runtime.store.write_lanes):
+                    lanes.create_task(lane())
+        except Exception:
+            # Chunks that committed stay moved: the record says how many before it stopped.
+            await self.audit.record_attempt(
+                caller, audited, filter_target(request), Outcome.FAILED, result.succeeded
+            )
+            raise
+        await self.audit.record_attempt(
+            caller, audited, filter_target(request), Outcome.SUCCEEDED, result.succeeded
+        )
         result.queues = sorted(queues)
         return result
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from redrive.domain.caller import SYSTEM
+from redrive.service.audit import AuditService
 from redrive.service.crons import CronService
 from redrive.service.dead_letters import DeadLetterService
 from redrive.service.events import EventService
+from redrive.service.incidents import IncidentService
 from redrive.service.jobs import JobService
 from redrive.service.keys import KeyService
 from redrive.service.metrics import MetricsService
@@ -13,7 +15,9 @@ from redrive.service.queues import QueueService
 from redrive.service.replay import ReplayService
 from redrive.service.retention import RetentionService
 from redrive.service.runtime import Metrics, Runtime
+from redrive.service.sessions import SessionService
 from redrive.service.sweeper import Sweeper
+from redrive.service.webhooks import WebhookService
 from redrive.service.workers import WorkerService
 
 
@@ -23,14 +27,18 @@ class Service:
         self.jobs = JobService(runtime)
         self.workers = WorkerService(runtime)
         self.dead_letters = DeadLetterService(runtime)
+        self.incidents = IncidentService(runtime)
         self.queues = QueueService(runtime)
         self.crons = CronService(runtime)
         self.events = EventService(runtime)
         self.metrics = MetricsService(runtime)
         self.keys = KeyService(runtime)
+        self.audit = AuditService(runtime)
+        self.sessions = SessionService(runtime, self.keys)
         self.retention = RetentionService(runtime)
         self.replay = ReplayService(runtime, self.dead_letters)
-        self.sweeper = Sweeper(runtime, self.crons, self.retention, self.replay)
+        self.sweeper = Sweeper(runtime, self.crons, self.retention, self.replay, self.incidents)
+        self.webhooks = WebhookService(runtime, self.workers)
 
     async def reset(self) -> None:
         """Wipe every table. Only reachable when test hooks are on."""

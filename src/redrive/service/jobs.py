@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from redrive.domain import job as states
 from redrive.domain import lifecycle
+from redrive.domain.audit import Action
 from redrive.domain.caller import Caller
 from redrive.domain.envelope import EnqueueContext, JobRequest, new_job
 from redrive.domain.errors import Duplicate, InvalidRequest, NotFound, OjsError, at_index
@@ -13,12 +14,17 @@ from redrive.domain.events import job_event
 from redrive.domain.job import Job
 from redrive.ports import JobFilter, Transaction
 from redrive.service import visibility
+from redrive.service.audit import AuditService
 from redrive.service.runtime import Runtime
+
+# The operator's job changes the audit log records, by the lifecycle action's name.
+AUDITED = {"cancel": Action.JOB_CANCEL, "activate": Action.JOB_ACTIVATE}
 
 
 class JobService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self.audit = AuditService(runtime)
 
     def _new_job(self, caller: Caller, request: JobRequest, now: int) -> Job:
         context = EnqueueContext(
@@ -104,6 +110,8 @@ class JobService:
                 await self.runtime.emit(transaction, [job_event("cancelled", changed)], now)
             if changed.state == states.AVAILABLE:
                 await transaction.notify({changed.queue})
+            target = {"job_id": job_id, "state_before": job.state}
+            await self.audit.record(caller, transaction, AUDITED[action], target, 1)
         return job, changed
 
     async def cancel(self, caller: Caller, job_id: str) -> tuple[Job, str]:

@@ -6,11 +6,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from redrive.domain.audit import Action
 from redrive.domain.caller import Caller
-from redrive.domain.envelope import validate_queue_name
+from redrive.domain.envelope import check_client_queue, validate_queue_name
 from redrive.domain.events import Event
 from redrive.domain.job import STATES
 from redrive.domain.records import QueueRecord
+from redrive.service.audit import AuditService
 from redrive.service.runtime import Runtime
 
 MINUTE_MS = 60_000
@@ -45,6 +47,7 @@ def _merged(records: list[QueueRecord]) -> dict[str, tuple[bool, int]]:
 class QueueService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self.audit = AuditService(runtime)
 
     async def overview(self, caller: Caller) -> list[QueueSummary]:
         """Every queue of the caller's tenant (of every tenant for a caller spanning them) with
@@ -76,8 +79,8 @@ class QueueService:
 
     async def set_paused(self, caller: Caller, name: str, paused: bool) -> QueueRecord:
         """Pause or resume the caller's tenant's queue of this name; other tenants' queues of the
-        same name are theirs to pause."""
-        validate_queue_name(name, "queue")
+        same name are theirs to pause. The server's own queues are not paused by any tenant."""
+        check_client_queue(name, "queue")
         now = self.runtime.now()
         async with self.runtime.store.transaction(caller) as transaction:
             queue = await transaction.set_queue_paused(name, caller.tenant_id, paused, now)
@@ -87,6 +90,8 @@ class QueueService:
                 [Event(event_type, caller.tenant_id, name, None, name, {"queue": name})],
                 now,
             )
+            action = Action.QUEUE_PAUSE if paused else Action.QUEUE_RESUME
+            await self.audit.record(caller, transaction, action, {"queue": name}, 1)
         return queue
 
     async def totals(self, caller: Caller) -> dict[str, Any]:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from redrive.domain.audit import Action
 from redrive.domain.caller import SYSTEM, Caller, Role
 from redrive.domain.dead_letter import REPLAYED, mark_replayed
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.errors import Duplicate, NotFound
 from redrive.domain.replay import ReplayRule, RuleChanges, changed_rule, new_rule
-from redrive.ports import Page
+from redrive.ports import AuditStore, Page
 from redrive.service import locks
+from redrive.service.audit import AuditService
 from redrive.service.dead_letters import DeadLetterService
 from redrive.service.runtime import Runtime
 
@@ -22,6 +24,7 @@ class ReplayService:
     def __init__(self, runtime: Runtime, dead_letters: DeadLetterService) -> None:
         self.runtime = runtime
         self.dead_letters = dead_letters
+        self.audit = AuditService(runtime)
 
     async def list(self, caller: Caller) -> list[ReplayRule]:
         async with self.runtime.store.transaction(caller) as transaction:
@@ -43,18 +46,27 @@ class ReplayService:
             raise Duplicate(f"a replay rule named {rule.name!r} exists", {"name": rule.name})
         async with self.runtime.store.transaction(caller) as transaction:
             await transaction.save_replay_rule(rule)
+            await self._audit(transaction, caller, Action.REPLAY_RULE_CREATE, rule)
         return rule
+
+    async def _audit(
+        self, transaction: AuditStore, caller: Caller, action: Action, rule: ReplayRule
+    ) -> None:
+        target = {"rule_id": rule.id, "name": rule.name}
+        await self.audit.record(caller, transaction, action, target, 1)
 
     async def update(self, caller: Caller, rule_id: str, changes: RuleChanges) -> ReplayRule:
         rule = changed_rule(await self.get(caller, rule_id), changes, self.runtime.now())
         async with self.runtime.store.transaction(caller) as transaction:
             await transaction.save_replay_rule(rule)
+            await self._audit(transaction, caller, Action.REPLAY_RULE_UPDATE, rule)
         return rule
 
     async def delete(self, caller: Caller, rule_id: str) -> ReplayRule:
         rule = await self.get(caller, rule_id)
         async with self.runtime.store.transaction(caller) as transaction:
             await transaction.delete_replay_rule(rule.id)
+            await self._audit(transaction, caller, Action.REPLAY_RULE_DELETE, rule)
         return rule
 
     async def replay_due(self) -> dict[str, Any]:
@@ -84,4 +96,8 @@ class ReplayService:
                     count += 1
             if count:
                 await transaction.count_replays(rule.id, count)
+                target = {"rule_id": rule.id, "name": rule.name}
+                await self.audit.record(
+                    caller, transaction, Action.DEAD_LETTER_REPLAY, target, count
+                )
         return count

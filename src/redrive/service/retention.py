@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from redrive.domain.audit import Action
 from redrive.domain.caller import SYSTEM, Caller
 from redrive.domain.dead_letter import DEAD
 from redrive.domain.durations import format_timestamp
@@ -24,6 +25,7 @@ from redrive.domain.retention import (
 )
 from redrive.ports import Archive, DeadLetterStore, PruneScope
 from redrive.service import locks
+from redrive.service.audit import AuditService
 from redrive.service.runtime import Runtime
 
 # Retention policies apply across tenants; they are stored under the default tenant. They, and
@@ -38,6 +40,7 @@ class PruneReport:
     deleted: int = 0
     archived: int = 0
     by_queue: Counter[str] = field(default_factory=Counter)
+    by_tenant: Counter[str] = field(default_factory=Counter)
     archives: list[str] = field(default_factory=list)
 
     @property
@@ -58,6 +61,7 @@ class Policies:
 class RetentionService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self.audit = AuditService(runtime)
 
     async def policies(self, caller: Caller) -> Policies:
         async with self.runtime.store.transaction(SYSTEM) as transaction:  # global data
@@ -97,12 +101,16 @@ class RetentionService:
                     POLICY_TENANT, queue or GLOBAL, policy, self.runtime.now(), caller.actor
                 )
             )
+            target = {"queue": queue or GLOBAL, "policy": policy.to_document()}
+            await self.audit.record(caller, transaction, Action.RETENTION_POLICY_CHANGE, target, 1)
         return policy
 
     async def remove_policy(self, caller: Caller, queue: str) -> None:
         async with self.runtime.store.transaction(SYSTEM) as transaction:  # global data
             if not await transaction.delete_dead_letter_policy(POLICY_TENANT, queue):
                 raise NotFound("retention policy", queue)
+            target = {"queue": queue, "policy": None}
+            await self.audit.record(caller, transaction, Action.RETENTION_POLICY_CHANGE, target, 1)
 
     async def prune(self, caller: Caller) -> PruneReport:
         """Age first, then count, in short batches. Every batch takes the prune lock: when
@@ -125,7 +133,7 @@ class RetentionService:
             ):
                 break
         if report.removed:
-            await self._announce(report)
+            await self._announce(caller, report)
         return report
 
     async def _drain(
@@ -171,6 +179,7 @@ class RetentionService:
                 )
                 report.archives.append(name)
         report.by_queue.update(row["queue"] for row in rows if row["status"] == DEAD)
+        report.by_tenant.update(row["tenant_id"] for row in rows)
         if scope.archive:
             report.archived += len(rows)
         else:
@@ -182,15 +191,27 @@ class RetentionService:
             raise InvalidRequest("archiving needs an archive directory (REDRIVE_ARCHIVE_DIR)", {})
         return self.runtime.archive
 
-    async def _announce(self, report: PruneReport) -> None:
+    async def _announce(self, caller: Caller, report: PruneReport) -> None:
+        """The events, and one audit record per tenant whose dead letters were pruned (in that
+        tenant's chain, in the name of whoever pruned: the sweeper is `system`)."""
         now = self.runtime.now()
         events = [
             Event("dead_letter.pruned", POLICY_TENANT, queue, None, None,
                   {"queue": queue, "count": count})
             for queue, count in sorted(report.by_queue.items())
         ]  # fmt: skip
+        # The whole run's totals; each tenant's record counts its own dead letters.
+        target = {
+            "deleted": report.deleted,
+            "archived": report.archived,
+            "archives": report.archives,
+        }
         async with self.runtime.store.transaction(SYSTEM) as transaction:
             await self.runtime.emit(transaction, events, now)
+            for tenant, count in sorted(report.by_tenant.items()):  # heads locked in one order
+                await self.audit.record(
+                    caller, transaction, Action.RETENTION_PRUNE, target, count, tenant_id=tenant
+                )
         self.runtime.metrics.dead_letter_pruned.update(report.by_queue)
 
     async def archives(self, caller: Caller) -> list[ArchiveRecord]:
@@ -213,9 +234,13 @@ class RetentionService:
         async with self.runtime.store.transaction(SYSTEM) as transaction:
             for row in rows:
                 values = {key: row[key] for key in RESTORED_COLUMNS}
+                # Archives from before incidents lack these: the backfill fingerprints those.
+                values.update({key: row.get(key) for key in FINGERPRINT_COLUMNS})
                 if await transaction.restore_dead_letter(values):
                     restored += 1
             await transaction.mark_archive_restored(name, now)
+            target = {"archive": name}
+            await self.audit.record(caller, transaction, Action.RETENTION_RESTORE, target, restored)
         return {"entries": len(rows), "restored": restored, "skipped": len(rows) - restored}
 
 
@@ -223,3 +248,4 @@ RESTORED_COLUMNS = (
     "id", "job_id", "tenant_id", "queue", "type", "error_type", "reason", "discarded_at", "job",
     "args", "replay_count", "status", "moved_at", "moved_by",
 )  # fmt: skip
+FINGERPRINT_COLUMNS = ("fingerprint", "fingerprint_version", "incident_id")

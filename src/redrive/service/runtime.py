@@ -8,12 +8,16 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from redrive.domain.events import Event
+from redrive.domain.events import Event, event_envelope
+from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, Fingerprinter
 from redrive.domain.identifiers import uuid7
 from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 from redrive.domain.retention import RetentionPolicy
 from redrive.domain.retry import RetryPolicy
-from redrive.ports import Archive, Clock, EventStore, Store, StoredEvent
+from redrive.domain.secret_box import SecretBox
+from redrive.domain.webhook_delivery import DeliveryOptions, delivery_job
+from redrive.domain.webhooks import DELIVERY_TYPE, WEBHOOK_QUEUE, Listener, wants
+from redrive.ports import Archive, Clock, EventWrites, Store, StoredEvent
 
 
 class SystemClock:
@@ -34,8 +38,16 @@ class ServiceOptions:
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
     prune_interval_ms: int = 300_000
     prune_batch_size: int = 5_000
+    # How long a dashboard sign-in lasts (never past its key's own expiry).
+    session_lifetime_ms: int = 12 * 3_600_000
     # Finds secrets in workers' errors before they are stored; names the keys masked for viewers.
     redactor: Redactor = DEFAULT_REDACTOR
+    # Fingerprints dead letters' errors (job types may name a key of meta or args instead).
+    fingerprinter: Fingerprinter = DEFAULT_FINGERPRINTER
+    webhooks: DeliveryOptions = field(default_factory=DeliveryOptions)
+    # Seals webhook signing secrets; None: no server key, so no subscription can be made.
+    secret_box: SecretBox | None = None
+    webhook_log_retention_ms: int = 7 * 86_400_000
 
 
 @dataclass
@@ -85,10 +97,43 @@ class Runtime:
     def jitter_factor(self) -> float:
         return 0.5 + self.rng.random()
 
-    async def emit(self, transaction: EventStore, events: list[Event], now: int) -> None:
+    async def emit(self, transaction: EventWrites, events: list[Event], now: int) -> None:
+        """Append the events and, in the same transaction, queue a webhook delivery for each
+        active subscription that wants one of them."""
         if events:
             stored = [
                 StoredEvent(id=f"evt_{self.new_id(now)}", sequence=0, time=now, event=event)
                 for event in events
             ]
-            await transaction.add_events(stored)
+            listeners = await transaction.add_events(stored)
+            if listeners:
+                await self._queue_deliveries(transaction, listeners, stored, now)
+
+    async def _queue_deliveries(
+        self, transaction: EventWrites, listeners: list[Listener], events: list[StoredEvent],
+        now: int,
+    ) -> None:  # fmt: skip
+        wanted = [
+            (listener, stored)
+            for stored in events
+            for listener in listeners
+            if wants(listener, stored.event.tenant_id, stored.event.type, stored.event.queue)
+        ]
+        jobs = [
+            delivery_job(
+                self.new_id(now),
+                listener.id,
+                listener.tenant_id,
+                event_envelope(stored.id, stored.time, stored.event),
+                now,
+                self.options.webhooks,
+            )
+            for listener, stored in wanted
+        ]
+        if not jobs:
+            return
+        for tenant in sorted({job.tenant_id for job in jobs}):
+            await transaction.ensure_queue(WEBHOOK_QUEUE, tenant, now)
+        await transaction.insert_jobs(jobs)
+        await transaction.notify({WEBHOOK_QUEUE})
+        self.metrics.enqueued[(WEBHOOK_QUEUE, DELIVERY_TYPE)] += len(jobs)

@@ -1,4 +1,5 @@
-"""Clock-driven work: promote due jobs, expire TTLs, reap lost leases, fire crons, trim events.
+"""Clock-driven work: promote due jobs, expire TTLs, reap lost leases, fire crons, trim events and
+the webhook delivery log, prune dead letters, and fingerprint dead letters from before incidents.
 
 Every task runs in its own transaction behind a lock, so with many replicas on one PostgreSQL
 database each task runs in one replica at a time.
@@ -11,10 +12,18 @@ from collections.abc import Awaitable, Callable
 from redrive.domain import lifecycle
 from redrive.domain.caller import SYSTEM
 from redrive.domain.events import job_event
-from redrive.ports import AttemptWrites, CronFiring, EventStore, JobStore, Transaction
+from redrive.ports import (
+    AttemptWrites,
+    CronFiring,
+    EventStore,
+    JobStore,
+    Transaction,
+    WebhookStore,
+)
 from redrive.service import locks
 from redrive.service.attempts import record_failures
 from redrive.service.crons import CronService
+from redrive.service.incidents import BACKFILL_BATCH, IncidentService
 from redrive.service.replay import ReplayService
 from redrive.service.retention import RetentionService
 from redrive.service.runtime import Runtime
@@ -27,6 +36,7 @@ LOCK_KEYS = {
     "crons": locks.CRONS,
     "events": locks.EVENTS,
     "finished": locks.FINISHED_JOBS,
+    "webhook_log": locks.WEBHOOK_LOG,
 }
 
 Task = Callable[[Transaction, int], Awaitable[int]]
@@ -39,12 +49,15 @@ class Sweeper:
         crons: CronService,
         retention: RetentionService,
         replay: ReplayService,
+        incidents: IncidentService,
     ) -> None:
         self.runtime = runtime
         self.crons = crons
         self.retention = retention
         self.replay = replay
+        self.incidents = incidents
         self.next_prune_at = retention.next_prune_at()
+        self.next_backfill_at = runtime.now()
         self.tasks: dict[str, Task] = {
             "promote": self._promote,
             "expire": self._expire,
@@ -52,6 +65,7 @@ class Sweeper:
             "crons": self._fire_crons,
             "events": self._trim_events,
             "finished": self._prune_finished_jobs,
+            "webhook_log": self._trim_webhook_log,
         }
 
     async def sweep(self) -> dict[str, int]:
@@ -61,7 +75,20 @@ class Sweeper:
         moved["replay"] = sum((await self.replay.replay_due()).values())
         if self.runtime.now() >= self.next_prune_at:
             moved["prune"] = await self.prune()
+        if self.runtime.now() >= self.next_backfill_at:
+            moved["backfill"] = await self.backfill()
         return moved
+
+    async def backfill(self) -> int:
+        """A batch of dead letters from before incidents; the next one at the next sweep while
+        batches come back full, else after a prune interval (restoring an old archive brings
+        some back)."""
+        async with self.runtime.store.transaction(SYSTEM) as transaction:
+            locked = await transaction.try_lock(locks.INCIDENT_BACKFILL)
+            read = await self.incidents.backfill_batch(transaction) if locked else -1
+        if read < BACKFILL_BATCH:
+            self.next_backfill_at = self.runtime.now() + self.runtime.options.prune_interval_ms
+        return read
 
     async def prune(self) -> int:
         self.next_prune_at = self.retention.next_prune_at()
@@ -106,3 +133,7 @@ class Sweeper:
 
     async def _trim_events(self, transaction: EventStore, now: int) -> int:
         return await transaction.delete_events_before(now - self.runtime.options.event_retention_ms)
+
+    async def _trim_webhook_log(self, transaction: WebhookStore, now: int) -> int:
+        cutoff = now - self.runtime.options.webhook_log_retention_ms
+        return await transaction.delete_delivery_records_before(cutoff, BATCH)

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 
 from redrive.domain import lifecycle
+from redrive.domain.audit import Action
 from redrive.domain.caller import Caller
 from redrive.domain.errors import Conflict, InvalidRequest, NotFound, OjsError
 from redrive.domain.events import started_event
@@ -22,6 +23,7 @@ from redrive.service.attempts import (
     single,
     without_repeats,
 )
+from redrive.service.audit import AuditService
 from redrive.service.runtime import Runtime
 
 DIRECTIVES = ("quiet", "terminate")
@@ -59,6 +61,7 @@ class Heartbeat:
 class WorkerService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self.audit = AuditService(runtime)
 
     async def fetch(self, caller: Caller, request: FetchRequest) -> list[Job]:
         """Claim up to `count` jobs, queues in the order given. With `wait_ms`, an empty fetch
@@ -165,8 +168,10 @@ class WorkerService:
             changed = await transaction.set_worker_directive(
                 worker_id, caller.tenant_scope, directive
             )
-        if not changed:
-            raise NotFound("worker", worker_id)
+            if not changed:
+                raise NotFound("worker", worker_id)
+            target = {"worker_id": worker_id, "directive": directive}
+            await self.audit.record(caller, transaction, Action.WORKER_DIRECTIVE, target, changed)
 
     async def list(self, caller: Caller) -> list[WorkerRecord]:
         tenant = caller.tenant_scope

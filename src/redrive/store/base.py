@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any, Protocol
 
 from redrive.domain.dead_letter import DEAD
+from redrive.store.codec import dump
 
 
 class Executor(Protocol):
@@ -25,8 +26,8 @@ def present(record: dict[str, Any]) -> dict[str, Any]:
 
 class SqlBase:
     """The executor of one open transaction, the queues to wake when it commits, and the
-    dead-letter tally changes it writes last (entering, moving, pruning and restoring dead
-    letters all change the tallies)."""
+    dead-letter tally and incident count changes it writes last (entering, moving, pruning and
+    restoring dead letters all change the tallies and how many of an incident's are dead)."""
 
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
@@ -34,10 +35,20 @@ class SqlBase:
         # Tally changes wait for finish(): the tally rows are the hottest in the dead-letter
         # tables, so they are locked for the last moment of a transaction, not the whole of it.
         self.tally_changes: Counter[tuple[str, str, str, str]] = Counter()
+        self.incident_changes: Counter[str] = Counter()
 
     async def finish(self) -> None:
         """Write what waited for the end of the transaction; the store calls it before COMMIT
-        (so tallies read inside a transaction do not yet count that transaction's changes)."""
+        (so tallies read inside a transaction do not yet count that transaction's changes).
+        Incidents first, then tallies: the order the way into the dead-letter queue takes."""
+        changes = [
+            {"id": incident, "delta": delta}
+            for incident, delta in sorted(self.incident_changes.items())
+            if delta
+        ]
+        if changes:
+            await self._run("adjust_incident_counts", rows=dump(changes))
+        self.incident_changes.clear()
         for (tenant_id, queue, job_type, error_type), delta in sorted(self.tally_changes.items()):
             if delta:
                 await self._run(
@@ -59,10 +70,15 @@ class SqlBase:
     async def _run(self, statement: str, /, **parameters: Any) -> int:
         return await self.executor.run(statement, parameters)
 
-    def _tally(self, rows: list[dict[str, Any]], sign: int) -> None:
-        """Add (sign 1) or take off (sign -1) dead episodes from the tallies when the transaction
-        finishes, one statement per distinct group."""
+    def _tally(self, rows: list[dict[str, Any]], sign: int, incidents: bool = True) -> None:
+        """Add (sign 1) or take off (sign -1) dead episodes from the tallies, one statement per
+        distinct group, and (unless `incidents` is False: entering counts them with the
+        incident's upsert) from their incidents' now-dead counts in one statement, when the
+        transaction finishes."""
         for row in rows:
             if row["status"] == DEAD:
                 group = (row["tenant_id"], row["queue"], row["type"], row["error_type"] or "")
                 self.tally_changes[group] += sign
+                incident = row.get("incident_id")
+                if incidents and incident is not None:
+                    self.incident_changes[incident] += sign

@@ -10,6 +10,7 @@ import orjson
 
 from redrive.domain.dead_letter import DeadLetter
 from redrive.domain.events import Event
+from redrive.domain.incident import Incident, IncidentEntry
 from redrive.domain.job import Job
 from redrive.domain.records import (
     job_from_record,
@@ -148,7 +149,7 @@ def job_from_row(row: dict[str, Any]) -> Job:
 
 
 def dead_letter_record(dead_letter: DeadLetter) -> dict[str, Any]:
-    """An episode as one element of the JSON `rows` of insert_dead_letters."""
+    """An episode as one element of the JSON `rows` of enter_dead_letters."""
     job = dead_letter.job
     return {
         "id": dead_letter.id,
@@ -165,6 +166,9 @@ def dead_letter_record(dead_letter: DeadLetter) -> dict[str, Any]:
         "moved_by": dead_letter.moved_by,
         "args": dump(job.args),
         "replay_count": dead_letter.replay_count,
+        "fingerprint": dead_letter.fingerprint,
+        "fingerprint_version": dead_letter.fingerprint_version,
+        "incident_id": dead_letter.incident_id,
     }
 
 
@@ -179,6 +183,39 @@ def dead_letter_from_row(row: dict[str, Any]) -> DeadLetter:
         moved_at=row["moved_at"],
         moved_by=row["moved_by"],
         replay_count=row["replay_count"],
+        fingerprint=row["fingerprint"],
+        fingerprint_version=row["fingerprint_version"],
+        incident_id=row["incident_id"],
+    )
+
+
+def incident_entry_record(entry: IncidentEntry) -> dict[str, Any]:
+    """What a batch adds to one incident, as one element of the JSON `incidents` of
+    enter_dead_letters and upsert_incidents."""
+    record = dict(vars(entry))
+    record["queues"] = list(entry.queues)
+    return record
+
+
+def incident_from_row(row: dict[str, Any]) -> Incident:
+    return Incident(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        type=row["type"],
+        fingerprint=row["fingerprint"],
+        fingerprint_version=int(row["fingerprint_version"]),
+        error_type=row["error_type"],
+        message=row["message"],
+        state=row["state"],
+        dead_count=int(row["dead_count"]),
+        total_count=int(row["total_count"]),
+        first_seen_at=int(row["first_seen_at"]),
+        last_seen_at=int(row["last_seen_at"]),
+        queues=tuple(load(row["queues"]) or ()),
+        sample_dead_letter_id=row["sample_dead_letter_id"],
+        state_changed_at=int(row["state_changed_at"]),
+        state_changed_by=row["state_changed_by"],
+        fix_reference=row["fix_reference"],
     )
 
 

@@ -1,4 +1,5 @@
-"""Dead episodes: entering, searching, counting and moving them, their jobs, and the tallies."""
+"""Dead episodes: entering (with their incidents), searching, counting and moving them, their
+jobs, and the tallies."""
 
 from __future__ import annotations
 
@@ -8,9 +9,16 @@ from typing import Any
 
 from redrive.domain.dead_letter import DEAD, DeadLetter, DeadLetterStats, MovedEpisode
 from redrive.domain.dead_letter_filter import DeadLetterFilter
+from redrive.domain.incident import Incident, IncidentEntry
 from redrive.ports import DeadLetterStore, Page
 from redrive.store.base import SqlBase
-from redrive.store.codec import dead_letter_from_row, dead_letter_record, dump
+from redrive.store.codec import (
+    dead_letter_from_row,
+    dead_letter_record,
+    dump,
+    incident_entry_record,
+    incident_from_row,
+)
 
 
 def _filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
@@ -26,6 +34,7 @@ def _tally_row(dead: DeadLetter) -> dict[str, Any]:
         "type": job.type,
         "error_type": dead.error_type,
         "status": DEAD,
+        "incident_id": dead.incident_id,
     }
 
 
@@ -38,12 +47,21 @@ def _totals(rows: list[dict[str, Any]], column: str) -> dict[str, int]:
 
 
 class SqlDeadLetters(SqlBase, DeadLetterStore):
-    async def insert_dead_letters(self, dead_letters: list[DeadLetter]) -> None:
-        """Insert many episodes in one statement and count them in the tallies."""
-        if dead_letters:
-            rows = [dead_letter_record(dead_letter) for dead_letter in dead_letters]
-            await self._run("insert_dead_letters", rows=dump(rows))
-            self._tally(rows, 1)
+    async def enter_dead_letters(
+        self, dead_letters: list[DeadLetter], entries: list[IncidentEntry]
+    ) -> list[Incident]:
+        """Insert many episodes and add them to their incidents in one statement (opening new
+        incidents, regressing resolved ones), count them in the tallies; the incidents as they
+        are after it."""
+        if not dead_letters:
+            return []
+        rows = [dead_letter_record(dead_letter) for dead_letter in dead_letters]
+        incidents = [incident_entry_record(entry) for entry in entries]
+        found = await self._rows(
+            "enter_dead_letters", rows=dump(rows), incidents=dump(incidents), regress=True
+        )
+        self._tally(rows, 1, incidents=False)  # the statement counted them in their incidents
+        return [incident_from_row(row) for row in found]
 
     async def list_dead_letters(self, filters: DeadLetterFilter, page: Page) -> list[DeadLetter]:
         rows = await self._rows(
@@ -82,7 +100,8 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         self, filters: DeadLetterFilter, limit: int, status: str, now: int, moved_by: str
     ) -> list[MovedEpisode]:
         """Flip up to `limit` dead episodes matching the filter (newest first) to `status` in
-        one statement and take them off the tallies; returns those this call moved."""
+        one statement and take them off the tallies and their incidents' counts; returns those
+        this call moved."""
         parameters = _filter_parameters(filters)
         del parameters["status"]  # the filter selects dead episodes; :moved_to is where they go
         rows = await self._rows(

@@ -1,16 +1,19 @@
-"""The events outbox: appending events, reading them for streams and webhooks, trimming."""
+"""The events outbox: appending events (and finding who listens), reading them, trimming."""
 
 from __future__ import annotations
 
+from redrive.domain.webhooks import Listener
 from redrive.ports import EventQuery, EventStore, StoredEvent
 from redrive.store.base import SqlBase
-from redrive.store.codec import dump, event_from_row, event_record
+from redrive.store.codec import dump, event_from_row, event_record, load
 
 
 class SqlEvents(SqlBase, EventStore):
-    async def add_events(self, events: list[StoredEvent]) -> None:
-        if events:
-            await self._run("insert_events", rows=dump([event_record(e) for e in events]))
+    async def add_events(self, events: list[StoredEvent]) -> list[Listener]:
+        if not events:
+            return []
+        rows = await self._rows("insert_events", rows=dump([event_record(e) for e in events]))
+        return [Listener(row["id"], row["tenant_id"], tuple(load(row["events"]))) for row in rows]
 
     async def list_events(self, query: EventQuery) -> list[StoredEvent]:
         after_sequence = None

@@ -1,4 +1,5 @@
-"""API keys as stored: their hash and record, never the key itself."""
+"""API keys and the dashboard sessions started with them, as stored: hashes and records, never a
+key or a session token itself."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from typing import Any
 
 from redrive.domain.caller import Role
 from redrive.domain.keys import ApiKey
-from redrive.ports import KeyStore, StoredKey
+from redrive.domain.sessions import DashboardSession
+from redrive.ports import KeyStore, SessionStore, StoredKey, StoredSession
 from redrive.store.base import SqlBase
 
 
@@ -58,3 +60,28 @@ class SqlKeys(SqlBase, KeyStore):
     async def count_live_keys(self, now: int) -> int:
         rows = await self._rows("count_live_api_keys", now=now)
         return int(rows[0]["count"])
+
+
+class SqlSessions(SqlBase, SessionStore):
+    async def insert_session(self, session: DashboardSession, token_hash: str) -> None:
+        await self._run(
+            "insert_dashboard_session", token_hash=token_hash, tenant_id=session.tenant_id,
+            key_id=session.key_id, created_at=session.created_at, expires_at=session.expires_at,
+        )  # fmt: skip
+
+    async def session_by_token(self, token_hash: str) -> StoredSession | None:
+        rows = await self._rows("select_dashboard_session", token_hash=token_hash)
+        if not rows:
+            return None
+        row = rows[0]
+        key = _key(row).key
+        session = DashboardSession(
+            key.id, key.tenant_id, int(row["session_created_at"]), int(row["session_expires_at"])
+        )
+        return StoredSession(session, key)
+
+    async def delete_session(self, token_hash: str) -> None:
+        await self._run("delete_dashboard_session", token_hash=token_hash)
+
+    async def delete_ended_sessions(self, now: int) -> int:
+        return await self._run("delete_ended_dashboard_sessions", now=now)

@@ -5,29 +5,37 @@ Each part implements one port of `redrive.ports` over the dialect's named statem
 - `store/base.py`: the executor, wake-ups on commit, dead-letter tally changes (`SqlBase`)
 - `store/jobs.py`: the live jobs (`JobStore`)
 - `store/dead_letters.py`: dead episodes, their jobs and tallies (`DeadLetterStore`)
+- `store/incidents.py`: incidents and the backfill of older episodes (`IncidentStore`)
 - `store/retention.py`: retention policies, pruning, archives (`RetentionStore`) and replay rules
   (`ReplayRuleStore`)
 - `store/administration.py`: queues, workers, crons (`QueueStore`, `WorkerStore`, `CronStore`),
   periodic-task locks and the test-only wipe (`MaintenanceStore`)
 - `store/events.py`: the events outbox (`EventStore`)
+- `store/audit.py`: the audit log and its chain heads (`AuditStore`)
+- `store/keys.py`: API keys (`KeyStore`) and dashboard sessions (`SessionStore`)
+- `store/webhooks.py`: webhook subscriptions and the delivery log (`WebhookStore`)
 """
 
 from __future__ import annotations
 
 from redrive.ports import Transaction
 from redrive.store.administration import SqlCrons, SqlMaintenance, SqlQueues, SqlWorkers
+from redrive.store.audit import SqlAudit
 from redrive.store.base import Executor, SqlBase
 from redrive.store.dead_letters import SqlDeadLetters
 from redrive.store.events import SqlEvents
+from redrive.store.incidents import SqlIncidents
 from redrive.store.jobs import SqlJobs
-from redrive.store.keys import SqlKeys
+from redrive.store.keys import SqlKeys, SqlSessions
 from redrive.store.retention import SqlReplayRules, SqlRetention
+from redrive.store.webhooks import SqlWebhooks
 
 
 class SqlTransaction(
     SqlJobs,
     SqlQueues,
     SqlDeadLetters,
+    SqlIncidents,
     SqlRetention,
     SqlReplayRules,
     SqlWorkers,
@@ -35,6 +43,9 @@ class SqlTransaction(
     SqlEvents,
     SqlMaintenance,
     SqlKeys,
+    SqlAudit,
+    SqlSessions,
+    SqlWebhooks,
     SqlBase,
     Transaction,
 ):

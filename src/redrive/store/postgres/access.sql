@@ -46,6 +46,19 @@ BEGIN
             EXECUTE format('REVOKE UPDATE, DELETE, TRUNCATE ON %I FROM %I',
                 tenant_table.table_name, role_name);
             EXECUTE format('GRANT SELECT, INSERT ON %I TO %I', tenant_table.table_name, role_name);
+        ELSIF tenant_table.table_name = 'audit_chain_heads' THEN
+            -- A chain head moves forward with each append and is never removed.
+            EXECUTE format('REVOKE DELETE, TRUNCATE ON %I FROM %I',
+                tenant_table.table_name, role_name);
+            EXECUTE format('GRANT SELECT, INSERT, UPDATE ON %I TO %I',
+                tenant_table.table_name, role_name);
+        ELSIF tenant_table.table_name = 'dashboard_sessions' THEN
+            -- A session is made and deleted, never changed: no query of the server can extend
+            -- one or move it to another key.
+            EXECUTE format('REVOKE UPDATE, TRUNCATE ON %I FROM %I',
+                tenant_table.table_name, role_name);
+            EXECUTE format('GRANT SELECT, INSERT, DELETE ON %I TO %I',
+                tenant_table.table_name, role_name);
         ELSE
             EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I TO %I',
                 tenant_table.table_name, role_name);

@@ -206,19 +206,26 @@ ORDER BY name, tenant_id;
 SELECT DISTINCT name FROM queues
 WHERE paused AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 
--- name: insert_dead_letters
-INSERT INTO dead_letters (
-    id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
-    moved_at, moved_by, args, replay_count
+-- name: enter_dead_letters
+-- Many episodes (:rows) and what they add to their incidents (:incidents) in one statement: the
+-- way into the dead-letter queue costs one round trip. The incidents come back as they are after
+-- it (the incident id is derived from its key, so the two inserts do not depend on each other).
+WITH entered AS (
+    INSERT INTO dead_letters (
+        id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
+        moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id
+    )
+    SELECT
+        r.id, r.job_id, r.tenant_id, r.queue, r.type, r.error_type, r.reason, r.discarded_at,
+        r.status, r.job, r.moved_at, r.moved_by, r.args, r.replay_count, r.fingerprint,
+        r.fingerprint_version, r.incident_id
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+        id text, job_id text, tenant_id text, queue text, type text, error_type text, reason text,
+        discarded_at bigint, status text, job jsonb, moved_at bigint, moved_by text, args text,
+        replay_count integer, fingerprint text, fingerprint_version integer, incident_id text
+    )
 )
-SELECT
-    r.id, r.job_id, r.tenant_id, r.queue, r.type, r.error_type, r.reason, r.discarded_at,
-    r.status, r.job, r.moved_at, r.moved_by, r.args, r.replay_count
-FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
-    id text, job_id text, tenant_id text, queue text, type text, error_type text, reason text,
-    discarded_at bigint, status text, job jsonb, moved_at bigint, moved_by text, args text,
-    replay_count integer
-);
+{incident_upsert};
 
 -- fragment: dead_letter_filter
 -- Which dead letters a list, count or bulk move means (every filter field; NULL is any).
@@ -236,6 +243,8 @@ FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
           element, CAST('strict ' || :args_path || ' ? (@ == $value)' AS jsonpath),
           jsonb_build_object('value', CAST(:args_value AS jsonb)), true)))
   AND (CAST(:replay_count_below AS integer) IS NULL OR replay_count < :replay_count_below)
+  AND (CAST(:incident_id AS text) IS NULL OR incident_id = :incident_id)
+  AND (CAST(:fingerprint AS text) IS NULL OR fingerprint = :fingerprint)
 
 -- name: select_dead_letters
 SELECT * FROM dead_letters
@@ -292,7 +301,7 @@ WITH picked AS MATERIALIZED (
 )
 DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
 RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
-    dead_letters.error_type, dead_letters.status;
+    dead_letters.error_type, dead_letters.status, dead_letters.incident_id;
 
 -- name: archive_dead_letters_by_age
 WITH picked AS MATERIALIZED (
@@ -314,7 +323,7 @@ WITH picked AS MATERIALIZED (
 )
 DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
 RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
-    dead_letters.error_type, dead_letters.status;
+    dead_letters.error_type, dead_letters.status, dead_letters.incident_id;
 
 -- name: archive_oldest_dead_letters
 WITH picked AS MATERIALIZED (
@@ -330,10 +339,11 @@ RETURNING dead_letters.*;
 -- name: restore_dead_letter
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
-    moved_at, moved_by, args, replay_count
+    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id
 ) VALUES (
     :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status,
-    CAST(:job AS jsonb), :moved_at, :moved_by, :args, :replay_count
+    CAST(:job AS jsonb), :moved_at, :moved_by, :args, :replay_count, :fingerprint,
+    :fingerprint_version, :incident_id
 ) ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -399,7 +409,7 @@ WITH picked AS MATERIALIZED (
 )
 UPDATE dead_letters SET status = :moved_to, moved_at = :now, moved_by = :moved_by
 FROM picked WHERE dead_letters.id = picked.id AND dead_letters.status = 'dead'
-RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type;
+RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type, incident_id;
 
 -- name: select_dead_letters_by_id
 SELECT * FROM dead_letters WHERE id = ANY(CAST(:ids AS text[]));
@@ -416,6 +426,120 @@ RETURNING id;
 
 -- name: delete_dead_jobs
 DELETE FROM jobs WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered;
+
+-- fragment: incident_upsert
+-- What a batch of dead letters adds to their incidents (:incidents, one per incident, in id order,
+-- so concurrent batches lock incidents in one order). A new incident is created open; an existing
+-- one adds the counts, widens first and last seen and its queues and takes the newest sample;
+-- with :regress (dead letters arriving now, not a backfill) a resolved one regresses. When this
+-- statement opened or regressed an incident, `state_changed_by` names the batch's arrival.
+INSERT INTO incidents (
+    id, tenant_id, type, fingerprint, fingerprint_version, error_type, message, state,
+    dead_count, total_count, first_seen_at, last_seen_at, queues, sample_dead_letter_id,
+    state_changed_at, state_changed_by
+)
+SELECT
+    r.id, r.tenant_id, r.type, r.fingerprint, r.fingerprint_version, r.error_type, r.message,
+    'open', r.dead_count, r.total_count, r.first_seen_at, r.last_seen_at, r.queues,
+    r.sample_dead_letter_id, r.first_seen_at, r.arrival
+FROM jsonb_to_recordset(CAST(:incidents AS jsonb)) AS r(
+    id text, tenant_id text, type text, fingerprint text, fingerprint_version integer,
+    error_type text, message text, dead_count bigint, total_count bigint, first_seen_at bigint,
+    last_seen_at bigint, queues jsonb, sample_dead_letter_id text, arrival text
+)
+ORDER BY r.id
+ON CONFLICT (id) DO UPDATE SET
+    dead_count = incidents.dead_count + excluded.dead_count,
+    total_count = incidents.total_count + excluded.total_count,
+    first_seen_at = LEAST(incidents.first_seen_at, excluded.first_seen_at),
+    last_seen_at = GREATEST(incidents.last_seen_at, excluded.last_seen_at),
+    queues = CASE WHEN incidents.queues @> excluded.queues THEN incidents.queues ELSE (
+        SELECT jsonb_agg(DISTINCT queue ORDER BY queue)
+        FROM jsonb_array_elements_text(incidents.queues || excluded.queues) AS queue) END,
+    sample_dead_letter_id = CASE WHEN excluded.last_seen_at >= incidents.last_seen_at
+        THEN excluded.sample_dead_letter_id ELSE incidents.sample_dead_letter_id END,
+    state = CASE WHEN incidents.state = 'resolved' AND CAST(:regress AS boolean)
+        THEN 'regressed' ELSE incidents.state END,
+    state_changed_at = CASE WHEN incidents.state = 'resolved' AND CAST(:regress AS boolean)
+        THEN excluded.last_seen_at ELSE incidents.state_changed_at END,
+    state_changed_by = CASE WHEN incidents.state = 'resolved' AND CAST(:regress AS boolean)
+        THEN excluded.state_changed_by ELSE incidents.state_changed_by END
+RETURNING *
+
+-- name: upsert_incidents
+-- Dead letters from before incidents, counted in their incidents (the backfill).
+{incident_upsert};
+
+-- name: adjust_incident_counts
+-- Dead letters that left `dead` (or came back to it): :rows holds {id, delta} per incident. The
+-- rows are locked in id order first, the order upsert_incidents takes them in.
+WITH changes AS MATERIALIZED (
+    SELECT r.id, r.delta FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(id text, delta bigint)
+), locked AS MATERIALIZED (
+    SELECT incidents.id FROM incidents JOIN changes ON changes.id = incidents.id
+    ORDER BY incidents.id
+    FOR UPDATE OF incidents
+)
+UPDATE incidents SET dead_count = incidents.dead_count + changes.delta
+FROM changes JOIN locked ON locked.id = changes.id
+WHERE incidents.id = changes.id;
+
+-- fragment: incident_filter
+-- Which incidents a list means (NULL is any).
+(CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+  AND (CAST(:states AS text[]) IS NULL OR state = ANY(CAST(:states AS text[])))
+  AND (CAST(:type AS text) IS NULL OR type = :type)
+  AND (CAST(:type_prefix AS text) IS NULL OR starts_with(type, :type_prefix))
+  AND (CAST(:queue AS text) IS NULL OR queues @> jsonb_build_array(CAST(:queue AS text)))
+  AND (CAST(:error_type AS text) IS NULL OR error_type = :error_type)
+
+-- name: select_incidents_recent
+SELECT * FROM incidents
+WHERE {incident_filter}
+  AND (CAST(:cursor_value AS bigint) IS NULL
+       OR (last_seen_at, id) < (CAST(:cursor_value AS bigint), CAST(:cursor_id AS text)))
+ORDER BY last_seen_at DESC, id DESC
+LIMIT :limit;
+
+-- name: select_incidents_by_count
+SELECT * FROM incidents
+WHERE {incident_filter}
+  AND (CAST(:cursor_value AS bigint) IS NULL
+       OR (dead_count, id) < (CAST(:cursor_value AS bigint), CAST(:cursor_id AS text)))
+ORDER BY dead_count DESC, id DESC
+LIMIT :limit;
+
+-- name: select_incident
+SELECT * FROM incidents
+WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
+
+-- name: change_incident_state
+-- Guarded by the state the change was decided from: no row means someone changed it meanwhile.
+UPDATE incidents SET
+    state = :state, fix_reference = :fix_reference, state_changed_at = :changed_at,
+    state_changed_by = :changed_by
+WHERE id = :id AND state = :expected_state
+  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
+
+-- name: select_unfingerprinted_dead_letters
+-- Episodes from before incidents (a partial index holds exactly these), oldest id first; rows
+-- another backfill holds are skipped.
+SELECT * FROM dead_letters WHERE fingerprint IS NULL
+ORDER BY id
+LIMIT :limit
+FOR UPDATE SKIP LOCKED;
+
+-- name: fingerprint_dead_letters
+-- Those episodes fingerprinted and named to their incidents; returns the ids written.
+UPDATE dead_letters SET
+    fingerprint = r.fingerprint, fingerprint_version = r.fingerprint_version,
+    incident_id = r.incident_id
+FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+    id text, fingerprint text, fingerprint_version integer, incident_id text
+)
+WHERE dead_letters.id = r.id AND dead_letters.fingerprint IS NULL
+RETURNING dead_letters.id;
 
 -- name: upsert_worker
 INSERT INTO workers (
@@ -461,12 +585,19 @@ SELECT * FROM crons WHERE enabled AND next_run_at <= :now
 ORDER BY next_run_at, tenant_id, name LIMIT :limit;
 
 -- name: insert_events
-INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-SELECT r.id, r.tenant_id, r.type, r.queue, r.job_type, r.subject, r.time, r.data
-FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
-    id text, tenant_id text, type text, queue text, job_type text, subject text, time bigint,
-    data jsonb
-);
+-- The events, then the active webhook subscriptions of their tenants (the caller queues their
+-- deliveries in the same transaction): one round trip.
+WITH added AS (
+    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+    SELECT r.id, r.tenant_id, r.type, r.queue, r.job_type, r.subject, r.time, r.data
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+        id text, tenant_id text, type text, queue text, job_type text, subject text,
+        time bigint, data jsonb
+    )
+    RETURNING tenant_id
+)
+SELECT id, tenant_id, events FROM webhook_subscriptions
+WHERE active AND tenant_id IN (SELECT tenant_id FROM added);
 
 -- name: select_events
 SELECT * FROM events
@@ -488,6 +619,7 @@ DELETE FROM events WHERE time < :before;
 SELECT pg_try_advisory_xact_lock(CAST(:key AS bigint)) AS locked;
 
 -- name: reset_all
+-- The audit log and its chain heads survive a reset: they are append-only for everyone.
 -- DELETE, not TRUNCATE: TRUNCATE ignores row-level security, so the application role is not
 -- granted it; a SYSTEM transaction (the only one that resets) sees and deletes every row.
 DELETE FROM jobs;
@@ -500,6 +632,9 @@ DELETE FROM dead_letter_tallies;
 DELETE FROM dead_letter_policies;
 DELETE FROM replay_rules;
 DELETE FROM dead_letter_archives;
+DELETE FROM incidents;
+DELETE FROM webhook_deliveries;
+DELETE FROM webhook_subscriptions;
 
 -- name: insert_api_key
 INSERT INTO api_keys (
@@ -527,3 +662,133 @@ RETURNING *;
 -- name: count_live_api_keys
 SELECT COUNT(*) AS count FROM api_keys
 WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now);
+
+-- name: lock_audit_head
+-- The tenant's chain head, made at seq 0 on its first record. The upsert locks the row until
+-- commit and returns its newest committed values (READ COMMITTED re-reads a row it waited for),
+-- so concurrent appends to one tenant's chain queue up here instead of forking it.
+INSERT INTO audit_chain_heads (tenant_id, seq, hash) VALUES (:tenant_id, 0, :genesis)
+ON CONFLICT (tenant_id) DO UPDATE SET seq = audit_chain_heads.seq
+RETURNING tenant_id, seq, hash;
+
+-- name: append_audit_record
+INSERT INTO audit_log (
+    id, tenant_id, seq, time, key_id, actor, role, action, target, affected, request_id,
+    outcome, previous_hash, hash
+) VALUES (
+    :id, :tenant_id, :seq, :time, :key_id, :actor, :role, :action, :target, :affected,
+    :request_id, :outcome, :previous_hash, :hash
+);
+UPDATE audit_chain_heads SET seq = :seq, hash = :hash WHERE tenant_id = :tenant_id;
+
+-- name: select_audit_records
+SELECT * FROM audit_log
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+  AND (CAST(:action AS text) IS NULL OR action = :action)
+  AND (CAST(:actor AS text) IS NULL OR actor = :actor)
+  AND (CAST(:key_id AS text) IS NULL OR key_id = :key_id)
+  AND (CAST(:outcome AS text) IS NULL OR outcome = :outcome)
+  AND (CAST(:request_id AS text) IS NULL OR request_id = :request_id)
+  AND (CAST(:since AS bigint) IS NULL OR time >= :since)
+  AND (CAST(:until AS bigint) IS NULL OR time <= :until)
+  AND (CAST(:target AS text) IS NULL OR strpos(target, :target) > 0)
+  AND (CAST(:cursor_at AS bigint) IS NULL OR time < :cursor_at
+       OR (time = :cursor_at AND (seq < :cursor_seq OR (seq = :cursor_seq AND id < :cursor_id))))
+ORDER BY time DESC, seq DESC, id DESC
+LIMIT :limit;
+
+-- name: select_audit_chain
+SELECT * FROM audit_log
+WHERE tenant_id = :tenant_id AND seq > :after_seq
+ORDER BY seq
+LIMIT :limit;
+
+-- name: select_audit_heads
+SELECT tenant_id, seq, hash FROM audit_chain_heads
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+ORDER BY tenant_id;
+
+-- name: select_audit_tenants
+SELECT DISTINCT tenant_id FROM audit_log
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+ORDER BY tenant_id;
+
+-- name: insert_dashboard_session
+INSERT INTO dashboard_sessions (token_hash, tenant_id, key_id, created_at, expires_at)
+VALUES (:token_hash, :tenant_id, :key_id, :created_at, :expires_at);
+
+-- name: select_dashboard_session
+-- The session with its key as the key is now: a revoked or expired key ends it at once.
+SELECT api_keys.*, dashboard_sessions.created_at AS session_created_at,
+    dashboard_sessions.expires_at AS session_expires_at
+FROM dashboard_sessions JOIN api_keys ON api_keys.id = dashboard_sessions.key_id
+WHERE dashboard_sessions.token_hash = :token_hash;
+
+-- name: delete_dashboard_session
+DELETE FROM dashboard_sessions WHERE token_hash = :token_hash;
+
+-- name: delete_ended_dashboard_sessions
+DELETE FROM dashboard_sessions
+WHERE expires_at <= :now
+    OR key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL OR expires_at <= :now);
+-- name: insert_webhook_subscription
+INSERT INTO webhook_subscriptions (
+    id, tenant_id, url, events, active, description, secret_sealed, previous_secret_sealed,
+    previous_secret_until, created_at, created_by, updated_at
+) VALUES (
+    :id, :tenant_id, :url, :events, :active, :description, :secret_sealed,
+    :previous_secret_sealed, :previous_secret_until, :created_at, :created_by, :updated_at
+);
+
+-- name: update_webhook_subscription
+UPDATE webhook_subscriptions SET
+    url = :url, events = :events, active = :active, description = :description,
+    secret_sealed = :secret_sealed, previous_secret_sealed = :previous_secret_sealed,
+    previous_secret_until = :previous_secret_until, updated_at = :updated_at
+WHERE id = :id AND tenant_id = :tenant_id
+RETURNING id;
+
+-- name: select_webhook_subscription
+SELECT * FROM webhook_subscriptions
+WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
+
+-- name: select_webhook_subscriptions
+SELECT * FROM webhook_subscriptions
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+ORDER BY tenant_id, created_at, id;
+
+-- name: delete_webhook_subscription
+-- The subscription and its delivery log; its id comes back if it was there.
+WITH gone AS (
+    DELETE FROM webhook_subscriptions
+    WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+    RETURNING id, tenant_id
+), log AS (
+    DELETE FROM webhook_deliveries AS d USING gone
+    WHERE d.subscription_id = gone.id AND d.tenant_id = gone.tenant_id
+)
+SELECT id FROM gone;
+
+-- name: insert_webhook_delivery
+INSERT INTO webhook_deliveries (
+    id, tenant_id, subscription_id, job_id, event_id, event_type, attempt, status,
+    response_status, duration_ms, error, time
+) VALUES (
+    :id, :tenant_id, :subscription_id, :job_id, :event_id, :event_type, :attempt, :status,
+    :response_status, :duration_ms, :error, :time
+);
+
+-- name: select_webhook_deliveries
+SELECT * FROM webhook_deliveries
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+  AND (CAST(:subscription_id AS text) IS NULL OR subscription_id = :subscription_id)
+  AND (CAST(:status AS text) IS NULL OR status = :status)
+  AND (CAST(:cursor_at AS bigint) IS NULL OR time < :cursor_at
+       OR (time = :cursor_at AND id < :cursor_id))
+ORDER BY time DESC, id DESC
+LIMIT :limit;
+
+-- name: delete_webhook_deliveries_before
+DELETE FROM webhook_deliveries WHERE id IN (
+    SELECT id FROM webhook_deliveries WHERE time < :before LIMIT :limit
+);

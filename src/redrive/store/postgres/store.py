@@ -51,6 +51,10 @@ UNPREPARED = frozenset(
         "select_jobs",
         "count_jobs",
         "select_events",
+        "select_audit_records",
+        "select_incidents_recent",
+        "select_incidents_by_count",
+        "select_webhook_deliveries",
     }
 )
 

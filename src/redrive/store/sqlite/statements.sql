@@ -218,17 +218,21 @@ ORDER BY name, tenant_id;
 SELECT DISTINCT name FROM queues
 WHERE paused AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
--- name: insert_dead_letters
+-- name: enter_dead_letters
+-- Many episodes (:rows) and what they add to their incidents (:incidents): two statements run in
+-- one call (the executor returns the last one's rows, the incidents as they are after it).
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
-    moved_at, moved_by, args, replay_count
+    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id
 )
 SELECT
     value ->> '$.id', value ->> '$.job_id', value ->> '$.tenant_id', value ->> '$.queue',
     value ->> '$.type', value ->> '$.error_type', value ->> '$.reason',
     value ->> '$.discarded_at', value ->> '$.status', value -> '$.job', value ->> '$.moved_at',
-    value ->> '$.moved_by', value ->> '$.args', value ->> '$.replay_count'
+    value ->> '$.moved_by', value ->> '$.args', value ->> '$.replay_count',
+    value ->> '$.fingerprint', value ->> '$.fingerprint_version', value ->> '$.incident_id'
 FROM json_each(:rows) ORDER BY key;
+{incident_upsert};
 
 -- fragment: dead_letter_filter
 -- Which dead letters a list, count or bulk move means (every filter field; NULL is any).
@@ -251,6 +255,8 @@ FROM json_each(:rows) ORDER BY key;
                OR json_extract(element.value, :args_path) = json_extract(:args_value, '$'))
       ELSE 0 END))
   AND (:replay_count_below IS NULL OR replay_count < :replay_count_below)
+  AND (:incident_id IS NULL OR incident_id = :incident_id)
+  AND (:fingerprint IS NULL OR fingerprint = :fingerprint)
 
 -- name: select_dead_letters
 SELECT * FROM dead_letters
@@ -301,7 +307,7 @@ DELETE FROM dead_letters WHERE id IN (
     WHERE discarded_at < :before AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
     LIMIT :limit
 )
-RETURNING id, tenant_id, queue, type, error_type, status;
+RETURNING id, tenant_id, queue, type, error_type, status, incident_id;
 
 -- name: archive_dead_letters_by_age
 DELETE FROM dead_letters WHERE id IN (
@@ -318,7 +324,7 @@ DELETE FROM dead_letters WHERE id IN (
     ORDER BY discarded_at, id
     LIMIT :limit
 )
-RETURNING id, tenant_id, queue, type, error_type, status;
+RETURNING id, tenant_id, queue, type, error_type, status, incident_id;
 
 -- name: archive_oldest_dead_letters
 DELETE FROM dead_letters WHERE id IN (
@@ -332,10 +338,11 @@ RETURNING *;
 -- name: restore_dead_letter
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
-    moved_at, moved_by, args, replay_count
+    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id
 ) VALUES (
     :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status,
-    :job, :moved_at, :moved_by, :args, :replay_count
+    :job, :moved_at, :moved_by, :args, :replay_count, :fingerprint, :fingerprint_version,
+    :incident_id
 ) ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -398,7 +405,7 @@ WITH picked AS MATERIALIZED (
 )
 UPDATE dead_letters SET status = :moved_to, moved_at = :now, moved_by = :moved_by
 WHERE status = 'dead' AND id IN (SELECT id FROM picked)
-RETURNING id, job_id, tenant_id, queue, type, error_type;
+RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id;
 
 -- name: select_dead_letters_by_id
 SELECT * FROM dead_letters WHERE id IN (SELECT value FROM json_each(:ids));
@@ -415,6 +422,113 @@ RETURNING id;
 
 -- name: delete_dead_jobs
 DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'discarded' AND dead_lettered;
+
+-- fragment: incident_upsert
+-- What a batch of dead letters adds to their incidents (:incidents, one per incident, in id
+-- order). A new incident is created open; an existing one adds the counts, widens first and
+-- last seen and its queues and takes the newest sample; with :regress (dead letters arriving
+-- now, not a backfill) a resolved one regresses. When this statement opened or regressed an
+-- incident, `state_changed_by` names the batch's arrival. (WHERE true: SQLite's upsert after a
+-- SELECT.)
+INSERT INTO incidents (
+    id, tenant_id, type, fingerprint, fingerprint_version, error_type, message, state,
+    dead_count, total_count, first_seen_at, last_seen_at, queues, sample_dead_letter_id,
+    state_changed_at, state_changed_by
+)
+SELECT
+    value ->> '$.id', value ->> '$.tenant_id', value ->> '$.type', value ->> '$.fingerprint',
+    value ->> '$.fingerprint_version', value ->> '$.error_type', value ->> '$.message', 'open',
+    value ->> '$.dead_count', value ->> '$.total_count', value ->> '$.first_seen_at',
+    value ->> '$.last_seen_at', value -> '$.queues', value ->> '$.sample_dead_letter_id',
+    value ->> '$.first_seen_at', value ->> '$.arrival'
+FROM json_each(:incidents) WHERE true
+ORDER BY value ->> '$.id'
+ON CONFLICT (id) DO UPDATE SET
+    dead_count = incidents.dead_count + excluded.dead_count,
+    total_count = incidents.total_count + excluded.total_count,
+    first_seen_at = MIN(incidents.first_seen_at, excluded.first_seen_at),
+    last_seen_at = MAX(incidents.last_seen_at, excluded.last_seen_at),
+    queues = CASE WHEN excluded.queues = incidents.queues THEN incidents.queues
+        WHEN NOT EXISTS (
+            SELECT 1 FROM json_each(excluded.queues) AS added
+            WHERE added.value NOT IN (SELECT value FROM json_each(incidents.queues)))
+        THEN incidents.queues ELSE (
+            SELECT json_group_array(queue) FROM (
+                SELECT value AS queue FROM json_each(incidents.queues)
+                UNION SELECT value FROM json_each(excluded.queues) ORDER BY 1)) END,
+    sample_dead_letter_id = CASE WHEN excluded.last_seen_at >= incidents.last_seen_at
+        THEN excluded.sample_dead_letter_id ELSE incidents.sample_dead_letter_id END,
+    state = CASE WHEN incidents.state = 'resolved' AND :regress
+        THEN 'regressed' ELSE incidents.state END,
+    state_changed_at = CASE WHEN incidents.state = 'resolved' AND :regress
+        THEN excluded.last_seen_at ELSE incidents.state_changed_at END,
+    state_changed_by = CASE WHEN incidents.state = 'resolved' AND :regress
+        THEN excluded.state_changed_by ELSE incidents.state_changed_by END
+RETURNING *
+
+-- name: upsert_incidents
+-- Dead letters from before incidents, counted in their incidents (the backfill).
+{incident_upsert};
+
+-- name: adjust_incident_counts
+-- Dead letters that left `dead` (or came back to it): :rows holds {id, delta} per incident.
+UPDATE incidents SET dead_count = incidents.dead_count + changes.delta
+FROM (SELECT value ->> '$.id' AS id, value ->> '$.delta' AS delta FROM json_each(:rows)) AS changes
+WHERE incidents.id = changes.id;
+
+-- fragment: incident_filter
+-- Which incidents a list means (NULL is any).
+(:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
+  AND (:type IS NULL OR type = :type)
+  AND (:type_prefix IS NULL OR substr(type, 1, length(:type_prefix)) = :type_prefix)
+  AND (:queue IS NULL OR EXISTS (SELECT 1 FROM json_each(incidents.queues) WHERE value = :queue))
+  AND (:error_type IS NULL OR error_type = :error_type)
+
+-- name: select_incidents_recent
+SELECT * FROM incidents
+WHERE {incident_filter}
+  AND (:cursor_value IS NULL OR (last_seen_at, id) < (:cursor_value, :cursor_id))
+ORDER BY last_seen_at DESC, id DESC
+LIMIT :limit;
+
+-- name: select_incidents_by_count
+SELECT * FROM incidents
+WHERE {incident_filter}
+  AND (:cursor_value IS NULL OR (dead_count, id) < (:cursor_value, :cursor_id))
+ORDER BY dead_count DESC, id DESC
+LIMIT :limit;
+
+-- name: select_incident
+SELECT * FROM incidents WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+
+-- name: change_incident_state
+-- Guarded by the state the change was decided from: no row means someone changed it meanwhile.
+UPDATE incidents SET
+    state = :state, fix_reference = :fix_reference, state_changed_at = :changed_at,
+    state_changed_by = :changed_by
+WHERE id = :id AND state = :expected_state AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
+
+-- name: select_unfingerprinted_dead_letters
+-- Episodes from before incidents (a partial index holds exactly these), oldest id first.
+SELECT * FROM dead_letters WHERE fingerprint IS NULL
+ORDER BY id
+LIMIT :limit;
+
+-- name: fingerprint_dead_letters
+-- Those episodes fingerprinted and named to their incidents; returns the ids written.
+UPDATE dead_letters SET
+    fingerprint = changes.fingerprint, fingerprint_version = changes.fingerprint_version,
+    incident_id = changes.incident_id
+FROM (
+    SELECT value ->> '$.id' AS id, value ->> '$.fingerprint' AS fingerprint,
+        value ->> '$.fingerprint_version' AS fingerprint_version,
+        value ->> '$.incident_id' AS incident_id
+    FROM json_each(:rows)
+) AS changes
+WHERE dead_letters.id = changes.id AND dead_letters.fingerprint IS NULL
+RETURNING id;
 
 -- name: upsert_worker
 INSERT INTO workers (
@@ -460,10 +574,14 @@ SELECT * FROM crons WHERE enabled AND next_run_at <= :now
 ORDER BY next_run_at, tenant_id, name LIMIT :limit;
 
 -- name: insert_events
+-- The events, then the active webhook subscriptions of their tenants (the caller queues their
+-- deliveries in the same transaction).
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
 SELECT value ->> '$.id', value ->> '$.tenant_id', value ->> '$.type', value ->> '$.queue',
     value ->> '$.job_type', value ->> '$.subject', value ->> '$.time', value -> '$.data'
 FROM json_each(:rows) ORDER BY key;
+SELECT id, tenant_id, events FROM webhook_subscriptions
+WHERE active AND tenant_id IN (SELECT value ->> '$.tenant_id' FROM json_each(:rows));
 
 -- name: select_events
 SELECT * FROM events
@@ -485,6 +603,7 @@ DELETE FROM events WHERE time < :before;
 SELECT CAST(:key AS INTEGER) IS NOT NULL AS locked;
 
 -- name: reset_all
+-- The audit log and its chain heads survive a reset: they are append-only for everyone.
 DELETE FROM jobs;
 DELETE FROM dead_letters;
 DELETE FROM queues;
@@ -495,6 +614,9 @@ DELETE FROM dead_letter_tallies;
 DELETE FROM dead_letter_policies;
 DELETE FROM replay_rules;
 DELETE FROM dead_letter_archives;
+DELETE FROM incidents;
+DELETE FROM webhook_deliveries;
+DELETE FROM webhook_subscriptions;
 
 -- name: insert_api_key
 INSERT INTO api_keys (
@@ -522,3 +644,125 @@ RETURNING *;
 -- name: count_live_api_keys
 SELECT COUNT(*) AS count FROM api_keys
 WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now);
+
+-- name: lock_audit_head
+-- The tenant's chain head, made at seq 0 on its first record; locked until commit (SQLite
+-- writers are serialised by the store anyway).
+INSERT INTO audit_chain_heads (tenant_id, seq, hash) VALUES (:tenant_id, 0, :genesis)
+ON CONFLICT (tenant_id) DO UPDATE SET seq = audit_chain_heads.seq
+RETURNING tenant_id, seq, hash;
+
+-- name: append_audit_record
+INSERT INTO audit_log (
+    id, tenant_id, seq, time, key_id, actor, role, action, target, affected, request_id,
+    outcome, previous_hash, hash
+) VALUES (
+    :id, :tenant_id, :seq, :time, :key_id, :actor, :role, :action, :target, :affected,
+    :request_id, :outcome, :previous_hash, :hash
+);
+UPDATE audit_chain_heads SET seq = :seq, hash = :hash WHERE tenant_id = :tenant_id;
+
+-- name: select_audit_records
+SELECT * FROM audit_log
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:action IS NULL OR action = :action)
+  AND (:actor IS NULL OR actor = :actor)
+  AND (:key_id IS NULL OR key_id = :key_id)
+  AND (:outcome IS NULL OR outcome = :outcome)
+  AND (:request_id IS NULL OR request_id = :request_id)
+  AND (:since IS NULL OR time >= :since)
+  AND (:until IS NULL OR time <= :until)
+  AND (:target IS NULL OR instr(target, :target) > 0)
+  AND (:cursor_at IS NULL OR time < :cursor_at OR (time = :cursor_at AND (seq < :cursor_seq
+       OR (seq = :cursor_seq AND id < :cursor_id))))
+ORDER BY time DESC, seq DESC, id DESC
+LIMIT :limit;
+
+-- name: select_audit_chain
+SELECT * FROM audit_log
+WHERE tenant_id = :tenant_id AND seq > :after_seq
+ORDER BY seq
+LIMIT :limit;
+
+-- name: select_audit_heads
+SELECT tenant_id, seq, hash FROM audit_chain_heads
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+ORDER BY tenant_id;
+
+-- name: select_audit_tenants
+SELECT DISTINCT tenant_id FROM audit_log
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+ORDER BY tenant_id;
+
+-- name: insert_dashboard_session
+INSERT INTO dashboard_sessions (token_hash, tenant_id, key_id, created_at, expires_at)
+VALUES (:token_hash, :tenant_id, :key_id, :created_at, :expires_at);
+
+-- name: select_dashboard_session
+-- The session with its key as the key is now: a revoked or expired key ends it at once.
+SELECT api_keys.*, dashboard_sessions.created_at AS session_created_at,
+    dashboard_sessions.expires_at AS session_expires_at
+FROM dashboard_sessions JOIN api_keys ON api_keys.id = dashboard_sessions.key_id
+WHERE dashboard_sessions.token_hash = :token_hash;
+
+-- name: delete_dashboard_session
+DELETE FROM dashboard_sessions WHERE token_hash = :token_hash;
+
+-- name: delete_ended_dashboard_sessions
+DELETE FROM dashboard_sessions
+WHERE expires_at <= :now
+    OR key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL OR expires_at <= :now);
+-- name: insert_webhook_subscription
+INSERT INTO webhook_subscriptions (
+    id, tenant_id, url, events, active, description, secret_sealed, previous_secret_sealed,
+    previous_secret_until, created_at, created_by, updated_at
+) VALUES (
+    :id, :tenant_id, :url, :events, :active, :description, :secret_sealed,
+    :previous_secret_sealed, :previous_secret_until, :created_at, :created_by, :updated_at
+);
+
+-- name: update_webhook_subscription
+UPDATE webhook_subscriptions SET
+    url = :url, events = :events, active = :active, description = :description,
+    secret_sealed = :secret_sealed, previous_secret_sealed = :previous_secret_sealed,
+    previous_secret_until = :previous_secret_until, updated_at = :updated_at
+WHERE id = :id AND tenant_id = :tenant_id
+RETURNING id;
+
+-- name: select_webhook_subscription
+SELECT * FROM webhook_subscriptions
+WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+
+-- name: select_webhook_subscriptions
+SELECT * FROM webhook_subscriptions WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+ORDER BY tenant_id, created_at, id;
+
+-- name: delete_webhook_subscription
+-- The subscription and its delivery log; its id comes back if it was there.
+DELETE FROM webhook_deliveries
+WHERE subscription_id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+DELETE FROM webhook_subscriptions WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+RETURNING id;
+
+-- name: insert_webhook_delivery
+INSERT INTO webhook_deliveries (
+    id, tenant_id, subscription_id, job_id, event_id, event_type, attempt, status,
+    response_status, duration_ms, error, time
+) VALUES (
+    :id, :tenant_id, :subscription_id, :job_id, :event_id, :event_type, :attempt, :status,
+    :response_status, :duration_ms, :error, :time
+);
+
+-- name: select_webhook_deliveries
+SELECT * FROM webhook_deliveries
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:subscription_id IS NULL OR subscription_id = :subscription_id)
+  AND (:status IS NULL OR status = :status)
+  AND (:cursor_at IS NULL OR time < :cursor_at OR (time = :cursor_at AND id < :cursor_id))
+ORDER BY time DESC, id DESC
+LIMIT :limit;
+
+-- name: delete_webhook_deliveries_before
+DELETE FROM webhook_deliveries WHERE id IN (
+    SELECT id FROM webhook_deliveries WHERE time < :before LIMIT :limit
+);

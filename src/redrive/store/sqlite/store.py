@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from redrive.domain.caller import Caller
-from redrive.store.statements import load_statements, migration_files, split_script
+from redrive.store.statements import load_statements, migration_files
 from redrive.store.transaction import SqlTransaction
 from redrive.store.wakeups import Wakeups
 
@@ -20,28 +20,48 @@ HERE = Path(__file__).parent
 Result = TypeVar("Result")
 
 
+def split_script(sql: str) -> list[str]:
+    """A script's statements in order, a trigger's `BEGIN ... END` body (which holds `;`)
+    kept whole: SQLite itself says where each statement is complete."""
+    statements: list[str] = []
+    pending = ""
+    for piece in sql.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\n;"):
+                statements.append(pending.strip())
+            pending = ""
+    if pending.strip(" \t\n;"):
+        statements.append(pending.strip().removesuffix(";"))
+    return statements
+
+
 class SqliteExecutor:
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
 
     async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
-        sql = self.store.statements[name]
+        """The rows of the named statement; one that holds several (SQLite runs one statement
+        per call) runs them in order in the same call and returns the last one's rows."""
+        *before, last = self.store.scripts[name]
         connection = self.store.connection
 
         def query() -> list[dict[str, Any]]:
-            cursor = connection.execute(sql, parameters)
+            for part in before:
+                connection.execute(part, parameters)
+            cursor = connection.execute(last, parameters)
             names = [column[0] for column in cursor.description or ()]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
         return await self.store.call(query)
 
     async def run(self, name: str, parameters: dict[str, Any]) -> int:
-        sql = self.store.statements[name]
+        parts = self.store.scripts[name]
         connection = self.store.connection
 
         def execute() -> int:
             changed = 0
-            for part in split_script(sql):
+            for part in parts:
                 changed += connection.execute(part, parameters).rowcount
             return changed
 
@@ -63,6 +83,7 @@ class SqliteStore:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.statements = load_statements(HERE / "statements.sql")
+        self.scripts = {name: split_script(sql) for name, sql in self.statements.items()}
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="redrive-sqlite")
         self._lock = asyncio.Lock()
         self.wakeups = Wakeups()

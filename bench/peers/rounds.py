@@ -1,0 +1,263 @@
+"""Running the peer rounds: a private database per tool per round, each path's process spawned
+on the clock, the database polled from here until it shows all N jobs done."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+from bench.hot_path import free_port
+from bench.peers.environments import Environment, Unavailable, current, prepare
+from bench.peers.summary import Rates
+from bench.peers.tools import PROGRAMS, RUN_ORDER, WORKER_PATHS, Place, Tool, command_for
+from bench.postgres import fresh_database
+from rich.markup import escape
+
+Log = Callable[[str], None]
+# Variables that would point a tool somewhere else than its private database.
+FOREIGN_PREFIXES = ("REDRIVE_", "PG", "OBAN_", "PGQUEUER_")
+STOP_SECONDS = 60.0
+
+
+@dataclass
+class Settings:
+    jobs: int = 20_000
+    rounds: int = 3
+    # Polling at least every 20 ms, and at most 1 % of the time so far: the clock is off by at
+    # most that much, and counting a growing table does not eat the CPU the tools need.
+    poll_seconds: float = 0.02
+    poll_share: float = 0.01
+
+
+@dataclass
+class Outcome:
+    rates: Rates = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    environments: dict[str, Environment] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class StepFailed(Exception):
+    """A path could not finish: the process failed, exited early or ran out of time."""
+
+
+def environment_for(tool: Tool, place: Place, jobs: int) -> dict[str, str]:
+    inherited = {
+        key: value for key, value in os.environ.items() if not key.startswith(FOREIGN_PREFIXES)
+    }
+    return {**inherited, "PYTHONPATH": str(PROGRAMS), **tool.environment_variables(place, jobs)}
+
+
+def tail(path: Path, characters: int = 1500) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-characters:]
+    except OSError:
+        return ""
+
+
+def spawn(command: list[str], environment: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as output:
+        return subprocess.Popen(
+            command, env=environment, cwd=PROGRAMS, stdout=output, stderr=subprocess.STDOUT
+        )
+
+
+def stop(process: subprocess.Popen[bytes], grace: float = 0.0) -> None:
+    """After `grace` seconds to exit by itself, SIGTERM (as a deployment stops a worker), then
+    SIGKILL if it has not exited in time."""
+    try:
+        process.wait(timeout=grace)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+class Counter:
+    """Counts finished jobs with one autocommit connection to the tool's database."""
+
+    def __init__(self, url: str) -> None:
+        self.connection = psycopg.connect(url, autocommit=True)
+
+    def count(self, query: str, jobs: int) -> int:
+        row = self.connection.execute(query.encode(), {"jobs": jobs}).fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def wait_done(
+    process: subprocess.Popen[bytes], counter: Counter, query: str, jobs: int, settings: Settings,
+    log: Path,
+) -> None:  # fmt: skip
+    """Until the database shows `jobs` done; a worker must not exit meanwhile, a producer only
+    successfully and with everything written."""
+    started = time.monotonic()
+    deadline = started + 120 + jobs / 20
+    while counter.count(query, jobs) < jobs:
+        code = process.poll()
+        if code is not None:
+            done = counter.count(query, jobs)
+            if code == 0 and done >= jobs:
+                return
+            raise StepFailed(f"exited with code {code}, {done} of {jobs} done: {tail(log)}")
+        if time.monotonic() > deadline:
+            done = counter.count(query, jobs)
+            raise StepFailed(f"only {done} of {jobs} done after the time limit: {tail(log)}")
+        elapsed = time.monotonic() - started
+        time.sleep(max(settings.poll_seconds, elapsed * settings.poll_share))
+
+
+def measure(
+    tool: Tool, environment: Environment, place: Place, path: str, counter: Counter,
+    settings: Settings, log: Path,
+) -> float:  # fmt: skip
+    """Jobs/s from spawning the path's process until the database shows all N done."""
+    command = command_for(tool, environment, place, path, settings.jobs)
+    variables = environment_for(tool, place, settings.jobs)
+    started = time.perf_counter()
+    process = spawn(command, variables, log)
+    try:
+        wait_done(process, counter, tool.done[path], settings.jobs, settings, log)
+        seconds = time.perf_counter() - started
+    finally:
+        # a worker runs until stopped; a producer has written everything and should exit
+        stop(process, 0.0 if path in WORKER_PATHS else STOP_SECONDS)
+    if path not in WORKER_PATHS and process.returncode != 0:
+        raise StepFailed(f"exited with code {process.returncode}: {tail(log)}")
+    return settings.jobs / seconds
+
+
+def run_setup(tool: Tool, environment: Environment, place: Place, jobs: int, log: Path) -> None:
+    for command in tool.setup(environment, place):
+        with log.open("ab") as output:
+            done = subprocess.run(
+                command, env=environment_for(tool, place, jobs), cwd=PROGRAMS, stdout=output,
+                stderr=subprocess.STDOUT, timeout=300, check=False,
+            )  # fmt: skip
+        if done.returncode != 0:
+            raise StepFailed(f"set-up {command[0]} exited with {done.returncode}: {tail(log)}")
+
+
+def wait_healthy(base: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    with httpx.Client() as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise StepFailed(f"the server exited with {process.returncode}: {tail(log)}")
+            try:
+                if client.get(base + "/ojs/v1/health").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+    raise StepFailed(f"the server was not healthy within 60 s: {tail(log)}")
+
+
+@contextmanager
+def served(
+    tool: Tool, environment: Environment, place: Place, jobs: int, log: Path
+) -> Iterator[Place]:
+    """The place with the tool's server running on it (started before any clock), if it has
+    one."""
+    if tool.server is None:
+        yield place
+        return
+    port = free_port()
+    with_server = Place(place.database_url, f"http://127.0.0.1:{port}")
+    variables = {**environment_for(tool, with_server, jobs), "REDRIVE_PORT": str(port)}
+    process = spawn(tool.server(environment, with_server), variables, log)
+    try:
+        wait_healthy(with_server.server_url, process, log)
+        yield with_server
+    finally:
+        stop(process)
+
+
+def database_prefix(tool: Tool) -> str:
+    return "redrive_bench_peers_" + "".join(c if c.isalnum() else "_" for c in tool.name.lower())
+
+
+def tool_round(
+    tool: Tool, environment: Environment, settings: Settings, directory: Path, log: Log
+) -> tuple[dict[str, float], str | None]:
+    """Every path of one tool on its own fresh database; the first failure ends the round (the
+    later paths need its jobs) and is returned."""
+    rates: dict[str, float] = {}
+    process_log = directory / f"{database_prefix(tool)}.log"
+    with fresh_database(database_prefix(tool)) as url:
+        try:
+            run_setup(tool, environment, Place(url), settings.jobs, process_log)
+            with served(tool, environment, Place(url), settings.jobs, process_log) as place:
+                counter = Counter(url)
+                try:
+                    for path in RUN_ORDER:
+                        rates[path] = measure(
+                            tool, environment, place, path, counter, settings, process_log
+                        )
+                        log(f"  {tool.name}: {path}: {rates[path]:,.0f} jobs/s")
+                finally:
+                    counter.close()
+        except StepFailed as error:
+            failed = next((path for path in RUN_ORDER if path not in rates), "set-up")
+            return rates, f"{tool.name}, {failed}: {error}"
+    return rates, None
+
+
+def environments(tools: list[Tool], outcome: Outcome, log: Log) -> None:
+    """Each tool's environment; a peer that cannot be installed is reported and left out."""
+    found = outcome.environments
+    unavailable: dict[str, str] = {}
+    for tool in tools:
+        if tool.peer is None:
+            found[tool.name] = current()
+            continue
+        log(escape(f"preparing {' '.join(tool.peer.requirements)} (cached under bench/.peers/)"))
+        try:
+            found[tool.name] = prepare(tool.peer)
+        except Unavailable as error:
+            unavailable[tool.name] = str(error)
+            log(f"[bold red]{tool.name} is unavailable:[/] {escape(str(error))}")
+    outcome.details["unavailable"] = unavailable
+    outcome.details["environments"] = {
+        name: {"python": environment.python_version, "packages": environment.packages}
+        for name, environment in found.items()
+    }
+
+
+def run(tools: list[Tool], settings: Settings, directory: Path, log: Log) -> Outcome:
+    """Rounds interleaved: every tool once per round, in turn, then again."""
+    outcome = Outcome()
+    environments(tools, outcome, log)
+    loads: list[dict[str, Any]] = []
+    for number in range(1, settings.rounds + 1):
+        loads.append({"round": number, "load_average_before": os.getloadavg()})
+        log(f"round {number} of {settings.rounds} (load average {os.getloadavg()[0]:.2f})")
+        for tool in tools:
+            environment = outcome.environments.get(tool.name)
+            if environment is None:
+                continue
+            rates, error = tool_round(tool, environment, settings, directory, log)
+            for path in RUN_ORDER:
+                outcome.rates.setdefault(tool.name, {}).setdefault(path, []).append(rates.get(path))
+            if error is not None:
+                outcome.errors.append(f"round {number}: {error}")
+                log(f"[bold red]round {number}:[/] {escape(error)}")
+        loads[-1]["load_average_after"] = os.getloadavg()
+    outcome.details["load"] = loads
+    return outcome

@@ -1,0 +1,135 @@
+"""Incident routes: list incidents (filters, two orders, keyset pages), one incident with its
+newest dead letters, and the state changes: acknowledge, resolve with a fix reference, ignore,
+reopen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from redrive.api import openapi
+from redrive.api.callers import caller_of
+from redrive.api.dead_letter_requests import query_values
+from redrive.api.http import ojs, read_json, refuse_unknown
+from redrive.api.routes_jobs import service_of
+from redrive.api.serialise import dead_letter_document, incident_document
+from redrive.domain.errors import InvalidRequest
+from redrive.domain.incident import (
+    Transition,
+    check_fix_reference,
+    encode_incident_cursor,
+    parse_incident_query,
+)
+
+router = APIRouter(prefix="/ojs/v1/admin/incidents", tags=["incidents"])
+RESOLUTION_KEYS = ("fix_reference",)
+
+
+def _object(body: object) -> dict[str, Any]:
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object", {"field": "body"})
+    return body
+
+
+def no_changes(body: object) -> None:
+    """Acknowledge, ignore and reopen take no fields: nothing, or an empty object."""
+    unknown = sorted(_object(body))
+    if unknown:
+        raise InvalidRequest(
+            f"unknown key {unknown[0]!r}; this change takes no fields", {"field": unknown[0]}
+        )
+
+
+def resolution(body: object) -> str:
+    """A resolution's body: `{"fix_reference": "PR #123"}`."""
+    values = _object(body)
+    refuse_unknown(values, RESOLUTION_KEYS)
+    return check_fix_reference(values.get("fix_reference"))
+
+
+async def changed(request: Request, incident_id: str, transition: Transition) -> Response:
+    body = await read_json(request, required=False)
+    fix_reference = None
+    if transition == Transition.RESOLVE:
+        fix_reference = resolution(body)
+    else:
+        no_changes(body)
+    incident = await service_of(request).incidents.change(
+        caller_of(request), incident_id, transition, fix_reference
+    )
+    return ojs({"incident": incident_document(incident)})
+
+
+@router.get(
+    "",
+    summary="List incidents: the most recent first, or (sort=count) the most dead now first",
+    openapi_extra=openapi.incident_query(),
+    responses=openapi.outcomes(400),
+)
+async def list_incidents(request: Request) -> Response:
+    query = parse_incident_query(query_values(request))
+    found = await service_of(request).incidents.search(caller_of(request), query)
+    pagination: dict[str, Any] = {"limit": query.limit, "has_more": len(found) == query.limit}
+    if found and len(found) == query.limit:
+        pagination["next_cursor"] = encode_incident_cursor(found[-1], query.sort)
+    return ojs({"incidents": [incident_document(item) for item in found], "pagination": pagination})
+
+
+@router.get(
+    "/{incident_id}",
+    summary="One incident, with its newest dead letters",
+    responses=openapi.outcomes(404),
+)
+async def get_incident(incident_id: str, request: Request) -> Response:
+    incident, recent = await service_of(request).incidents.get(caller_of(request), incident_id)
+    return ojs(
+        {
+            "incident": incident_document(incident),
+            "dead_letters": [dead_letter_document(dead) for dead in recent],
+        }
+    )
+
+
+@router.post(
+    "/{incident_id}/acknowledge",
+    summary="Acknowledge an open or regressed incident: someone is on it",
+    openapi_extra=openapi.body("IncidentChange", required=False),
+    responses=openapi.outcomes(400, 404, 409),
+)
+async def acknowledge(incident_id: str, request: Request) -> Response:
+    return await changed(request, incident_id, Transition.ACKNOWLEDGE)
+
+
+@router.post(
+    "/{incident_id}/resolve",
+    summary="Resolve an incident with the reference of its fix (a new dead letter regresses it)",
+    openapi_extra=openapi.body("IncidentResolution"),
+    responses=openapi.outcomes(400, 404, 409),
+)
+async def resolve(incident_id: str, request: Request) -> Response:
+    return await changed(request, incident_id, Transition.RESOLVE)
+
+
+@router.post(
+    "/{incident_id}/ignore",
+    summary="Ignore an incident (its dead letters are still counted)",
+    openapi_extra=openapi.body("IncidentChange", required=False),
+    responses=openapi.outcomes(400, 404, 409),
+)
+async def ignore(incident_id: str, request: Request) -> Response:
+    return await changed(request, incident_id, Transition.IGNORE)
+
+
+@router.post(
+    "/{incident_id}/reopen",
+    summary="Reopen an acknowledged, resolved or ignored incident",
+    openapi_extra=openapi.body("IncidentChange", required=False),
+    responses=openapi.outcomes(400, 404, 409),
+)
+async def reopen(incident_id: str, request: Request) -> Response:
+    return await changed(request, incident_id, Transition.REOPEN)

@@ -1,0 +1,143 @@
+"""Incidents in the client: typed results (an incident, one with its dead letters) and the
+operations on them (list, get, acknowledge, resolve with a fix reference, ignore, reopen)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from redrive.client.dead_letters import DeadLetter
+from redrive.client.models import Page, integer_of, strings_of, text_of
+from redrive.client.transport import Connection, document_of, object_of
+
+INCIDENTS = "/ojs/v1/admin/incidents"
+
+
+@dataclass(frozen=True)
+class Incident:
+    """Dead letters grouped by (tenant, job type, fingerprint): what their errors read, how many
+    are dead now and ever, when, where, and the state operators keep."""
+
+    id: str
+    tenant_id: str
+    type: str
+    fingerprint: str
+    fingerprint_version: int
+    error_type: str | None
+    message: str
+    state: str
+    dead_count: int
+    total_count: int
+    first_seen_at: str | None
+    last_seen_at: str | None
+    queues: list[str]
+    sample_dead_letter_id: str | None
+    fix_reference: str | None
+    state_changed_at: str | None
+    state_changed_by: str | None
+    raw: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> Incident:
+        return cls(
+            id=str(document.get("id", "")),
+            tenant_id=str(document.get("tenant_id", "")),
+            type=str(document.get("type", "")),
+            fingerprint=str(document.get("fingerprint", "")),
+            fingerprint_version=integer_of(document, "fingerprint_version"),
+            error_type=text_of(document, "error_type"),
+            message=str(document.get("message", "")),
+            state=str(document.get("state", "")),
+            dead_count=integer_of(document, "dead_count"),
+            total_count=integer_of(document, "total_count"),
+            first_seen_at=text_of(document, "first_seen_at"),
+            last_seen_at=text_of(document, "last_seen_at"),
+            queues=strings_of(document.get("queues")),
+            sample_dead_letter_id=text_of(document, "sample_dead_letter_id"),
+            fix_reference=text_of(document, "fix_reference"),
+            state_changed_at=text_of(document, "state_changed_at"),
+            state_changed_by=text_of(document, "state_changed_by"),
+            raw=document,
+        )
+
+
+@dataclass(frozen=True)
+class IncidentDetail:
+    """An incident and its newest dead letters (those still dead)."""
+
+    incident: Incident
+    dead_letters: list[DeadLetter]
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> IncidentDetail:
+        items = document.get("dead_letters")
+        return cls(
+            Incident.from_document(document_of(document, "incident")),
+            [DeadLetter.from_document(item) for item in items if isinstance(item, dict)]
+            if isinstance(items, list)
+            else [],
+        )
+
+
+class IncidentOperations(Connection):
+    """Listing incidents and changing their state (operators); reading needs a viewer."""
+
+    async def incidents(
+        self,
+        *,
+        state: str | None = None,
+        type: str | None = None,
+        queue: str | None = None,
+        error_type: str | None = None,
+        sort: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Incident]:
+        """One page of incidents: the most recent first, or with sort="count" the most dead
+        now first. `state` takes one or more states, comma-separated (open, acknowledged,
+        resolved, regressed, ignored); `type` may end in * for a prefix."""
+        values = {
+            "state": state, "type": type, "queue": queue, "error_type": error_type,
+            "sort": sort, "limit": None if limit is None else str(limit), "cursor": cursor,
+        }  # fmt: skip
+        params = {key: value for key, value in values.items() if value is not None}
+        payload = await self._request("GET", INCIDENTS, params=params)
+        pagination = object_of(payload.get("pagination"))
+        items = [Incident.from_document(item) for item in payload.get("incidents") or []]
+        cursor_after = pagination.get("next_cursor")
+        return Page(
+            items=items,
+            total=None,
+            next_cursor=cursor_after if isinstance(cursor_after, str) else None,
+            has_more=pagination.get("has_more") is True,
+            raw=payload,
+        )
+
+    async def get_incident(self, incident_id: str) -> IncidentDetail:
+        """One incident with its newest dead letters."""
+        return IncidentDetail.from_document(
+            await self._request("GET", f"{INCIDENTS}/{incident_id}")
+        )
+
+    async def acknowledge_incident(self, incident_id: str) -> Incident:
+        """Acknowledge an open or regressed incident (409 ConflictError from another state)."""
+        return await self._change(incident_id, "acknowledge")
+
+    async def resolve_incident(self, incident_id: str, fix_reference: str) -> Incident:
+        """Resolve an incident, naming its fix (a PR, a commit, a deployment); a dead letter
+        arriving afterwards regresses it."""
+        return await self._change(incident_id, "resolve", {"fix_reference": fix_reference})
+
+    async def ignore_incident(self, incident_id: str) -> Incident:
+        """Ignore an incident (its dead letters are still counted)."""
+        return await self._change(incident_id, "ignore")
+
+    async def reopen_incident(self, incident_id: str) -> Incident:
+        """Reopen an acknowledged, resolved or ignored incident."""
+        return await self._change(incident_id, "reopen")
+
+    async def _change(
+        self, incident_id: str, action: str, body: dict[str, Any] | None = None
+    ) -> Incident:
+        payload = await self._request("POST", f"{INCIDENTS}/{incident_id}/{action}", body)
+        return Incident.from_document(document_of(payload, "incident"))

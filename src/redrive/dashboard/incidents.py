@@ -1,0 +1,96 @@
+"""The dashboard's incident pages: the list (filters, two orders, older pages), one incident with
+its newest dead letters and the state buttons, and those buttons' posts."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from urllib.parse import urlencode
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from redrive.dashboard import views
+from redrive.dashboard.access import caller_of
+from redrive.dashboard.actions import guarded_form
+from redrive.dashboard.rendering import PREFIX, redirect, render
+from redrive.domain.errors import NotFound
+from redrive.domain.incident import (
+    STATES,
+    TRANSITIONS,
+    Sort,
+    Transition,
+    check_fix_reference,
+    encode_incident_cursor,
+    parse_incident_query,
+)
+from redrive.service.facade import Service
+
+Handler = Callable[..., Awaitable[Response]]
+Wrapper = Callable[[Handler], Handler]
+# What each button says it did.
+DONE = {
+    Transition.ACKNOWLEDGE: "acknowledged",
+    Transition.RESOLVE: "resolved",
+    Transition.IGNORE: "ignored",
+    Transition.REOPEN: "reopened",
+}
+
+
+def add_incident_routes(router: APIRouter, service: Service, wrap: Wrapper) -> None:
+    @router.get("/incidents", include_in_schema=False)
+    @wrap
+    async def incidents(request: Request) -> Response:
+        values = dict(request.query_params.items())
+        query = parse_incident_query(values)
+        found = await service.incidents.search(caller_of(request), query)
+        full = len(found) == query.limit
+        next_cursor = encode_incident_cursor(found[-1], query.sort) if full else None
+        context = {
+            "page": "incidents",
+            "title": "Incidents",
+            "incidents": found,
+            "values": values,
+            "states": STATES,
+            "sorts": [sort.value for sort in Sort],
+            "next_query": urlencode({**values, "cursor": next_cursor or ""}),
+            "next_cursor": next_cursor,
+            "now": service.now(),
+        }
+        return render(request, "incidents.html", context)
+
+    @router.get("/incidents/{incident_id}", include_in_schema=False)
+    @wrap
+    async def incident(incident_id: str, request: Request) -> Response:
+        found, recent = await service.incidents.get(caller_of(request), incident_id)
+        context = {
+            "page": "incidents",
+            "title": f"Incident {found.type}",
+            "incident": found,
+            "rows": [views.row(dead) for dead in recent],
+            "transitions": [
+                transition.value
+                for transition, (sources, _) in TRANSITIONS.items()
+                if found.state in sources and transition != Transition.RESOLVE
+            ],
+            "resolvable": found.state in TRANSITIONS[Transition.RESOLVE][0],
+            "now": service.now(),
+        }
+        return render(request, "incident.html", context)
+
+    @router.post("/incidents/{incident_id}/{action}")
+    @wrap
+    async def change_incident(incident_id: str, action: str, request: Request) -> Response:
+        form, refusal = await guarded_form(request)
+        if form is None:
+            return refusal or Response(status_code=403)
+        try:
+            transition = Transition(action)
+        except ValueError as error:
+            raise NotFound("incident action", action) from error
+        fix = None
+        if transition == Transition.RESOLVE:
+            fix = check_fix_reference(form.get("fix_reference"))
+        changed = await service.incidents.change(caller_of(request), incident_id, transition, fix)
+        message = f"Incident {changed.id} ({changed.type}) {DONE[transition]}."
+        return redirect(request, f"{PREFIX}/incidents/{changed.id}", message)

@@ -1,0 +1,77 @@
+"""Incidents: lists, reads, guarded state changes, and the backfill of episodes from before
+incidents (entering dead letters add to their incidents in store/dead_letters.py)."""
+
+from __future__ import annotations
+
+from redrive.domain.dead_letter import DeadLetter
+from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, Sort, StateChange
+from redrive.ports import IncidentStore
+from redrive.store.base import SqlBase
+from redrive.store.codec import (
+    dead_letter_from_row,
+    dump,
+    incident_entry_record,
+    incident_from_row,
+)
+
+
+class SqlIncidents(SqlBase, IncidentStore):
+    async def upsert_incidents(self, entries: list[IncidentEntry], regress: bool) -> list[Incident]:
+        """One statement for the whole batch; the incidents as they are after it."""
+        if not entries:
+            return []
+        incidents = [incident_entry_record(entry) for entry in entries]
+        found = await self._rows("upsert_incidents", incidents=dump(incidents), regress=regress)
+        return [incident_from_row(row) for row in found]
+
+    async def list_incidents(self, query: IncidentQuery) -> list[Incident]:
+        states = None if query.states is None else list(query.states)
+        ordered = (
+            "select_incidents_by_count" if query.sort == Sort.COUNT else "select_incidents_recent"
+        )
+        rows = await self._rows(
+            ordered,
+            tenant_id=query.tenant_id,
+            states=self.executor.list_parameter(states),
+            type=query.type,
+            type_prefix=query.type_prefix,
+            queue=query.queue,
+            error_type=query.error_type,
+            cursor_value=query.cursor_value,
+            cursor_id=query.cursor_id,
+            limit=query.limit,
+        )
+        return [incident_from_row(row) for row in rows]
+
+    async def get_incident(self, incident_id: str, tenant_id: str | None) -> Incident | None:
+        rows = await self._rows("select_incident", id=incident_id, tenant_id=tenant_id)
+        return incident_from_row(rows[0]) if rows else None
+
+    async def change_incident_state(
+        self, change: StateChange, tenant_id: str | None
+    ) -> Incident | None:
+        rows = await self._rows(
+            "change_incident_state",
+            id=change.incident_id,
+            expected_state=change.expected_state,
+            state=change.state,
+            fix_reference=change.fix_reference,
+            changed_at=change.changed_at,
+            changed_by=change.changed_by,
+            tenant_id=tenant_id,
+        )
+        return incident_from_row(rows[0]) if rows else None
+
+    async def unfingerprinted_dead_letters(self, limit: int) -> list[DeadLetter]:
+        rows = await self._rows("select_unfingerprinted_dead_letters", limit=limit)
+        return [dead_letter_from_row(row) for row in rows]
+
+    async def fingerprint_dead_letters(self, dead_letters: list[DeadLetter]) -> set[str]:
+        if not dead_letters:
+            return set()
+        rows = [
+            {"id": dead.id, "fingerprint": dead.fingerprint,
+             "fingerprint_version": dead.fingerprint_version, "incident_id": dead.incident_id}
+            for dead in dead_letters
+        ]  # fmt: skip
+        return {row["id"] for row in await self._rows("fingerprint_dead_letters", rows=dump(rows))}

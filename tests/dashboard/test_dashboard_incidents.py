@@ -1,0 +1,97 @@
+"""The dashboard's incident pages: the list with its filters and orders (linked from the
+navigation), one incident with its dead letters and the state buttons, and those buttons' posts
+(CSRF-checked, refused where the state does not allow them, recorded as the dashboard's)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from redrive.domain.audit import AuditQuery
+from redrive.service.facade import Service
+from tests.behaviour.test_incidents import die, incident_of
+from tests.dashboard.conftest import post_form, session_token
+from tests.support.callers import ACROSS_TENANTS
+from tests.support.clock import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_incident_list_filters_and_orders(
+    dashboard: httpx.AsyncClient, clock: ManualClock
+) -> None:
+    timeout = await incident_of(dashboard, await die(dashboard))
+    await die(dashboard, "stripe API timed out after 99s (POST /v1/charges)")
+    clock.advance(1_000)
+    declined = await incident_of(dashboard, await die(dashboard, "card_declined", "CardError"))
+
+    page = await dashboard.get("/ui/incidents")
+    assert page.status_code == 200
+    assert 'href="/ui/incidents" aria-current="page"' in page.text
+    assert page.text.index(declined) < page.text.index(timeout)  # the most recent first
+    assert "stripe API timed out after &lt;duration&gt; (POST /v1/charges)" in page.text
+    by_count = await dashboard.get("/ui/incidents", params={"sort": "count", "state": ""})
+    assert by_count.text.index(timeout) < by_count.text.index(declined)
+    only = await dashboard.get("/ui/incidents", params={"error_type": "CardError"})
+    assert declined in only.text and timeout not in only.text
+    none = await dashboard.get("/ui/incidents", params={"state": "resolved"})
+    assert "No incidents match" in none.text
+    paged = await dashboard.get("/ui/incidents", params={"limit": "1"})
+    assert "More incidents" in paged.text
+    refused = await dashboard.get("/ui/incidents", params={"sort": "sideways"})
+    assert refused.status_code == 400
+    assert "sort must be recent or count" in refused.text
+
+
+async def test_an_incident_page_changes_state_with_its_buttons(
+    dashboard: httpx.AsyncClient, service: Service
+) -> None:
+    job = await die(dashboard)
+    incident = await incident_of(dashboard, job)
+    page = await dashboard.get(f"/ui/incidents/{incident}")
+    assert page.status_code == 200
+    assert f'href="/ui/dead-letters/{job}"' in page.text
+    assert f'href="/ui/dead-letters?incident={incident}"' in page.text
+    for button in (">Acknowledge</button>", ">Ignore</button>", ">Resolve</button>"):
+        assert button in page.text
+    assert ">Reopen</button>" not in page.text
+    detail = await dashboard.get(f"/ui/dead-letters/{job}")
+    assert f'href="/ui/incidents/{incident}"' in detail.text
+    listed = await dashboard.get("/ui/dead-letters", params={"incident": incident})
+    assert f'data-job-id="{job}"' in listed.text
+
+    token = await session_token(dashboard)
+    path = f"/ui/incidents/{incident}"
+    forged = await post_form(dashboard, f"{path}/acknowledge", {})
+    assert forged.status_code == 403
+    acknowledged = await post_form(dashboard, f"{path}/acknowledge", {"csrf_token": token})
+    assert acknowledged.status_code == 303
+    shown = await dashboard.get(acknowledged.headers["location"])
+    assert "acknowledged." in shown.text  # the flash
+    assert ">Acknowledge</button>" not in shown.text
+    assert ">Reopen</button>" in shown.text
+
+    missing_fix = await post_form(dashboard, f"{path}/resolve", {"csrf_token": token})
+    assert missing_fix.status_code == 400
+    assert "fix_reference must be a non-empty string" in missing_fix.text
+    fields = {"csrf_token": token, "fix_reference": "PR #55"}
+    resolved = await post_form(dashboard, f"{path}/resolve", fields)
+    assert resolved.status_code == 303
+    shown = await dashboard.get(resolved.headers["location"])
+    assert '<dd data-testid="fix-reference">PR #55</dd>' in shown.text
+    again = await post_form(dashboard, f"{path}/acknowledge", {"csrf_token": token})
+    assert again.status_code == 409
+    assert "cannot acknowledge incident" in again.text
+    unknown = await post_form(dashboard, f"{path}/close", {"csrf_token": token})
+    assert unknown.status_code == 404
+
+    records = await service.audit.list(ACROSS_TENANTS, AuditQuery())
+    incident_records = [r for r in records if r.action.startswith("incident.")]
+    assert [(r.action, r.actor) for r in incident_records] == [
+        ("incident.resolve", "dashboard"), ("incident.acknowledge", "dashboard"),
+    ]  # fmt: skip
+
+
+async def test_an_unknown_incident_is_a_not_found_page(dashboard: httpx.AsyncClient) -> None:
+    response = await dashboard.get("/ui/incidents/inc_" + "0" * 24)
+    assert response.status_code == 404
