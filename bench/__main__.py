@@ -48,15 +48,18 @@ Benchmarks:
                   process every 20 ms, or 1 % of the time so far) shows all N done: enqueue N
                   no-op jobs one per call; process them; enqueue N always-failing jobs 1,000
                   per call; run them into the dead/failed state; retry every one. Rounds are
-                  interleaved (each tool in turn, then again); the table shows the medians and
-                  redrive's median per-round ratio to the best peer on each path, against
-                  issue 13's targets.
+                  interleaved (each tool in turn, then again); redrive HTTP x2 is two servers on
+                  the one database with a worker each, and every redrive column is checked
+                  after each path for exactly N (no job claimed twice, none lost); the table
+                  shows the medians and redrive's median per-round ratio to the best peer on
+                  each path, against issue 13's targets.
 
 Options (peers):
     --jobs N             jobs per path (default 20,000; shared with hot-path)
     --rounds N           interleaved rounds (default 3)
     --quick              2,000 jobs and one round
-    --tools LIST         comma-separated: pgqueuer,oban-py,redrive-http,redrive-embedded
+    --tools LIST         comma-separated: pgqueuer,oban-py,redrive-http,redrive-embedded,
+                         redrive-http-x2 (two `redrive serve` replicas, a worker each)
 
 Options (dead-letters):
     --rows N             dead letters to seed (default 1,000,000)

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,20 +102,21 @@ class Counter:
 
 
 def wait_done(
-    process: subprocess.Popen[bytes], counter: Counter, query: str, jobs: int, settings: Settings,
-    log: Path,
+    processes: list[subprocess.Popen[bytes]], counter: Counter, query: str, jobs: int,
+    settings: Settings, log: Path,
 ) -> None:  # fmt: skip
     """Until the database shows `jobs` done; a worker must not exit meanwhile, a producer only
     successfully and with everything written."""
     started = time.monotonic()
     deadline = started + 120 + jobs / 20
     while counter.count(query, jobs) < jobs:
-        code = process.poll()
-        if code is not None:
-            done = counter.count(query, jobs)
-            if code == 0 and done >= jobs:
-                return
-            raise StepFailed(f"exited with code {code}, {done} of {jobs} done: {tail(log)}")
+        for process in processes:
+            code = process.poll()
+            if code is not None:
+                done = counter.count(query, jobs)
+                if code == 0 and done >= jobs:
+                    return
+                raise StepFailed(f"exited with code {code}, {done} of {jobs} done: {tail(log)}")
         if time.monotonic() > deadline:
             done = counter.count(query, jobs)
             raise StepFailed(f"only {done} of {jobs} done after the time limit: {tail(log)}")
@@ -124,22 +125,37 @@ def wait_done(
 
 
 def measure(
-    tool: Tool, environment: Environment, place: Place, path: str, counter: Counter,
+    tool: Tool, environment: Environment, places: list[Place], path: str, counter: Counter,
     settings: Settings, log: Path,
 ) -> float:  # fmt: skip
-    """Jobs/s from spawning the path's process until the database shows all N done."""
-    command = command_for(tool, environment, place, path, settings.jobs)
-    variables = environment_for(tool, place, settings.jobs)
+    """Jobs/s from spawning the path's processes (a worker per server replica, or the producer)
+    until the database shows all N done; then, with every process stopped, the tool's exact
+    counts."""
+    workers = path in WORKER_PATHS
     started = time.perf_counter()
-    process = spawn(command, variables, log)
+    processes = [
+        spawn(
+            command_for(tool, environment, place, path, settings.jobs),
+            environment_for(tool, place, settings.jobs),
+            log,
+        )
+        for place in (places if workers else places[:1])
+    ]
     try:
-        wait_done(process, counter, tool.done[path], settings.jobs, settings, log)
+        wait_done(processes, counter, tool.done[path], settings.jobs, settings, log)
         seconds = time.perf_counter() - started
     finally:
         # a worker runs until stopped; a producer has written everything and should exit
-        stop(process, 0.0 if path in WORKER_PATHS else STOP_SECONDS)
-    if path not in WORKER_PATHS and process.returncode != 0:
-        raise StepFailed(f"exited with code {process.returncode}: {tail(log)}")
+        for process in processes:
+            stop(process, 0.0 if workers else STOP_SECONDS)
+    if not workers and processes[0].returncode != 0:
+        raise StepFailed(f"exited with code {processes[0].returncode}: {tail(log)}")
+    if path in tool.exactly:
+        found = counter.count(tool.exactly[path], settings.jobs)
+        if found != settings.jobs:
+            raise StepFailed(
+                f"{found} where exactly {settings.jobs} were expected: {tool.exactly[path]}"
+            )
     return settings.jobs / seconds
 
 
@@ -172,21 +188,23 @@ def wait_healthy(base: str, process: subprocess.Popen[bytes], log: Path) -> None
 @contextmanager
 def served(
     tool: Tool, environment: Environment, place: Place, jobs: int, log: Path
-) -> Iterator[Place]:
-    """The place with the tool's server running on it (started before any clock), if it has
-    one."""
+) -> Iterator[list[Place]]:
+    """A place per server replica, each with its server running (started before any clock); the
+    place itself when the tool has no server."""
     if tool.server is None:
-        yield place
+        yield [place]
         return
-    port = free_port()
-    with_server = Place(place.database_url, f"http://127.0.0.1:{port}")
-    variables = {**environment_for(tool, with_server, jobs), "REDRIVE_PORT": str(port)}
-    process = spawn(tool.server(environment, with_server), variables, log)
-    try:
-        wait_healthy(with_server.server_url, process, log)
-        yield with_server
-    finally:
-        stop(process)
+    with ExitStack() as stack:
+        places = []
+        for _ in range(tool.replicas):
+            port = free_port()
+            replica = Place(place.database_url, f"http://127.0.0.1:{port}")
+            variables = {**environment_for(tool, replica, jobs), "REDRIVE_PORT": str(port)}
+            process = spawn(tool.server(environment, replica), variables, log)
+            stack.callback(stop, process)
+            wait_healthy(replica.server_url, process, log)
+            places.append(replica)
+        yield places
 
 
 def database_prefix(tool: Tool) -> str:
@@ -203,12 +221,12 @@ def tool_round(
     with fresh_database(database_prefix(tool)) as url:
         try:
             run_setup(tool, environment, Place(url), settings.jobs, process_log)
-            with served(tool, environment, Place(url), settings.jobs, process_log) as place:
+            with served(tool, environment, Place(url), settings.jobs, process_log) as places:
                 counter = Counter(url)
                 try:
                     for path in RUN_ORDER:
                         rates[path] = measure(
-                            tool, environment, place, path, counter, settings, process_log
+                            tool, environment, places, path, counter, settings, process_log
                         )
                         log(f"  {tool.name}: {path}: {rates[path]:,.0f} jobs/s")
                 finally:

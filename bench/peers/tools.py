@@ -4,7 +4,7 @@ query that tells how many jobs are done."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,12 @@ class Tool:
     done: dict[str, str]
     server: Callable[[Environment, Place], list[str]] | None = None
     notes: list[str] = field(default_factory=list)
+    # Servers started, each with a worker of its own on the worker paths (producers use the
+    # first server).
+    replicas: int = 1
+    # Checked once a path is done, with every process stopped: each query must count exactly N
+    # (a job claimed twice, lost or dead-lettered twice shows here).
+    exactly: dict[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -140,6 +146,13 @@ REDRIVE_DONE = {
     FAIL: "SELECT count(*) FROM dead_letters WHERE status = 'dead'",
     RETRY: "SELECT count(*) FROM jobs WHERE state = 'available'",
 }
+# Every no-op job completed on its first claim (a second claim would raise `attempt`), and every
+# failing job has exactly one dead-letter episode.
+REDRIVE_EXACTLY = {
+    PROCESS: "SELECT count(*) FROM jobs WHERE type = 'bench.noop' AND state = 'completed' "
+    "AND attempt = 1",
+    FAIL: "SELECT count(*) FROM dead_letters",
+}
 
 
 def dead_letter_room(jobs: int) -> dict[str, str]:
@@ -175,12 +188,27 @@ REDRIVE_HTTP = Tool(
         str(jobs),
     ],
     done=REDRIVE_DONE,
+    exactly=REDRIVE_EXACTLY,
     notes=[
         "`redrive serve` on the database (started before the clock, defaults); the worker is "
         "`redrive worker` over HTTP, the producer the Python client",
         "failing jobs enqueued with max_attempts 1 and on_exhaustion dead_letter",
         "REDRIVE_DEAD_LETTER_MAX_COUNT raised to N when N > 10,000 (the default cap prunes the "
         "dead letters beyond 10,000 every 5 minutes, before the retry path could retry them)",
+    ],
+)
+
+# Issue 13's "scale past one machine": two `redrive serve` replicas on one database, each with
+# its own `redrive worker`. On two cores it cannot scale; it shows that sharing one PostgreSQL
+# neither collapses nor claims a job twice (checked by REDRIVE_EXACTLY after each path).
+REDRIVE_REPLICAS = replace(
+    REDRIVE_HTTP,
+    name="redrive HTTP x2",
+    replicas=2,
+    notes=[
+        "two `redrive serve` replicas on one database, each with its own `redrive worker`; the "
+        "producers send to the first replica",
+        *REDRIVE_HTTP.notes[1:],
     ],
 )
 
@@ -208,6 +236,7 @@ REDRIVE_EMBEDDED = Tool(
         str(jobs),
     ],
     done=REDRIVE_DONE,
+    exactly=REDRIVE_EXACTLY,
     notes=[
         "`redrive worker --embedded --database-url` (defaults); the producer is the service "
         "in-process on the database",
@@ -215,7 +244,7 @@ REDRIVE_EMBEDDED = Tool(
     ],
 )
 
-TOOLS = (PGQUEUER_TOOL, OBAN_TOOL, REDRIVE_HTTP, REDRIVE_EMBEDDED)
+TOOLS = (PGQUEUER_TOOL, OBAN_TOOL, REDRIVE_HTTP, REDRIVE_EMBEDDED, REDRIVE_REPLICAS)
 PEER_NAMES = tuple(tool.name for tool in TOOLS if tool.peer is not None)
 REDRIVE_NAMES = tuple(tool.name for tool in TOOLS if tool.peer is None)
 
@@ -236,6 +265,7 @@ def described(tool: Tool, environment: Environment, database_url: str, jobs: int
         "environment_variables": tool.environment_variables(place, jobs),
         "setup": [" ".join(command) for command in tool.setup(environment, place)],
         "server": " ".join(tool.server(environment, place)) if tool.server else None,
+        "replicas": tool.replicas,
         "paths": {
             path: " ".join(command_for(tool, environment, place, path, jobs)) for path in RUN_ORDER
         },

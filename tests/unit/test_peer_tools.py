@@ -71,8 +71,25 @@ def test_the_description_records_every_command_of_a_round() -> None:
         "/venv/bin/redrive worker redrive_tasks:worker --url http://127.0.0.1:<port>"
     )
     assert [tool.key for tool in TOOLS] == [
-        "pgqueuer", "oban-py", "redrive-http", "redrive-embedded",
+        "pgqueuer", "oban-py", "redrive-http", "redrive-embedded", "redrive-http-x2",
     ]  # fmt: skip
+    assert description["replicas"] == 1
+
+
+def test_the_replicated_column_is_the_http_one_on_two_servers() -> None:
+    single = next(tool for tool in TOOLS if tool.key == "redrive-http")
+    double = next(tool for tool in TOOLS if tool.key == "redrive-http-x2")
+    assert (single.replicas, double.replicas) == (1, 2)
+    assert double.server is not None and double.worker is single.worker
+    assert double.done == single.done
+
+
+@pytest.mark.parametrize(
+    "tool", [tool for tool in TOOLS if tool.peer is None], ids=lambda tool: tool.key
+)
+def test_every_redrive_column_checks_exact_counts_on_the_worker_paths(tool: Tool) -> None:
+    assert set(tool.exactly) == {PROCESS, FAIL}
+    assert "attempt = 1" in tool.exactly[PROCESS]
 
 
 @pytest.mark.parametrize(
