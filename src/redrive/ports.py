@@ -271,6 +271,12 @@ class RedriveTaskStore(Protocol):
         """Hold the task's queues; those another unfinished task holds, with its id."""
         ...
 
+    async def queue_redrive_holders(
+        self, queues: list[str], tenant_id: str | None
+    ) -> dict[str, str]:
+        """The unfinished tasks holding these queues, by queue."""
+        ...
+
     async def set_redrive_task_pins(
         self, task_id: str, to_move: int, queues: list[str]
     ) -> None: ...

@@ -69,12 +69,15 @@ class RedriveService:
             await transaction.insert_redrive_task(task)
             limit = sys.maxsize if request.limit is None else request.limit
             pinned = await transaction.pin_redrive_items(task.id, filters, limit)
-            if not pinned:
-                raise Conflict(
-                    "no dead letter matches (or every match is pinned by another redrive task)",
-                    {"filter": task.filter},
+            if pinned:
+                holders = await transaction.claim_redrive_queues(task.id)
+            else:  # every match (if any) is pinned by a task: name it
+                matched = await transaction.count_dead_letters_by_queue(filters)
+                holders = await transaction.queue_redrive_holders(
+                    sorted(matched), filters.tenant_id
                 )
-            holders = await transaction.claim_redrive_queues(task.id)
+                if not holders:
+                    raise Conflict("no dead letter matches the filter", {"filter": task.filter})
             if holders:
                 queue, holder = sorted(holders.items())[0]
                 raise Conflict(

@@ -60,6 +60,15 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
         rows = await self._rows("select_redrive_queue_holders", task_id=task_id)
         return {row["queue"]: row["task_id"] for row in rows}
 
+    async def queue_redrive_holders(
+        self, queues: list[str], tenant_id: str | None
+    ) -> dict[str, str]:
+        rows = await self._rows(
+            "select_queue_redrive_holders", queues=self.executor.list_parameter(queues),
+            tenant_id=tenant_id,
+        )  # fmt: skip
+        return {row["queue"]: row["task_id"] for row in rows}
+
     async def set_redrive_task_pins(self, task_id: str, to_move: int, queues: list[str]) -> None:
         await self._run("set_redrive_task_pins", id=task_id, to_move=to_move, queues=dump(queues))
 

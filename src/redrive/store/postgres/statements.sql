@@ -923,3 +923,9 @@ SELECT * FROM redrive_task_items
 WHERE task_id = :task_id AND (CAST(:state AS text) IS NULL OR state = :state)
 ORDER BY dead_letter_id
 LIMIT :limit;
+
+-- name: select_queue_redrive_holders
+SELECT queue, task_id FROM redrive_task_queues
+WHERE queue = ANY(CAST(:queues AS text[]))
+  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+ORDER BY queue;

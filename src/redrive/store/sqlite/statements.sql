@@ -900,3 +900,8 @@ SELECT * FROM redrive_task_items
 WHERE task_id = :task_id AND (:state IS NULL OR state = :state)
 ORDER BY dead_letter_id
 LIMIT :limit;
+
+-- name: select_queue_redrive_holders
+SELECT queue, task_id FROM redrive_task_queues
+WHERE queue IN (SELECT value FROM json_each(:queues)) AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+ORDER BY queue;
