@@ -200,6 +200,8 @@ def service_options(settings: Settings) -> ServiceOptions:
         webhooks=delivery_options(settings),
         secret_box=secret_box(settings),
         webhook_log_retention_ms=settings.webhook_log_retention_seconds * 1000,
+        redrive_max_rate=settings.redrive_max_rate,
+        redrive_auto_close=settings.redrive_auto_close,
     )
 
 

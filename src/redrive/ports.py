@@ -15,6 +15,7 @@ from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, Stat
 from redrive.domain.job import Job
 from redrive.domain.keys import ApiKey
 from redrive.domain.records import CronRecord, QueueRecord, WorkerRecord
+from redrive.domain.redrive import ItemOutcome, RedriveOutcome, RedriveTask
 from redrive.domain.replay import ReplayRule
 from redrive.domain.retention import ArchiveRecord, PolicyRecord
 from redrive.domain.sessions import DashboardSession
@@ -254,14 +255,78 @@ class MaintenanceStore(Protocol):
     async def reset(self) -> None: ...
 
 
+class RedriveTaskStore(Protocol):
+    """Redrive tasks (keyed by id within a tenant; `tenant_id` None: every tenant's), the dead
+    letters each pinned, the queues each holds until it ends, and the redriven jobs' outcomes."""
+
+    async def insert_redrive_task(self, task: RedriveTask) -> None: ...
+    async def pin_redrive_items(
+        self, task_id: str, filters: DeadLetterFilter, limit: int
+    ) -> dict[tuple[str, str], int]:
+        """Pin the dead letters matching now (not pinned by another task); how many per
+        (tenant, queue)."""
+        ...
+
+    async def claim_redrive_queues(self, task_id: str) -> dict[str, str]:
+        """Hold the task's queues; those another unfinished task holds, with its id."""
+        ...
+
+    async def queue_redrive_holders(
+        self, queues: list[str], tenant_id: str | None
+    ) -> dict[str, str]:
+        """The unfinished tasks holding these queues, by queue."""
+        ...
+
+    async def set_redrive_task_pins(
+        self, task_id: str, to_move: int, queues: list[str]
+    ) -> None: ...
+    async def release_redrive_task(self, task_id: str) -> None:
+        """Let go of its queues and of the dead letters it still pins."""
+        ...
+
+    async def get_redrive_task(self, task_id: str, tenant_id: str | None) -> RedriveTask | None: ...
+    async def list_redrive_tasks(
+        self, tenant_id: str | None, state: str | None, limit: int
+    ) -> list[RedriveTask]: ...
+    async def running_redrive_tasks(self, limit: int) -> list[RedriveTask]: ...
+    async def change_redrive_task(
+        self, task: RedriveTask, state: str, now: int, changed_by: str, paced_until: int
+    ) -> RedriveTask | None:
+        """None when the task is no longer in `task.state` (or not the tenant's)."""
+        ...
+
+    async def pending_redrive_items(self, task_id: str, limit: int) -> list[str]: ...
+    async def move_dead_letters_by_id(
+        self, episode_ids: list[str], status: str, now: int, moved_by: str
+    ) -> list[MovedEpisode]: ...
+    async def count_redrive_batch(
+        self, task_id: str, picked: list[str], moved: list[str], now: int, paced_until: int
+    ) -> RedriveTask:
+        """Mark the picked items moved or skipped and count them on the task."""
+        ...
+
+    async def mark_redriven_jobs(self, task_id: str, job_ids: list[str]) -> None: ...
+    async def record_redrive_outcomes(
+        self, outcomes: list[RedriveOutcome]
+    ) -> tuple[list[ItemOutcome], list[RedriveTask]]:
+        """Items of redriven jobs that ended, once each; the tasks as counted after it."""
+        ...
+
+    async def redrive_items(
+        self, task_id: str, state: str | None, limit: int
+    ) -> list[dict[str, Any]]: ...
+
+
 class EventWrites(JobStore, QueueStore, EventStore, Protocol):
     """What announcing events writes: the events, and the webhook deliveries (jobs on the
     reserved queue) they start."""
 
 
-class AttemptWrites(JobStore, QueueStore, DeadLetterStore, EventStore, Protocol):
+class AttemptWrites(
+    JobStore, QueueStore, DeadLetterStore, IncidentStore, RedriveTaskStore, EventStore, Protocol
+):
     """What ending attempts writes: the jobs, the dead letters of those that died (and their
-    incidents), the events."""
+    incidents), the redrive tasks that redrove them, the events."""
 
 
 class DeadLetterMoves(JobStore, QueueStore, DeadLetterStore, EventStore, Protocol):
@@ -372,6 +437,7 @@ class Transaction(
     AuditStore,
     SessionStore,
     WebhookStore,
+    RedriveTaskStore,
     Protocol,
 ):
     """One unit of work over every concern above: everything done through it commits together

@@ -117,6 +117,17 @@ class Settings(BaseSettings):
     webhook_log_retention_seconds: int = Field(
         7 * 86_400, ge=1, description="how long the webhook delivery log keeps an attempt"
     )
+    redrive_max_rate: int = Field(
+        1000,
+        ge=1,
+        description="the highest rate (dead letters a minute) a redrive task may run at; above "
+        "100 a task is critical (admins only, with a reason)",
+    )
+    redrive_auto_close: bool = Field(
+        False,
+        description="resolve an incident when every job a finished redrive task of it redrove "
+        "succeeded",
+    )
     config_file: str = Field(
         DEFAULT_CONFIG_FILE, description="optional TOML file with these settings"
     )

@@ -145,7 +145,12 @@ async def seed(http: httpx.AsyncClient, admin: str) -> dict[str, str]:
         headers=headers,
     )
     assert hook.status_code == 201, hook.text
+    task = await http.post(
+        "/ojs/v1/dead-letter/redrives", json={"filter": {"queue": "mail"}}, headers=headers
+    )
+    assert task.status_code == 201, task.text
     return {
+        "task_id": task.json()["task"]["id"],
         "subscription_id": hook.json()["subscription"]["id"],
         "job_id": job_id,
         "incident_id": dead.json()["job"]["incident_id"],
@@ -181,6 +186,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/ojs/v1/admin/incidents/{incident_id}/resolve"): {"fix_reference": "PR 1"},
     ("POST", "/ojs/v1/webhooks/subscriptions"): {"url": "https://a.example/x", "events": ["*"]},
     ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"): {"active": False},
+    ("POST", "/ojs/v1/dead-letter/redrives"): {"filter": {"type": "mail.send"}},
 }
 QUERIES: dict[tuple[str, str], dict[str, str]] = {
     ("DELETE", "/ojs/v1/dead-letter"): {"queue": "mail", "confirm": "true"},
@@ -226,6 +232,7 @@ async def state(service: Service) -> tuple[object, ...]:
             for incident in await service.incidents.search(SETUP, IncidentQuery())
         ),
         sorted(repr(item) for item in await service.webhooks.subscriptions(SETUP)),
+        sorted(repr(task) for task in await service.redrives.search(SETUP)),
     )
 
 
@@ -316,6 +323,10 @@ OBJECT_ROUTES = [
     ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
     ("DELETE", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
     ("POST", "/ojs/v1/webhooks/subscriptions/{subscription_id}/rotate-secret"),
+    ("GET", "/ojs/v1/dead-letter/redrives/{task_id}"),
+    ("POST", "/ojs/v1/dead-letter/redrives/{task_id}/pause"),
+    ("POST", "/ojs/v1/dead-letter/redrives/{task_id}/resume"),
+    ("POST", "/ojs/v1/dead-letter/redrives/{task_id}/cancel"),
 ]
 
 

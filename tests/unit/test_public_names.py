@@ -50,6 +50,7 @@ CLIENT_NAMES = [
     "PruneReport",
     "Queue",
     "RedriveError",
+    "RedriveTask",
     "ReplayRule",
     "RetentionPolicies",
     "RetentionPolicy",

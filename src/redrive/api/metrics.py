@@ -54,6 +54,21 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
     ):
         samples = [(_labels(queue=q), float(n)) for q, n in sorted(by_queue.items())]
         lines += _family(name, "counter", help_text, samples)
+    for name, help_text, by_task in (
+        ("redrive_task_moved_total", "Dead letters a redrive task moved", metrics.redrive_moved),
+        (
+            "redrive_task_succeeded_total",
+            "Jobs a redrive task redrove that succeeded",
+            metrics.redrive_succeeded,
+        ),
+        (
+            "redrive_task_dead_again_total",
+            "Jobs a redrive task redrove that died again",
+            metrics.redrive_dead_again,
+        ),
+    ):
+        samples = [(_labels(task=task), float(n)) for task, n in sorted(by_task.items())]
+        lines += _family(name, "counter", help_text + " (this process)", samples)
     lines += _family(
         "ojs_dead_letter_total", "gauge", "Dead letters currently held",
         [(_labels(queue=q), float(n)) for q, n in sorted(dead_by_queue.items())],

@@ -20,6 +20,9 @@ from redrive.api.dead_letter_requests import BULK_KEYS, KEYSET_PAGING, NUMBERED_
 from redrive.api.errors import error_body
 from redrive.api.http import ACCEPTED_MEDIA_TYPES, OJS_MEDIA_TYPE
 from redrive.api.key_requests import KEY_REQUEST_KEYS
+from redrive.api.redrive_requests import LIST_KEYS as REDRIVE_LIST_KEYS
+from redrive.api.redrive_requests import MAX_LIST as REDRIVE_LIST_MAX
+from redrive.api.redrive_requests import START_KEYS as REDRIVE_START_KEYS
 from redrive.domain.audit import DEFAULT_PAGE as AUDIT_PAGE
 from redrive.domain.audit import MAX_PAGE as AUDIT_PAGE_MAX
 from redrive.domain.audit import PAGING_KEYS as AUDIT_PAGING_KEYS
@@ -48,6 +51,8 @@ from redrive.domain.incident import Sort as IncidentSort
 from redrive.domain.job import STATES
 from redrive.domain.keys import NAME_PATTERN as KEY_NAME_PATTERN
 from redrive.domain.lifecycle import BACKTRACE_KEYS
+from redrive.domain.redrive import MAX_REASON as REDRIVE_MAX_REASON
+from redrive.domain.redrive import STATES as REDRIVE_STATES
 from redrive.domain.replay import MAX_REPLAYS_LIMIT, RULE_KEYS
 from redrive.domain.replay import NAME_PATTERN as RULE_NAME_PATTERN
 from redrive.domain.retention import MAX_COUNT_LIMIT, PRUNING_POLICIES
@@ -368,7 +373,31 @@ ERROR_SCHEMAS: dict[str, Schema] = {
     "docs_url": TEXT,
 }
 
+# ---- redrive tasks --------------------------------------------------------------------------
+
+REDRIVE_SCHEMAS: dict[str, Schema] = {
+    "filter": ref("DeadLetterFilter"),
+    "incident": typed(
+        "string", "redrive this incident's dead letters", pattern=r"^inc_[0-9a-f]{24}$"
+    ),
+    "rate_per_minute": typed(
+        "integer", "dead letters a minute (100 by default; above it, critical)", minimum=1
+    ),
+    "critical": typed("boolean", "a rate above 100 a minute: admins only, with a reason"),
+    "reason": typed("string", "why (needed for a critical rate)", maxLength=REDRIVE_MAX_REASON),
+    "limit": typed("integer", "pin at most this many (the newest first)", minimum=1),
+}
+REDRIVE_QUERY: dict[str, Schema] = {
+    "state": {"enum": list(REDRIVE_STATES)},
+    "limit": {"type": "integer", "minimum": 1, "maximum": REDRIVE_LIST_MAX, "default": 50},
+}
+
 SCHEMAS: dict[str, Schema] = {
+    "RedriveTaskRequest": obj(
+        keyed("RedriveTaskRequest", REDRIVE_START_KEYS, REDRIVE_SCHEMAS),
+        closed=True,
+        description="a filter or an incident (one of them is needed)",
+    ),
     ERROR_BODY: obj({"error": ref("OjsError")}, "error"),
     "OjsError": obj(keyed("OjsError", ERROR_FIELDS, ERROR_SCHEMAS), *ERROR_FIELDS),
     "JobRequest": obj(ENVELOPE_PROPERTIES, "type", "args", description=ENVELOPE),
@@ -601,6 +630,10 @@ def audit_query() -> dict[str, Any]:
 
 def incident_query() -> dict[str, Any]:
     return query(INCIDENT_QUERY.values())
+
+
+def redrive_query() -> dict[str, Any]:
+    return query(parameter(name, REDRIVE_QUERY[name]) for name in REDRIVE_LIST_KEYS)
 
 
 def events_query() -> dict[str, Any]:

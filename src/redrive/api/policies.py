@@ -153,6 +153,16 @@ POLICIES: dict[str, Policy] = {
     "dashboard.incidents": Policy(READ),
     "dashboard.incident": Policy(READ),
     "dashboard.change_incident": Policy(OPERATE),
+    "dashboard.redrives": Policy(READ),
+    "dashboard.start_redrive": Policy(OPERATE),  # a critical rate: admins (the service checks)
+    "dashboard.change_redrive": Policy(OPERATE),
+    # redrive tasks (a critical rate needs the admin role too: the service checks it)
+    "redrives.create_redrive": Policy(OPERATE),
+    "redrives.list_redrives": Policy(READ),
+    "redrives.get_redrive": Policy(READ),
+    "redrives.pause_redrive": Policy(OPERATE),
+    "redrives.resume_redrive": Policy(OPERATE),
+    "redrives.cancel_redrive": Policy(OPERATE),
     # webhooks
     "webhooks.list_subscriptions": Policy(READ),
     "webhooks.get_subscription": Policy(READ),

@@ -22,9 +22,10 @@ from redrive.api.dead_letter_requests import (
     list_filter,
     purge_request,
 )
-from redrive.api.http import ojs, read_json
+from redrive.api.http import OJS_MEDIA_TYPE, ojs, read_json
 from redrive.api.query import limit_page, numbered_page
 from redrive.api.routes_jobs import service_of
+from redrive.api.routes_redrives import task_document, task_location
 from redrive.api.serialise import (
     dead_letter_document,
     dead_letter_stats_document,
@@ -34,6 +35,7 @@ from redrive.api.serialise import (
 )
 from redrive.domain.cursor import encode_cursor
 from redrive.domain.dead_letter import parse_override
+from redrive.domain.redrive import RedriveTask
 from redrive.ports import Page
 from redrive.service.dead_letters import BulkResult
 
@@ -56,6 +58,20 @@ def bulk_document(result: BulkResult) -> dict[str, Any]:
     key = "retried" if result.action == "retry" else "purged"
     body[key] = result.succeeded
     return body
+
+
+def paced_document(task: RedriveTask) -> Response:
+    """A bulk retry larger than a burst: 202, the task, and where to follow it."""
+    body = {
+        "action": "retry",
+        "paced": True,
+        "matched": task.to_move,
+        "retried": 0,
+        "queues": list(task.queues),
+        "task": task_document(task),
+        "follow": task_location(task),
+    }
+    return ojs(body, 202, {"Location": task_location(task)})
 
 
 async def list_page_numbered(request: Request) -> Response:
@@ -121,13 +137,18 @@ def build_router(prefix: str) -> APIRouter:
     @router.post(
         "/retry",
         summary="Retry every dead letter matching a filter",
+        description="Up to a minute's worth of the default redrive rate (100) moves within the "
+        "request; a larger set starts a paced redrive task and answers 202 with it",
         openapi_extra=openapi.body("BulkRequest", required=False),
-        responses=openapi.outcomes(400),
+        responses={**openapi.outcomes(400, 409), 202: openapi.success(202, OJS_MEDIA_TYPE)},
     )
     async def bulk_retry(request: Request) -> Response:
         service = service_of(request)
         bulk = bulk_request(await read_json(request, required=False), service.now())
-        return ojs(bulk_document(await service.dead_letters.bulk_retry(caller_of(request), bulk)))
+        result = await service.redrives.bulk_retry(caller_of(request), bulk)
+        if isinstance(result, RedriveTask):
+            return paced_document(result)
+        return ojs(bulk_document(result))
 
     @router.delete(
         "",

@@ -17,6 +17,7 @@ from redrive.cli.incidents import incidents
 from redrive.cli.jobs import enqueue, jobs
 from redrive.cli.keys import keys
 from redrive.cli.queues import queues
+from redrive.cli.redrives import redrives
 from redrive.cli.remote import CREDENTIALS, EXIT_CODES_HELP
 from redrive.cli.webhooks import webhooks
 from redrive.cli.worker import worker
@@ -174,6 +175,7 @@ app.add_typer(keys, name="keys")
 app.add_typer(audit, name="audit")
 app.add_typer(incidents, name="incidents")
 app.add_typer(webhooks, name="webhooks")
+app.add_typer(redrives, name="redrives")
 app.command("enqueue", epilog=EXIT_CODES_HELP)(enqueue)
 app.command(epilog=_settings_help())(worker)
 

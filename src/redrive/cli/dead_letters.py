@@ -15,7 +15,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from redrive.cli import retention, rules
+from redrive.cli import redrives, retention, rules
 from redrive.cli.output import (
     counts_table,
     dead_letter_table,
@@ -257,6 +257,8 @@ def bulk(
             task = progress.add_task(verb, total=counted.matched)
             while moved < counted.matched:
                 step = await call(pinned, limit=min(BULK_REQUEST, counted.matched - moved))
+                if step.task_id is not None:
+                    return step  # larger than a burst: the server paces it as a task
                 if step.succeeded == 0:
                     break
                 moved += step.succeeded
@@ -268,7 +270,47 @@ def bulk(
         }  # fmt: skip
         return BulkResult.from_document(document)
 
-    _print_bulk(run(target, execute), done, as_json, counted.matched)
+    result = run(target, execute)
+    if result.task_id is not None and not as_json:
+        task_id = result.task_id
+        say(f"more than a minute's worth: the server redrives them as paced task {task_id}; "
+            f"follow it with `redrive redrives show {task_id}`")  # fmt: skip
+        return
+    _print_bulk(result, done, as_json, counted.matched)
+
+
+@dead_letter_commands.command("redrive")
+def redrive(
+    queue: str | None = QUEUE,
+    job_type: str | None = TYPE,
+    error_type: str | None = ERROR_TYPE,
+    since: str | None = SINCE,
+    until: str | None = UNTIL,
+    args_contains: str | None = ARGS_CONTAINS,
+    args_match: str | None = ARGS_MATCH,
+    incident: str | None = INCIDENT,
+    fingerprint: str | None = FINGERPRINT,
+    pairs: list[str] | None = FILTER,
+    rate: int | None = typer.Option(
+        None, "--rate", min=1, help="dead letters a minute (100 by default; above it --critical)"
+    ),
+    critical: bool = typer.Option(False, "--critical", help="a rate above 100 (admins only)"),
+    reason: str | None = typer.Option(None, "--reason", help="why (needed with --critical)"),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="at most this many, newest"),
+    detach: bool = typer.Option(False, "--detach", help="start it and return; do not follow"),
+    url: str = URL,
+    database: str | None = DATABASE,
+    tenant: str | None = TENANT,
+    as_json: bool = JSON,
+) -> None:
+    """Redrive the dead letters matching the filter as a paced task, with a live progress bar."""
+    filters = _with_pairs(
+        _filter(queue, job_type, error_type, since, until, args_contains, args_match, incident,
+                fingerprint),
+        pairs,
+    )  # fmt: skip
+    target = Target(url, database, tenant)
+    redrives.start(target, filters, (rate, critical, reason, limit), detach, as_json)
 
 
 @dead_letter_commands.command("retry")

@@ -31,6 +31,7 @@ from redrive.client.errors import (
 )
 from redrive.client.incidents import Incident, IncidentDetail
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
+from redrive.client.redrives import RedriveTask
 from redrive.client.requests import DeadLetterFilter, JobSpec
 from redrive.client.transport import DEFAULT_URL
 from redrive.client.webhooks import WebhookDelivery, WebhookDeliveryPage, WebhookSubscription
@@ -65,6 +66,7 @@ __all__ = [
     "PruneReport",
     "Queue",
     "RedriveError",
+    "RedriveTask",
     "ReplayRule",
     "RetentionPolicies",
     "RetentionPolicy",

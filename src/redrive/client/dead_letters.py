@@ -108,10 +108,13 @@ class BulkResult:
     queues: list[str]
     errors: list[dict[str, Any]]
     raw: dict[str, Any] = field(repr=False)
+    # A bulk retry larger than a burst became this paced redrive task (nothing moved yet).
+    task_id: str | None = None
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> BulkResult:
         errors = document.get("errors")
+        task = document.get("task")
         return cls(
             action=str(document.get("action", "")),
             matched=integer_of(document, "matched"),
@@ -124,6 +127,7 @@ class BulkResult:
             if isinstance(errors, list)
             else [],
             raw=document,
+            task_id=str(task["id"]) if isinstance(task, dict) and "id" in task else None,
         )
 
 

@@ -24,6 +24,7 @@ from redrive.client.dead_letters import (
 from redrive.client.errors import RedriveError
 from redrive.client.incidents import Incident, IncidentDetail
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
+from redrive.client.redrives import RedriveTask
 from redrive.client.requests import DeadLetterFilter, Delay, JobSpec, Moment
 from redrive.client.transport import DEFAULT_TIMEOUT, DEFAULT_URL
 from redrive.client.webhooks import WebhookDeliveryPage, WebhookSubscription
@@ -630,3 +631,41 @@ class SyncClient:
     def reopen_incident(self, incident_id: str) -> Incident:
         """Reopen an acknowledged, resolved or ignored incident."""
         return self._run(self._client.reopen_incident(incident_id))
+
+    def start_redrive(
+        self,
+        filter: DeadLetterFilter | None = None,
+        *,
+        incident: str | None = None,
+        rate_per_minute: int | None = None,
+        critical: bool = False,
+        reason: str | None = None,
+        limit: int | None = None,
+    ) -> RedriveTask:
+        """Start a paced redrive of the dead letters matching `filter` (or of `incident`) now;
+        409 ConflictError when one of their queues has a task running (its id in details)."""
+        coroutine = self._client.start_redrive(
+            filter,
+            incident=incident,
+            rate_per_minute=rate_per_minute,
+            critical=critical,
+            reason=reason,
+            limit=limit,
+        )
+        return self._run(coroutine)
+
+    def redrives(self, *, state: str | None = None, limit: int | None = None) -> list[RedriveTask]:
+        """Redrive tasks, the newest first."""
+        return self._run(self._client.redrives(state=state, limit=limit))
+
+    def get_redrive(self, task_id: str) -> RedriveTask:
+        return self._run(self._client.get_redrive(task_id))
+
+    def pause_redrive(self, task_id: str) -> RedriveTask:
+        return self._run(self._client.pause_redrive(task_id))
+
+    def resume_redrive(self, task_id: str) -> RedriveTask:
+        return self._run(self._client.resume_redrive(task_id))
+
+    def cancel_redrive(self, task_id: str) -> RedriveTask:
+        return self._run(self._client.cancel_redrive(task_id))

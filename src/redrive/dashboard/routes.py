@@ -16,6 +16,7 @@ from redrive.dashboard.access import access_check, caller_of
 from redrive.dashboard.actions import add_action_routes, retry_form_page
 from redrive.dashboard.filters import PAGE_SIZES, WITHIN_CHOICES, ListFilter, page_size
 from redrive.dashboard.incidents import add_incident_routes
+from redrive.dashboard.redrives import add_redrive_routes
 from redrive.dashboard.rendering import PREFIX, error_page, render
 from redrive.dashboard.sign_in import add_sign_in_routes
 from redrive.domain.audit import Action, Outcome, encode_audit_cursor, parse_audit_query
@@ -198,5 +199,6 @@ def dashboard_router(service: Service) -> APIRouter:
     add_page_routes(router, service)
     add_audit_routes(router, service)
     add_incident_routes(router, service, html_errors)
+    add_redrive_routes(router, service, html_errors)
     add_action_routes(router, service, html_errors)
     return router

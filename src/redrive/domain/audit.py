@@ -56,6 +56,10 @@ class Action(StrEnum):
     INCIDENT_RESOLVE = "incident.resolve"
     INCIDENT_IGNORE = "incident.ignore"
     INCIDENT_REOPEN = "incident.reopen"
+    REDRIVE_START = "redrive.start"
+    REDRIVE_PAUSE = "redrive.pause"
+    REDRIVE_RESUME = "redrive.resume"
+    REDRIVE_CANCEL = "redrive.cancel"
 
 
 class Outcome(StrEnum):

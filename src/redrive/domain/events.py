@@ -20,6 +20,7 @@ EVENT_TYPES = frozenset(
         "dead_letter.deleted", "dead_letter.pruned",
         "queue.paused", "queue.resumed", "cron.triggered", "cron.skipped",
         "incident.opened", "incident.regressed", "incident.resolved",
+        "redrive.started", "redrive.completed", "redrive.cancelled",
     }
 )  # fmt: skip
 SOURCE = "ojs://redrive"

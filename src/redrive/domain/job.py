@@ -65,6 +65,8 @@ class Job:
     errors: list[dict[str, Any]] = field(default_factory=list)
     result: Any = None
     dead_lettered: bool = False
+    # The redrive task that requeued it (its end updates the task's counts); the store's own.
+    redrive_task_id: str | None = None
 
     @property
     def max_attempts(self) -> int:

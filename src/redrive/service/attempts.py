@@ -14,8 +14,10 @@ from redrive.domain.events import arrival_events, completed_event, failure_event
 from redrive.domain.fingerprint import Fingerprint
 from redrive.domain.incident import entries_of
 from redrive.domain.job import AVAILABLE, Job
+from redrive.domain.redrive import DEAD_AGAIN, SUCCEEDED, RedriveOutcome
 from redrive.ports import AttemptWrites, JobChange, JobStore
 from redrive.service.runtime import Runtime
+from redrive.service.verification import verify
 
 Request = TypeVar("Request", bound="AttemptRequest")
 # One entry per request of a batch: the job as written, or why that request was refused.
@@ -123,6 +125,12 @@ async def record_failures(
     events = [event for _, o in landed for event in failure_events(o.job, o.dead_letter_reason)]
     events += arrival_events(entries, incidents)
     await runtime.emit(transaction, events, now)
+    redriven = [
+        RedriveOutcome(task_id, dead.job.id, DEAD_AGAIN, fingerprint.value, dead.incident_id)
+        for dead, fingerprint in found
+        if (task_id := dead.job.redrive_task_id) is not None
+    ]
+    await verify(runtime, transaction, redriven, now)
     for job, _ in landed:
         runtime.metrics.failed[(job.queue, job.type)] += 1
     return written
@@ -148,6 +156,12 @@ async def acknowledge_all(
         await runtime.emit(
             transaction, [completed_event(after) for _, after in done if after.id in written], now
         )
+        redriven = [
+            RedriveOutcome(task_id, after.id, SUCCEEDED)
+            for _, after in done
+            if (task_id := after.redrive_task_id) is not None and after.id in written
+        ]
+        await verify(runtime, transaction, redriven, now)
     outcomes: list[Outcome] = []
     for entry in decided:
         if isinstance(entry, OjsError):

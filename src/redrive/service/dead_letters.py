@@ -311,12 +311,12 @@ class DeadLetterService:
         async with self.runtime.store.transaction(caller) as transaction:
             moved = await transaction.move_dead_letters(filters, limit, status, now, moved_by)
             if action == "retry":
-                await self._revive(transaction, moved, moved_by, now)
+                await self.revive(transaction, moved, moved_by, now)
             else:
                 await self._forget(transaction, moved, moved_by, now)
         return moved
 
-    async def _revive(
+    async def revive(
         self, transaction: DeadLetterMoves, moved: list[MovedEpisode], moved_by: str, now: int
     ) -> None:
         """Requeue the jobs of moved episodes: in place where the dead job's row is still in the

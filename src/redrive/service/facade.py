@@ -12,6 +12,7 @@ from redrive.service.jobs import JobService
 from redrive.service.keys import KeyService
 from redrive.service.metrics import MetricsService
 from redrive.service.queues import QueueService
+from redrive.service.redrives import RedriveService
 from redrive.service.replay import ReplayService
 from redrive.service.retention import RetentionService
 from redrive.service.runtime import Metrics, Runtime
@@ -37,7 +38,10 @@ class Service:
         self.sessions = SessionService(runtime, self.keys)
         self.retention = RetentionService(runtime)
         self.replay = ReplayService(runtime, self.dead_letters)
-        self.sweeper = Sweeper(runtime, self.crons, self.retention, self.replay, self.incidents)
+        self.redrives = RedriveService(runtime, self.dead_letters)
+        self.sweeper = Sweeper(
+            runtime, self.crons, self.retention, self.replay, self.incidents, self.redrives
+        )
         self.webhooks = WebhookService(runtime, self.workers)
 
     async def reset(self) -> None:

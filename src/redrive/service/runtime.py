@@ -48,6 +48,9 @@ class ServiceOptions:
     # Seals webhook signing secrets; None: no server key, so no subscription can be made.
     secret_box: SecretBox | None = None
     webhook_log_retention_ms: int = 7 * 86_400_000
+    # Redrive tasks: the highest rate one may run at; whether a verified one resolves its incident.
+    redrive_max_rate: int = 1000
+    redrive_auto_close: bool = False
 
 
 @dataclass
@@ -62,6 +65,10 @@ class Metrics:
     dead_letter_deleted: Counter[str] = field(default_factory=Counter)
     dead_letter_replayed: Counter[str] = field(default_factory=Counter)
     dead_letter_pruned: Counter[str] = field(default_factory=Counter)
+    # Per redrive task: dead letters moved, and the redriven jobs that succeeded or died again.
+    redrive_moved: Counter[str] = field(default_factory=Counter)
+    redrive_succeeded: Counter[str] = field(default_factory=Counter)
+    redrive_dead_again: Counter[str] = field(default_factory=Counter)
     duration_sum_seconds: float = 0.0
     duration_count: int = 0
 

@@ -1,5 +1,6 @@
 """Clock-driven work: promote due jobs, expire TTLs, reap lost leases, fire crons, trim events and
-the webhook delivery log, prune dead letters, and fingerprint dead letters from before incidents.
+the webhook delivery log, prune dead letters, fingerprint dead letters from before incidents, and
+advance running redrive tasks.
 
 Every task runs in its own transaction behind a lock, so with many replicas on one PostgreSQL
 database each task runs in one replica at a time.
@@ -24,6 +25,7 @@ from redrive.service import locks
 from redrive.service.attempts import record_failures
 from redrive.service.crons import CronService
 from redrive.service.incidents import BACKFILL_BATCH, IncidentService
+from redrive.service.redrives import RedriveService
 from redrive.service.replay import ReplayService
 from redrive.service.retention import RetentionService
 from redrive.service.runtime import Runtime
@@ -50,12 +52,14 @@ class Sweeper:
         retention: RetentionService,
         replay: ReplayService,
         incidents: IncidentService,
+        redrives: RedriveService,
     ) -> None:
         self.runtime = runtime
         self.crons = crons
         self.retention = retention
         self.replay = replay
         self.incidents = incidents
+        self.redrives = redrives
         self.next_prune_at = retention.next_prune_at()
         self.next_backfill_at = runtime.now()
         self.tasks: dict[str, Task] = {
@@ -73,6 +77,7 @@ class Sweeper:
         Dead-letter pruning runs only when its interval boundary has passed."""
         moved = {name: await self.run(name) for name in self.tasks}
         moved["replay"] = sum((await self.replay.replay_due()).values())
+        moved["redrives"] = await self.redrives.advance()
         if self.runtime.now() >= self.next_prune_at:
             moved["prune"] = await self.prune()
         if self.runtime.now() >= self.next_backfill_at:

@@ -64,7 +64,8 @@ def load(value: Any) -> Any:
 
 # Job fields that are not columns of their own: the envelope column holds them.
 ENVELOPE_FIELDS = ("args", "meta", "options", "extra", "scheduled_at_text", "expires_at_text")
-NOT_COLUMNS = frozenset({*ENVELOPE_FIELDS, "retry", "sequence"})
+# redrive_task_id is a column written only by mark_redriven_jobs (never by inserts or upserts).
+NOT_COLUMNS = frozenset({*ENVELOPE_FIELDS, "retry", "sequence", "redrive_task_id"})
 
 
 def _envelope(job: Job, retry: dict[str, Any]) -> dict[str, Any]:
@@ -145,6 +146,7 @@ def job_from_row(row: dict[str, Any]) -> Job:
         errors=load(row["errors"]) or [],
         result=load(row["result"]),
         dead_lettered=bool(row["dead_lettered"]),
+        redrive_task_id=row.get("redrive_task_id"),
     )
 
 

@@ -55,6 +55,7 @@ UNPREPARED = frozenset(
         "select_incidents_recent",
         "select_incidents_by_count",
         "select_webhook_deliveries",
+        "pin_redrive_items",
     }
 )
 

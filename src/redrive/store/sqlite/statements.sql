@@ -617,6 +617,9 @@ DELETE FROM dead_letter_archives;
 DELETE FROM incidents;
 DELETE FROM webhook_deliveries;
 DELETE FROM webhook_subscriptions;
+DELETE FROM redrive_task_items;
+DELETE FROM redrive_task_queues;
+DELETE FROM redrive_tasks;
 
 -- name: insert_api_key
 INSERT INTO api_keys (
@@ -766,3 +769,139 @@ LIMIT :limit;
 DELETE FROM webhook_deliveries WHERE id IN (
     SELECT id FROM webhook_deliveries WHERE time < :before LIMIT :limit
 );
+
+-- Redrive tasks (migration 0012) ------------------------------------------------------------
+
+-- name: insert_redrive_task
+INSERT INTO redrive_tasks (
+    id, tenant_id, state, filter, incident_id, rate_per_minute, critical, reason, created_by,
+    created_at, updated_at, updated_by, finished_at, paced_until, to_move, moved, skipped,
+    succeeded, dead_again, queues
+) VALUES (
+    :id, :tenant_id, :state, :filter, :incident_id, :rate_per_minute, :critical,
+    :reason, :created_by, :created_at, :updated_at, :updated_by, :finished_at, :paced_until,
+    :to_move, :moved, :skipped, :succeeded, :dead_again, :queues
+);
+
+-- name: pin_redrive_items
+-- The dead letters matching the filter now, newest first, up to :limit, pinned to the task; one
+-- pinned by another unfinished task is left out (the partial unique index). Per queue and tenant,
+-- how many were pinned.
+INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state)
+SELECT :task_id, tenant_id, id, job_id, queue, incident_id, 'pending'
+FROM dead_letters
+WHERE status = 'dead' AND {dead_letter_filter}
+ORDER BY discarded_at DESC, id DESC
+LIMIT :limit
+ON CONFLICT DO NOTHING;
+SELECT tenant_id, queue, COUNT(*) AS count FROM redrive_task_items
+WHERE task_id = :task_id GROUP BY tenant_id, queue;
+
+-- name: claim_redrive_queues
+-- The task's queues become its own until it ends; a queue another unfinished task holds stays
+-- that task's (select_redrive_queue_holders names it).
+INSERT INTO redrive_task_queues (tenant_id, queue, task_id)
+SELECT DISTINCT tenant_id, queue, :task_id FROM redrive_task_items WHERE task_id = :task_id
+ON CONFLICT DO NOTHING;
+
+-- name: select_redrive_queue_holders
+SELECT held.queue, held.task_id FROM redrive_task_queues AS held
+JOIN (SELECT DISTINCT tenant_id, queue FROM redrive_task_items WHERE task_id = :task_id) AS mine
+    ON mine.tenant_id = held.tenant_id AND mine.queue = held.queue
+WHERE held.task_id <> :task_id
+ORDER BY held.queue;
+
+-- name: release_redrive_queues
+DELETE FROM redrive_task_queues WHERE task_id = :task_id;
+
+-- name: unpin_redrive_items
+-- A task that ended before moving them all lets go of the rest.
+UPDATE redrive_task_items SET state = 'skipped' WHERE task_id = :task_id AND state = 'pending';
+
+-- name: set_redrive_task_pins
+UPDATE redrive_tasks SET to_move = :to_move, queues = :queues WHERE id = :id;
+
+-- name: select_redrive_task
+SELECT * FROM redrive_tasks WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+
+-- name: select_redrive_tasks
+SELECT * FROM redrive_tasks
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND (:state IS NULL OR state = :state)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: select_running_redrive_tasks
+SELECT * FROM redrive_tasks WHERE state = 'running' ORDER BY id LIMIT :limit;
+
+-- name: change_redrive_task
+-- Guarded by the state the change was decided from: no row means someone changed it meanwhile.
+UPDATE redrive_tasks SET state = :state, updated_at = :now, updated_by = :changed_by,
+    paced_until = :paced_until, finished_at = :finished_at
+WHERE id = :id AND state = :expected_state AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
+
+-- name: select_pending_redrive_items
+-- The task's next dead letters to move (the write transaction holds off every other writer).
+SELECT dead_letter_id FROM redrive_task_items
+WHERE task_id = :task_id AND state = 'pending'
+ORDER BY dead_letter_id
+LIMIT :limit;
+
+-- name: move_dead_letters_by_id
+-- The status flip (the exactly-once guard) of chosen episodes still dead.
+UPDATE dead_letters SET status = :moved_to, moved_at = :now, moved_by = :moved_by
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'dead'
+RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id;
+
+-- name: mark_redrive_items
+-- Pinned items leave `pending`: moved, or skipped (no longer dead when their turn came).
+UPDATE redrive_task_items
+SET state = CASE WHEN dead_letter_id IN (SELECT value FROM json_each(:moved)) THEN 'moved' ELSE 'skipped' END
+WHERE task_id = :task_id AND dead_letter_id IN (SELECT value FROM json_each(:ids)) AND state = 'pending';
+
+-- name: count_redrive_batch
+UPDATE redrive_tasks SET moved = moved + :moved, skipped = skipped + :skipped,
+    paced_until = :paced_until, updated_at = :now
+WHERE id = :id
+RETURNING *;
+
+-- name: mark_redriven_jobs
+-- The jobs a task requeued carry its id, so that their end updates the task.
+UPDATE jobs SET redrive_task_id = :task_id WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: record_redrive_outcomes
+-- Redriven jobs that ended (:rows): their items succeed or die again, once (guarded by `moved`).
+UPDATE redrive_task_items
+SET state = r.state, died_fingerprint = r.fingerprint, died_incident_id = r.incident_id
+FROM (
+    SELECT value ->> '$.task_id' AS task_id, value ->> '$.job_id' AS job_id,
+           value ->> '$.state' AS state, value ->> '$.fingerprint' AS fingerprint,
+           value ->> '$.incident_id' AS incident_id
+    FROM json_each(:rows)
+) AS r
+WHERE redrive_task_items.task_id = r.task_id AND redrive_task_items.job_id = r.job_id
+  AND redrive_task_items.state = 'moved'
+RETURNING redrive_task_items.task_id, redrive_task_items.state, redrive_task_items.incident_id,
+    redrive_task_items.died_incident_id;
+
+-- name: count_redrive_outcomes
+UPDATE redrive_tasks
+SET succeeded = redrive_tasks.succeeded + r.succeeded, dead_again = redrive_tasks.dead_again + r.dead_again
+FROM (
+    SELECT value ->> '$.id' AS id, value ->> '$.succeeded' AS succeeded,
+           value ->> '$.dead_again' AS dead_again
+    FROM json_each(:rows)
+) AS r
+WHERE redrive_tasks.id = r.id
+RETURNING *;
+
+-- name: select_redrive_items
+SELECT * FROM redrive_task_items
+WHERE task_id = :task_id AND (:state IS NULL OR state = :state)
+ORDER BY dead_letter_id
+LIMIT :limit;
+
+-- name: select_queue_redrive_holders
+SELECT queue, task_id FROM redrive_task_queues
+WHERE queue IN (SELECT value FROM json_each(:queues)) AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+ORDER BY queue;

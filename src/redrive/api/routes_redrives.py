@@ -1,0 +1,134 @@
+"""Redrive task routes under /ojs/v1/dead-letter/redrives: start one (by filter or incident),
+list them, read one (with the redriven jobs that died again), pause, resume and cancel.
+
+Registered before the dead-letter routes, so that `redrives` is never read as a job id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import Response
+
+from redrive.api import openapi
+from redrive.api.callers import caller_of
+from redrive.api.dead_letter_requests import query_values
+from redrive.api.http import ojs, read_json
+from redrive.api.redrive_requests import list_query, start_request
+from redrive.api.routes_jobs import service_of
+from redrive.api.serialise import timestamp
+from redrive.domain.redrive import DEAD_AGAIN, RedriveTask
+
+PREFIX = "/ojs/v1/dead-letter/redrives"
+router = APIRouter(prefix=PREFIX, tags=["redrive tasks"])
+
+
+def task_location(task: RedriveTask) -> str:
+    return f"{PREFIX}/{task.id}"
+
+
+def task_document(task: RedriveTask) -> dict[str, Any]:
+    """A task: what it pinned and how far it got, its pace, and how its redriven jobs ended."""
+    return {
+        "id": task.id,
+        "tenant_id": task.tenant_id,
+        "state": task.state,
+        "filter": task.filter,
+        "incident_id": task.incident_id,
+        "rate_per_minute": task.rate_per_minute,
+        "critical": task.critical,
+        "reason": task.reason,
+        "created_by": task.created_by,
+        "created_at": timestamp(task.created_at),
+        "updated_at": timestamp(task.updated_at),
+        "updated_by": task.updated_by,
+        "finished_at": timestamp(task.finished_at),
+        "queues": list(task.queues),
+        "counts": {
+            "to_move": task.to_move,
+            "moved": task.moved,
+            "skipped": task.skipped,
+            "pending": task.pending,
+            "succeeded": task.succeeded,
+            "dead_again": task.dead_again,
+        },
+        "success_rate": task.success_rate,
+        "href": task_location(task),
+    }
+
+
+@router.post(
+    "",
+    status_code=201,
+    summary="Start a paced redrive task by filter or for an incident",
+    openapi_extra=openapi.body("RedriveTaskRequest"),
+    responses=openapi.outcomes(400, 404, 409, ok=201),
+)
+async def create_redrive(request: Request) -> Response:
+    service = service_of(request)
+    started = start_request(await read_json(request), service.now())
+    task = await service.redrives.start(caller_of(request), started)
+    return ojs({"task": task_document(task)}, 201, {"Location": task_location(task)})
+
+
+@router.get(
+    "",
+    summary="Redrive tasks, the newest first",
+    openapi_extra=openapi.redrive_query(),
+    responses=openapi.outcomes(400),
+)
+async def list_redrives(request: Request) -> Response:
+    state, limit = list_query(query_values(request))
+    found = await service_of(request).redrives.search(caller_of(request), state, limit)
+    return ojs({"tasks": [task_document(task) for task in found]})
+
+
+@router.get(
+    "/{task_id}",
+    summary="One redrive task, with the redriven jobs that died again and their fingerprints",
+    responses=openapi.outcomes(404),
+)
+async def get_redrive(task_id: str, request: Request) -> Response:
+    service = service_of(request).redrives
+    caller = caller_of(request)
+    task = await service.get(caller, task_id)
+    died = await service.items(caller, task_id, DEAD_AGAIN)
+    dead_again = [
+        {"dead_letter_id": item["dead_letter_id"], "job_id": item["job_id"],
+         "incident_id": item["incident_id"], "died_incident_id": item["died_incident_id"],
+         "fingerprint": item["died_fingerprint"]}
+        for item in died
+    ]  # fmt: skip
+    return ojs({"task": task_document(task), "dead_again": dead_again})
+
+
+@router.post(
+    "/{task_id}/pause",
+    summary="Pause a running redrive task",
+    responses=openapi.outcomes(404, 409),
+)
+async def pause_redrive(task_id: str, request: Request) -> Response:
+    task = await service_of(request).redrives.pause(caller_of(request), task_id)
+    return ojs({"task": task_document(task)})
+
+
+@router.post(
+    "/{task_id}/resume",
+    summary="Resume a paused redrive task",
+    responses=openapi.outcomes(404, 409),
+)
+async def resume_redrive(task_id: str, request: Request) -> Response:
+    task = await service_of(request).redrives.resume(caller_of(request), task_id)
+    return ojs({"task": task_document(task)})
+
+
+@router.post(
+    "/{task_id}/cancel",
+    summary="Cancel a redrive task (what it moved stays moved)",
+    responses=openapi.outcomes(404, 409),
+)
+async def cancel_redrive(task_id: str, request: Request) -> Response:
+    task = await service_of(request).redrives.cancel(caller_of(request), task_id)
+    return ojs({"task": task_document(task)})

@@ -1,0 +1,171 @@
+"""Redrive tasks: the task rows, the dead letters each pinned, the queues each holds, the moves
+of a batch, and the outcomes of the jobs they redrove."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from redrive.domain.dead_letter import DEAD, MovedEpisode
+from redrive.domain.dead_letter_filter import DeadLetterFilter
+from redrive.domain.redrive import DEAD_AGAIN, SUCCEEDED, ItemOutcome, RedriveOutcome, RedriveTask
+from redrive.ports import RedriveTaskStore
+from redrive.store.base import SqlBase
+from redrive.store.codec import dump, load
+from redrive.store.dead_letters import _filter_parameters
+
+
+def task_from_row(row: dict[str, Any]) -> RedriveTask:
+    return RedriveTask(
+        id=row["id"],
+        tenant_id=row["tenant_id"],
+        state=row["state"],
+        filter=load(row["filter"]) or {},
+        incident_id=row["incident_id"],
+        rate_per_minute=int(row["rate_per_minute"]),
+        critical=bool(row["critical"]),
+        reason=row["reason"],
+        created_by=row["created_by"],
+        created_at=int(row["created_at"]),
+        updated_at=int(row["updated_at"]),
+        updated_by=row["updated_by"],
+        finished_at=row["finished_at"],
+        paced_until=int(row["paced_until"]),
+        to_move=int(row["to_move"]),
+        moved=int(row["moved"]),
+        skipped=int(row["skipped"]),
+        succeeded=int(row["succeeded"]),
+        dead_again=int(row["dead_again"]),
+        queues=tuple(load(row["queues"]) or ()),
+    )
+
+
+class SqlRedriveTasks(SqlBase, RedriveTaskStore):
+    async def insert_redrive_task(self, task: RedriveTask) -> None:
+        values = dict(vars(task))
+        values["filter"] = dump(task.filter)
+        values["queues"] = dump(list(task.queues))
+        await self._run("insert_redrive_task", **values)
+
+    async def pin_redrive_items(
+        self, task_id: str, filters: DeadLetterFilter, limit: int
+    ) -> dict[tuple[str, str], int]:
+        parameters = _filter_parameters(filters)
+        del parameters["status"]  # pinned dead letters are dead
+        rows = await self._rows("pin_redrive_items", task_id=task_id, limit=limit, **parameters)
+        return {(row["tenant_id"], row["queue"]): int(row["count"]) for row in rows}
+
+    async def claim_redrive_queues(self, task_id: str) -> dict[str, str]:
+        await self._run("claim_redrive_queues", task_id=task_id)
+        rows = await self._rows("select_redrive_queue_holders", task_id=task_id)
+        return {row["queue"]: row["task_id"] for row in rows}
+
+    async def queue_redrive_holders(
+        self, queues: list[str], tenant_id: str | None
+    ) -> dict[str, str]:
+        rows = await self._rows(
+            "select_queue_redrive_holders", queues=self.executor.list_parameter(queues),
+            tenant_id=tenant_id,
+        )  # fmt: skip
+        return {row["queue"]: row["task_id"] for row in rows}
+
+    async def set_redrive_task_pins(self, task_id: str, to_move: int, queues: list[str]) -> None:
+        await self._run("set_redrive_task_pins", id=task_id, to_move=to_move, queues=dump(queues))
+
+    async def release_redrive_task(self, task_id: str) -> None:
+        await self._run("release_redrive_queues", task_id=task_id)
+        await self._run("unpin_redrive_items", task_id=task_id)
+
+    async def get_redrive_task(self, task_id: str, tenant_id: str | None) -> RedriveTask | None:
+        rows = await self._rows("select_redrive_task", id=task_id, tenant_id=tenant_id)
+        return task_from_row(rows[0]) if rows else None
+
+    async def list_redrive_tasks(
+        self, tenant_id: str | None, state: str | None, limit: int
+    ) -> list[RedriveTask]:
+        rows = await self._rows(
+            "select_redrive_tasks", tenant_id=tenant_id, state=state, limit=limit
+        )
+        return [task_from_row(row) for row in rows]
+
+    async def running_redrive_tasks(self, limit: int) -> list[RedriveTask]:
+        return [
+            task_from_row(row)
+            for row in await self._rows("select_running_redrive_tasks", limit=limit)
+        ]
+
+    async def change_redrive_task(
+        self, task: RedriveTask, state: str, now: int, changed_by: str, paced_until: int
+    ) -> RedriveTask | None:
+        rows = await self._rows(
+            "change_redrive_task", id=task.id, expected_state=task.state, state=state, now=now,
+            changed_by=changed_by, paced_until=paced_until, tenant_id=None,
+            finished_at=None if state in ("running", "paused") else now,
+        )  # fmt: skip
+        return task_from_row(rows[0]) if rows else None
+
+    async def pending_redrive_items(self, task_id: str, limit: int) -> list[str]:
+        rows = await self._rows("select_pending_redrive_items", task_id=task_id, limit=limit)
+        return [row["dead_letter_id"] for row in rows]
+
+    async def move_dead_letters_by_id(
+        self, episode_ids: list[str], status: str, now: int, moved_by: str
+    ) -> list[MovedEpisode]:
+        """Flip the chosen episodes still dead to `status`; take them off the tallies and
+        their incidents' counts (when the transaction finishes)."""
+        if not episode_ids:
+            return []
+        rows = await self._rows(
+            "move_dead_letters_by_id", ids=self.executor.list_parameter(episode_ids),
+            moved_to=status, now=now, moved_by=moved_by,
+        )  # fmt: skip
+        self._tally([{**row, "status": DEAD} for row in rows], -1)
+        return [MovedEpisode(**row) for row in rows]
+
+    async def count_redrive_batch(
+        self, task_id: str, picked: list[str], moved: list[str], now: int, paced_until: int
+    ) -> RedriveTask:
+        if picked:
+            await self._run(
+                "mark_redrive_items", task_id=task_id,
+                ids=self.executor.list_parameter(picked),
+                moved=self.executor.list_parameter(moved),
+            )  # fmt: skip
+        rows = await self._rows(
+            "count_redrive_batch", id=task_id, moved=len(moved),
+            skipped=len(picked) - len(moved), now=now, paced_until=paced_until,
+        )  # fmt: skip
+        return task_from_row(rows[0])
+
+    async def mark_redriven_jobs(self, task_id: str, job_ids: list[str]) -> None:
+        if job_ids:
+            await self._run(
+                "mark_redriven_jobs", task_id=task_id, ids=self.executor.list_parameter(job_ids)
+            )
+
+    async def record_redrive_outcomes(
+        self, outcomes: list[RedriveOutcome]
+    ) -> tuple[list[ItemOutcome], list[RedriveTask]]:
+        if not outcomes:
+            return [], []
+        rows = await self._rows("record_redrive_outcomes", rows=dump([vars(o) for o in outcomes]))
+        items = [
+            ItemOutcome(row["task_id"], row["state"], row["incident_id"], row["died_incident_id"])
+            for row in rows
+        ]
+        counts: dict[str, Counter[str]] = {}
+        for item in items:
+            counts.setdefault(item.task_id, Counter())[item.state] += 1
+        if not counts:
+            return items, []
+        changes = [
+            {"id": task_id, "succeeded": count[SUCCEEDED], "dead_again": count[DEAD_AGAIN]}
+            for task_id, count in sorted(counts.items())
+        ]
+        tasks = await self._rows("count_redrive_outcomes", rows=dump(changes))
+        return items, [task_from_row(row) for row in tasks]
+
+    async def redrive_items(
+        self, task_id: str, state: str | None, limit: int
+    ) -> list[dict[str, Any]]:
+        return await self._rows("select_redrive_items", task_id=task_id, state=state, limit=limit)

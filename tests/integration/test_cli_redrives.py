@@ -1,0 +1,71 @@
+"""`redrive dlq redrive` and `redrive redrives ...` and the client's redrive methods in --database
+mode on SQLite and PostgreSQL: start, the refusal of a second task on a queue (exit code),
+list, show, pause, resume and cancel."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from redrive.cli.remote import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_USAGE
+from redrive.client import Client, ConflictError, DeadLetterFilter, RedriveTask
+from tests.integration.test_cli_incidents import TIMEOUT, die, redrive, with_client
+
+
+def make_dead(database_url: str, count: int) -> None:
+    async def operate(client: Client) -> None:
+        for seconds in range(count):
+            await die(client, TIMEOUT.format(30 + seconds))
+
+    with_client(database_url, operate)
+
+
+def test_dlq_redrive_starts_a_task_and_redrives_steer_it(database_url: str) -> None:
+    make_dead(database_url, 3)
+    started = redrive(database_url, "dlq", "redrive", "--queue", "billing", "--json")
+    assert started.exit_code == 0, started.output
+    task = json.loads(started.stdout)
+    assert (task["state"], task["counts"]["to_move"], task["queues"]) == ("running", 3, ["billing"])
+    again = redrive(database_url, "dlq", "redrive", "--filter", "type=charge.card")
+    assert again.exit_code == EXIT_CONFLICT and task["id"] in again.stderr, again.output
+    people = redrive(database_url, "dlq", "redrive", "--type", "nothing.here", "--detach")
+    assert people.exit_code == EXIT_CONFLICT, people.output
+
+    listed = redrive(database_url, "redrives", "ls", "--json")
+    assert [item["id"] for item in json.loads(listed.stdout)["tasks"]] == [task["id"]]
+    table = redrive(database_url, "redrives", "ls")
+    assert task["id"] in table.stdout and "running" in table.stdout
+    shown = redrive(database_url, "redrives", "show", task["id"])
+    assert "0 of 3" in shown.stdout and "100/minute" in shown.stdout, shown.output
+    paused = redrive(database_url, "redrives", "pause", task["id"])
+    assert f"{task['id']}: paused" in paused.stdout
+    assert redrive(database_url, "redrives", "pause", task["id"]).exit_code == EXIT_CONFLICT
+    resumed = redrive(database_url, "redrives", "resume", task["id"], "--json")
+    assert json.loads(resumed.stdout)["state"] == "running"
+    cancelled = redrive(database_url, "redrives", "cancel", task["id"])
+    assert f"{task['id']}: cancelled" in cancelled.stdout
+    assert redrive(database_url, "redrives", "show", "rdt_x").exit_code == EXIT_NOT_FOUND
+    assert redrive(database_url, "redrives", "ls", "--state", "lost").exit_code == EXIT_USAGE
+    critical = redrive(database_url, "dlq", "redrive", "--queue", "billing", "--rate", "500")
+    assert critical.exit_code == EXIT_USAGE and "critical" in critical.stderr
+
+
+def test_the_client_starts_and_steers_tasks(database_url: str) -> None:
+    make_dead(database_url, 2)
+
+    async def operate(client: Client) -> RedriveTask:
+        task = await client.start_redrive(
+            DeadLetterFilter(queue="billing"), rate_per_minute=600, critical=True, reason="why"
+        )
+        with pytest.raises(ConflictError) as refused:
+            await client.start_redrive(DeadLetterFilter(type="charge.card"))
+        assert refused.value.details["task_id"] == task.id
+        assert [item.id for item in await client.redrives(state="running")] == [task.id]
+        assert (await client.pause_redrive(task.id)).state == "paused"
+        assert (await client.resume_redrive(task.id)).state == "running"
+        return await client.cancel_redrive(task.id)
+
+    cancelled = with_client(database_url, operate)
+    assert (cancelled.state, cancelled.to_move, cancelled.rate_per_minute) == ("cancelled", 2, 600)
+    assert cancelled.critical and cancelled.finished and cancelled.reason == "why"
