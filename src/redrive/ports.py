@@ -58,13 +58,16 @@ class EventQuery:
 
 @dataclass(frozen=True)
 class PruneScope:
-    """One batch of pruning: one queue or every queue but the excluded ones; by age (`before`)
-    or, without it, the oldest dead letters; archived (whole rows returned) or just deleted."""
+    """One batch of pruning: one queue or every queue but the excluded ones; by age (every
+    episode that died before `before`) or by count (the oldest dead ones, those that died before
+    `before` when it is set: the floor); archived (whole rows returned) or just deleted. Dead
+    letters under a legal hold are never pruned."""
 
     queue: str | None
     excluded_queues: list[str] | None
     before: int | None
     archive: bool
+    by_count: bool = False
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,11 @@ class RetentionStore(Protocol):
     written, and restoring archived rows."""
 
     async def prune_dead_letters(self, scope: PruneScope, limit: int) -> list[dict[str, Any]]: ...
+    async def count_prunable_dead_letters(self, scope: PruneScope, limit: int) -> int:
+        """How many dead letters (at most `limit`) a count prune of the scope could remove: not
+        younger than its floor, under no legal hold."""
+        ...
+
     async def restore_dead_letter(self, row: dict[str, Any]) -> bool: ...
     async def dead_letter_policies(self, tenant_id: str) -> list[PolicyRecord]: ...
     async def save_dead_letter_policy(self, policy: PolicyRecord) -> None: ...

@@ -115,6 +115,7 @@ def build_router(prefix: str) -> APIRouter:
             **policies.global_policy.to_document(),
             "next_prune_at": timestamp(service.retention.next_prune_at()),
             "queues": {queue: policy.to_document() for queue, policy in policies.queues.items()},
+            "floor_holding": await service.retention.floor_holding(caller_of(request)),
         }
         return ojs(body)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,8 @@ from redrive.service.runtime import Runtime
 # use-cases below read and write them in SYSTEM transactions, whichever caller asks (on
 # PostgreSQL a tenant's transaction could neither see nor write the default tenant's rows).
 POLICY_TENANT = DEFAULT_TENANT
+FLOOR_HOLDING = "dead_letter.retention_floor_holding"
+log = logging.getLogger("redrive.retention")
 
 
 @dataclass
@@ -41,7 +44,12 @@ class PruneReport:
     archived: int = 0
     by_queue: Counter[str] = field(default_factory=Counter)
     by_tenant: Counter[str] = field(default_factory=Counter)
+    # Dead letters removed per (queue, "age" or "count", "deleted" or "archived"): the log line.
+    removals: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     archives: list[str] = field(default_factory=list)
+    # Per scope (a queue, or GLOBAL): dead letters over max_count the prune kept because they
+    # are younger than the floor (min_age) or under a legal hold.
+    floor_holding: dict[str, int] = field(default_factory=dict)
 
     @property
     def removed(self) -> int:
@@ -125,16 +133,47 @@ class RetentionService:
         now = self.runtime.now()
         for queue, excluded, policy in scopes:
             target = None if queue == GLOBAL else queue
-            archive = policy.pruning_policy == "archive"
-            by_age = PruneScope(target, excluded, now - policy.max_age_ms, archive)
-            by_count = PruneScope(target, excluded, None, archive)
+            # The floor wins: deleted by age only past the longer of max_age and min_age, by
+            # count only those older than min_age (archived ones are kept, so any of them).
+            archive = policy.archives
+            by_age = PruneScope(target, excluded, policy.age_cutoff(now), archive)
+            by_count = PruneScope(target, excluded, policy.count_cutoff(now), archive, True)
             if not await self._drain(by_age, policies, report, now) or not await self._drain(
                 by_count, policies, report, now
             ):
                 break
-        if report.removed:
+            async with self.runtime.store.transaction(SYSTEM) as transaction:
+                holding = await self._excess(transaction, by_count, policies, now)
+            if holding:
+                report.floor_holding[queue] = holding
+        if report.removed or report.floor_holding:
             await self._announce(caller, report)
         return report
+
+    async def floor_holding(self, caller: Caller) -> dict[str, int]:
+        """Per scope (a queue, or GLOBAL for the queues without their own policy): how many dead
+        letters over max_count the retention floor and legal holds keep now, 0 where none."""
+        policies = await self.policies(caller)
+        now = self.runtime.now()
+        overridden = sorted(policies.queues) or None
+        holding: dict[str, int] = {}
+        async with self.runtime.store.transaction(SYSTEM) as transaction:  # every tenant's
+            stats = await transaction.dead_letter_stats(None)
+            for plan in plan_prune(policies.global_policy, policies.queues, stats.by_queue, now):
+                scope = PruneScope(
+                    None if plan.queue == GLOBAL else plan.queue,
+                    overridden if plan.queue == GLOBAL else None,
+                    plan.policy.count_cutoff(now),
+                    plan.policy.archives,
+                    True,
+                )
+                prunable = (
+                    await transaction.count_prunable_dead_letters(scope, plan.excess)
+                    if plan.excess
+                    else 0
+                )
+                holding[plan.queue] = plan.excess - prunable
+        return holding
 
     async def _drain(
         self, scope: PruneScope, policies: Policies, report: PruneReport, now: int
@@ -164,7 +203,7 @@ class RetentionService:
         async with self.runtime.store.transaction(SYSTEM) as transaction:
             if not await transaction.try_lock(locks.PRUNE):
                 return None
-            if scope.before is None:
+            if scope.by_count:
                 excess = await self._excess(transaction, scope, policies, now)
                 if excess == 0:
                     return 0
@@ -179,6 +218,8 @@ class RetentionService:
                 )
                 report.archives.append(name)
         report.by_queue.update(row["queue"] for row in rows if row["status"] == DEAD)
+        how = ("count" if scope.by_count else "age", "archived" if scope.archive else "deleted")
+        report.removals.update((row["queue"], *how) for row in rows if row["status"] == DEAD)
         report.by_tenant.update(row["tenant_id"] for row in rows)
         if scope.archive:
             report.archived += len(rows)
@@ -197,9 +238,24 @@ class RetentionService:
         now = self.runtime.now()
         events = [
             Event("dead_letter.pruned", POLICY_TENANT, queue, None, None,
-                  {"queue": queue, "count": count})
+                  {"queue": queue, "count": count, "archives": report.archives})
             for queue, count in sorted(report.by_queue.items())
+        ] + [
+            Event(FLOOR_HOLDING, POLICY_TENANT, None if scope == GLOBAL else scope, None, None,
+                  {"scope": scope, "count": count})
+            for scope, count in sorted(report.floor_holding.items())
         ]  # fmt: skip
+        for (queue, reason, action), count in sorted(report.removals.items()):
+            log.warning(
+                "pruned %d dead letters of queue %s by %s (%s)", count, queue, reason, action
+            )
+        if report.archives:
+            log.warning("pruning archived dead letters to %s", ", ".join(report.archives))
+        for scope, count in sorted(report.floor_holding.items()):
+            log.warning(
+                "the retention floor (or a legal hold) keeps %d dead letters over the max_count "
+                "of %s", count, "the global policy" if scope == GLOBAL else f"queue {scope}",
+            )  # fmt: skip
         # The whole run's totals; each tenant's record counts its own dead letters.
         target = {
             "deleted": report.deleted,

@@ -16,7 +16,10 @@ def _policy(row: dict[str, Any]) -> PolicyRecord:
         tenant_id=row["tenant_id"],
         queue=row["queue"],
         policy=RetentionPolicy(
-            int(row["max_age_ms"]), int(row["max_count"]), row["pruning_policy"]
+            int(row["max_age_ms"]),
+            int(row["max_count"]),
+            row["pruning_policy"],
+            int(row["min_age_ms"]),
         ),
         updated_at=int(row["updated_at"]),
         updated_by=row["updated_by"],
@@ -38,19 +41,24 @@ class SqlRetention(SqlBase, RetentionStore):
     async def prune_dead_letters(self, scope: PruneScope, limit: int) -> list[dict[str, Any]]:
         """Delete one batch (by age when `scope.before` is set, else the oldest dead ones) and
         return the removed rows: whole rows when archiving, the tally columns otherwise."""
-        by_age = scope.before is not None
         prefix = "archive" if scope.archive else "prune"
-        name = f"{prefix}_dead_letters_by_age" if by_age else f"{prefix}_oldest_dead_letters"
-        parameters: dict[str, Any] = {
-            "queue": scope.queue,
-            "excluded_queues": self.executor.list_parameter(scope.excluded_queues),
-            "limit": limit,
-        }
-        if by_age:
-            parameters["before"] = scope.before
-        rows = await self.executor.rows(name, parameters)
+        kind = "oldest_dead_letters" if scope.by_count else "dead_letters_by_age"
+        name = f"{prefix}_{kind}"
+        rows = await self.executor.rows(name, {**self._scope(scope), "limit": limit})
         self._tally(rows, -1)
         return rows
+
+    async def count_prunable_dead_letters(self, scope: PruneScope, limit: int) -> int:
+        parameters = {**self._scope(scope), "limit": limit}
+        rows = await self.executor.rows("count_prunable_dead_letters", parameters)
+        return int(rows[0]["count"])
+
+    def _scope(self, scope: PruneScope) -> dict[str, Any]:
+        return {
+            "queue": scope.queue,
+            "excluded_queues": self.executor.list_parameter(scope.excluded_queues),
+            "before": scope.before,
+        }
 
     async def restore_dead_letter(self, row: dict[str, Any]) -> bool:
         restored = await self.executor.rows("restore_dead_letter", row)
@@ -70,6 +78,7 @@ class SqlRetention(SqlBase, RetentionStore):
             max_age_ms=policy.policy.max_age_ms,
             max_count=policy.policy.max_count,
             pruning_policy=policy.policy.pruning_policy,
+            min_age_ms=policy.policy.min_age_ms,
             updated_at=policy.updated_at,
             updated_by=policy.updated_by,
         )
