@@ -14,6 +14,7 @@ from redrive.domain.events import Event
 from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, StateChange
 from redrive.domain.job import Job
 from redrive.domain.keys import ApiKey
+from redrive.domain.legal_hold import LegalHold
 from redrive.domain.records import CronRecord, QueueRecord, WorkerRecord
 from redrive.domain.replay import ReplayRule
 from redrive.domain.retention import ArchiveRecord, PolicyRecord
@@ -365,6 +366,25 @@ class WebhookStore(Protocol):
     async def delete_delivery_records_before(self, before: int, limit: int) -> int: ...
 
 
+class LegalHoldStore(Protocol):
+    """Legal holds, keyed by id within a tenant (`tenant_id` None: every tenant's), and how many
+    dead letters matching a filter they keep (the prune, purge and delete statements skip held
+    dead letters themselves)."""
+
+    async def insert_legal_hold(self, hold: LegalHold) -> None: ...
+    async def list_legal_holds(
+        self, tenant_id: str | None, include_released: bool, limit: int
+    ) -> list[LegalHold]: ...
+    async def get_legal_hold(self, hold_id: str, tenant_id: str | None) -> LegalHold | None: ...
+    async def release_legal_hold(
+        self, hold_id: str, tenant_id: str | None, now: int, released_by: str
+    ) -> LegalHold | None:
+        """The hold as released; None when there is no such active hold."""
+        ...
+
+    async def count_held_dead_letters(self, filters: DeadLetterFilter) -> int: ...
+
+
 class Transaction(
     JobStore,
     QueueStore,
@@ -380,6 +400,7 @@ class Transaction(
     AuditStore,
     SessionStore,
     WebhookStore,
+    LegalHoldStore,
     Protocol,
 ):
     """One unit of work over every concern above: everything done through it commits together

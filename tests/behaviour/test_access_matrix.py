@@ -145,7 +145,14 @@ async def seed(http: httpx.AsyncClient, admin: str) -> dict[str, str]:
         headers=headers,
     )
     assert hook.status_code == 201, hook.text
+    hold = await http.post(
+        "/ojs/v1/admin/legal-holds",
+        json={"filter": {"queue": "legal"}, "reason": "case 1"},
+        headers=headers,
+    )
+    assert hold.status_code == 201, hold.text
     return {
+        "hold_id": hold.json()["legal_hold"]["id"],
         "subscription_id": hook.json()["subscription"]["id"],
         "job_id": job_id,
         "incident_id": dead.json()["job"]["incident_id"],
@@ -181,6 +188,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/ojs/v1/admin/incidents/{incident_id}/resolve"): {"fix_reference": "PR 1"},
     ("POST", "/ojs/v1/webhooks/subscriptions"): {"url": "https://a.example/x", "events": ["*"]},
     ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"): {"active": False},
+    ("POST", "/ojs/v1/admin/legal-holds"): {"filter": {"queue": "mail"}, "reason": "case 2"},
 }
 QUERIES: dict[tuple[str, str], dict[str, str]] = {
     ("DELETE", "/ojs/v1/dead-letter"): {"queue": "mail", "confirm": "true"},
@@ -226,6 +234,7 @@ async def state(service: Service) -> tuple[object, ...]:
             for incident in await service.incidents.search(SETUP, IncidentQuery())
         ),
         sorted(repr(item) for item in await service.webhooks.subscriptions(SETUP)),
+        sorted(repr(hold) for hold in await service.legal_holds.list(SETUP, True)),
     )
 
 
@@ -316,6 +325,8 @@ OBJECT_ROUTES = [
     ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
     ("DELETE", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
     ("POST", "/ojs/v1/webhooks/subscriptions/{subscription_id}/rotate-secret"),
+    ("GET", "/ojs/v1/admin/legal-holds/{hold_id}"),
+    ("POST", "/ojs/v1/admin/legal-holds/{hold_id}/release"),
 ]
 
 

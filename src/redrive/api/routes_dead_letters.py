@@ -55,6 +55,8 @@ def bulk_document(result: BulkResult) -> dict[str, Any]:
         body["sample"] = result.sample
     key = "retried" if result.action == "retry" else "purged"
     body[key] = result.succeeded
+    if result.action == "purge" and not result.dry_run:
+        body["held"] = result.held  # matching dead letters legal holds kept
     return body
 
 

@@ -10,6 +10,7 @@ from redrive.service.events import EventService
 from redrive.service.incidents import IncidentService
 from redrive.service.jobs import JobService
 from redrive.service.keys import KeyService
+from redrive.service.legal_holds import LegalHoldService
 from redrive.service.metrics import MetricsService
 from redrive.service.queues import QueueService
 from redrive.service.replay import ReplayService
@@ -36,6 +37,7 @@ class Service:
         self.audit = AuditService(runtime)
         self.sessions = SessionService(runtime, self.keys)
         self.retention = RetentionService(runtime)
+        self.legal_holds = LegalHoldService(runtime)
         self.replay = ReplayService(runtime, self.dead_letters)
         self.sweeper = Sweeper(runtime, self.crons, self.retention, self.replay, self.incidents)
         self.webhooks = WebhookService(runtime, self.workers)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from redrive.domain.audit import Action
@@ -17,6 +17,7 @@ from redrive.domain.events import Event
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.retention import (
     GLOBAL,
+    MAX_COUNT_LIMIT,
     ArchiveRecord,
     PolicyChanges,
     PolicyRecord,
@@ -24,7 +25,7 @@ from redrive.domain.retention import (
     next_prune_at,
     plan_prune,
 )
-from redrive.ports import Archive, DeadLetterStore, PruneScope
+from redrive.ports import Archive, DeadLetterStore, PruneScope, RetentionStore
 from redrive.service import locks
 from redrive.service.audit import AuditService
 from redrive.service.runtime import Runtime
@@ -35,6 +36,7 @@ from redrive.service.runtime import Runtime
 # PostgreSQL a tenant's transaction could neither see nor write the default tenant's rows).
 POLICY_TENANT = DEFAULT_TENANT
 FLOOR_HOLDING = "dead_letter.retention_floor_holding"
+WEEK_MS = 7 * 86_400_000
 log = logging.getLogger("redrive.retention")
 
 
@@ -175,6 +177,41 @@ class RetentionService:
                 holding[plan.queue] = plan.excess - prunable
         return holding
 
+    async def young_at_next_prune(self, caller: Caller) -> int:
+        """How many dead letters younger than a week the next prune would remove, as things are
+        now (the overview warns before it does): by age where the policy keeps less than a
+        week, by count where the oldest removable ones are that young."""
+        policies = await self.policies(caller)
+        now = self.runtime.now()
+        week_ago = now - WEEK_MS
+        overridden = sorted(policies.queues) or None
+        young = 0
+        async with self.runtime.store.transaction(SYSTEM) as transaction:  # every tenant's
+            stats = await transaction.dead_letter_stats(None)
+            for plan in plan_prune(policies.global_policy, policies.queues, stats.by_queue, now):
+                policy = plan.policy
+                scope = PruneScope(
+                    None if plan.queue == GLOBAL else plan.queue,
+                    overridden if plan.queue == GLOBAL else None,
+                    None,
+                    policy.archives,
+                    True,
+                )
+                by_age = 0
+                cutoff = policy.age_cutoff(now)
+                if cutoff > week_ago:  # the age prune itself reaches into the last week
+                    by_age = await _count(transaction, scope, cutoff) - await _count(
+                        transaction, scope, week_ago
+                    )
+                excess = max(plan.excess - by_age, 0)
+                young += by_age
+                if excess:
+                    floor = policy.count_cutoff(now)
+                    removable = await _count(transaction, scope, floor, excess)
+                    oldest = week_ago if floor is None else min(floor, week_ago)
+                    young += max(removable - await _count(transaction, scope, oldest, excess), 0)
+        return young
+
     async def _drain(
         self, scope: PruneScope, policies: Policies, report: PruneReport, now: int
     ) -> bool:
@@ -298,6 +335,13 @@ class RetentionService:
             target = {"archive": name}
             await self.audit.record(caller, transaction, Action.RETENTION_RESTORE, target, restored)
         return {"entries": len(rows), "restored": restored, "skipped": len(rows) - restored}
+
+
+async def _count(
+    transaction: RetentionStore, scope: PruneScope, before: int | None, limit: int = MAX_COUNT_LIMIT
+) -> int:
+    """Dead letters of the scope that died before `before` (None: any) and no hold keeps."""
+    return await transaction.count_prunable_dead_letters(replace(scope, before=before), limit)
 
 
 RESTORED_COLUMNS = (

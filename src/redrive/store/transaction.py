@@ -14,6 +14,7 @@ Each part implements one port of `redrive.ports` over the dialect's named statem
 - `store/audit.py`: the audit log and its chain heads (`AuditStore`)
 - `store/keys.py`: API keys (`KeyStore`) and dashboard sessions (`SessionStore`)
 - `store/webhooks.py`: webhook subscriptions and the delivery log (`WebhookStore`)
+- `store/legal_holds.py`: legal holds (`LegalHoldStore`)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from redrive.store.events import SqlEvents
 from redrive.store.incidents import SqlIncidents
 from redrive.store.jobs import SqlJobs
 from redrive.store.keys import SqlKeys, SqlSessions
+from redrive.store.legal_holds import SqlLegalHolds
 from redrive.store.retention import SqlReplayRules, SqlRetention
 from redrive.store.webhooks import SqlWebhooks
 
@@ -46,6 +48,7 @@ class SqlTransaction(
     SqlAudit,
     SqlSessions,
     SqlWebhooks,
+    SqlLegalHolds,
     SqlBase,
     Transaction,
 ):
