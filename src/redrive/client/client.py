@@ -1,6 +1,6 @@
 """The async Python client: the OJS worker protocol, producing jobs and the dead-letter queue
-(administration operations come from `Administration`, incidents from `IncidentOperations`, the
-HTTP plumbing from `Connection`)."""
+(administration operations come from `Administration`, incidents from `IncidentOperations`, legal
+holds from `LegalHoldOperations`, the HTTP plumbing from `Connection`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from redrive.client.administration import DEAD_LETTER, Administration
 from redrive.client.dead_letters import BulkResult, DeadLetter, DeadLetterStats
 from redrive.client.errors import RedriveError, from_response
 from redrive.client.incidents import IncidentOperations
+from redrive.client.legal_holds import LegalHoldOperations
 from redrive.client.models import Heartbeat, Job, Outcome, Page, RetryPolicy
 from redrive.client.requests import (
     DeadLetterFilter,
@@ -44,7 +45,7 @@ def _batch_outcomes(payload: dict[str, Any]) -> list[Outcome | RedriveError]:
 JOBS = "/ojs/v1/jobs"
 
 
-class Client(Administration, IncidentOperations):
+class Client(Administration, IncidentOperations, LegalHoldOperations):
     """Async client for a redrive (or any OJS) server.
 
     `async with Client("http://127.0.0.1:8080") as client: job = await client.enqueue(...)`.

@@ -60,6 +60,11 @@ class DeadLetter:
     job: Job
     episodes: list[Episode]
     raw: dict[str, Any] = field(repr=False)
+    legal_holds: list[str] = field(default_factory=list)  # the active holds that keep it
+
+    @property
+    def held(self) -> bool:
+        return bool(self.legal_holds)
 
     @property
     def type(self) -> str:
@@ -92,6 +97,7 @@ class DeadLetter:
             if isinstance(episodes, list)
             else [],
             raw=document,
+            legal_holds=strings_of(document.get("legal_holds")),
         )
 
 
@@ -108,6 +114,7 @@ class BulkResult:
     queues: list[str]
     errors: list[dict[str, Any]]
     raw: dict[str, Any] = field(repr=False)
+    held: int = 0  # a purge: matching dead letters legal holds kept
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> BulkResult:
@@ -124,6 +131,7 @@ class BulkResult:
             if isinstance(errors, list)
             else [],
             raw=document,
+            held=integer_of(document, "held"),
         )
 
 
@@ -194,6 +202,7 @@ class RetentionPolicy:
     max_count: int | None
     pruning_policy: str | None
     raw: dict[str, Any] = field(repr=False)
+    min_age: str | None = None  # the floor: none younger is deleted by pruning
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> RetentionPolicy:
@@ -205,6 +214,7 @@ class RetentionPolicy:
             max_count=max_count if isinstance(max_count, int) else None,
             pruning_policy=text_of(document, "pruning_policy"),
             raw=document,
+            min_age=text_of(document, "min_age"),
         )
 
 
@@ -237,10 +247,14 @@ class PruneReport:
     by_queue: dict[str, int]
     archives: list[str]
     raw: dict[str, Any] = field(repr=False)
+    # Per scope (a queue, or * for the global policy): dead letters over max_count kept because
+    # they are younger than the retention floor or under a legal hold.
+    floor_holding: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> PruneReport:
         by_queue = document.get("by_queue")
+        holding = document.get("floor_holding")
         return cls(
             deleted=integer_of(document, "deleted"),
             archived=integer_of(document, "archived"),
@@ -249,6 +263,9 @@ class PruneReport:
             else {},
             archives=strings_of(document.get("archives")),
             raw=document,
+            floor_holding={str(k): int(v) for k, v in holding.items()}
+            if isinstance(holding, dict)
+            else {},
         )
 
 
