@@ -198,7 +198,13 @@ class RetentionStore(Protocol):
     """Retention policies, pruning the dead-letter queue (deleting or archiving), the archives
     written, and restoring archived rows."""
 
-    async def prune_dead_letters(self, scope: PruneScope, limit: int) -> list[dict[str, Any]]: ...
+    async def prune_dead_letters(
+        self, scope: PruneScope, limit: int, now: int, moved_by: str
+    ) -> list[dict[str, Any]]: ...
+    async def delete_old_episodes(self, scope: PruneScope, limit: int) -> list[dict[str, Any]]:
+        """Delete history episodes that died, and tombstones pruned, before `scope.before`."""
+        ...
+
     async def count_prunable_dead_letters(self, scope: PruneScope, limit: int) -> int:
         """How many dead letters (at most `limit`) a count prune of the scope could remove: not
         younger than its floor, under no legal hold."""

@@ -280,7 +280,7 @@ async def test_pruning_by_age_honours_per_queue_overrides(
     assert report == {
         "deleted": 5, "archived": 0, "dead_letters": 5,
         "by_queue": {"mail": 1, "billing": 2, "audit": 2},
-        "archives": [],
+        "archives": [], "floor_holding": {},
     }  # fmt: skip
     assert await labels(client) == {
         "mail-5", "mail-12", "other-12", "billing-12", "billing-14", "audit-12",

@@ -3,9 +3,13 @@ pruning; over max_count, younger ones are archived (archive policy) or kept and 
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 import httpx
 import pytest
 
+from redrive.domain.durations import format_timestamp
 from tests.behaviour.ojs_http import forbid_server_errors
 from tests.behaviour.test_dead_letter_retention import (
     DAY,
@@ -109,3 +113,53 @@ async def test_the_floor_is_a_policy_field_set_per_queue_and_checked(
         assert response.status_code == 400, response.text
         assert response.json()["error"]["details"]["field"] == "min_age"
     assert (await client.get(RETENTION)).json()["global"]["min_age"] == "P90D"
+
+
+# --- nothing pruned in silence ------------------------------------------------------------------
+
+
+async def listed(client: httpx.AsyncClient, status: str) -> list[dict[str, Any]]:
+    response = await client.get(f"/ojs/v1/dead-letter?status={status}&limit=100")
+    assert response.status_code == 200, response.text
+    jobs: list[dict[str, Any]] = response.json()["jobs"]
+    return jobs
+
+
+async def test_a_prune_leaves_tombstones_logs_and_announces_what_it_removed(
+    client: httpx.AsyncClient, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    oldest = [await kill_labelled(client, clock, "mail", label) for label in ("m1", "m2")]
+    newest = await kill_labelled(client, clock, "mail", "m3")
+    await put_policy(client, {"max_count": 1, "min_age": "P0D", "max_age": "P30D"})
+    with caplog.at_level(logging.INFO, logger="redrive.retention"):
+        report = await prune_now(client)
+    assert (report["deleted"], report["by_queue"]) == (2, {"mail": 2})
+    assert "pruned 2 dead letters of queue mail by count (deleted)" in caplog.text
+
+    tombstones = await listed(client, "pruned")
+    assert {job["id"] for job in tombstones} == set(oldest)
+    assert all(job["args"] == [] and job["moved_by"] == "api" for job in tombstones)
+    assert all(job["moved_at"] == format_timestamp(clock.now_ms()) for job in tombstones)
+    assert (await client.get(STATS)).json()["total"] == 1
+    events = (await client.get("/ojs/v1/events?types=dead_letter.pruned")).json()["events"]
+    assert [(event["data"]["queue"], event["data"]["count"]) for event in events] == [("mail", 2)]
+
+    clock.advance(31 * DAY)  # tombstones are kept as long as the policy keeps dead letters
+    await prune_now(client)  # m3 is pruned by age; the older tombstones go
+    assert [job["id"] for job in await listed(client, "pruned")] == [newest]
+
+
+async def test_archived_dead_letters_leave_tombstones_that_a_restore_replaces(
+    archiving: httpx.AsyncClient, clock: ManualClock
+) -> None:
+    for label in ("a1", "a2"):
+        await kill_labelled(archiving, clock, "arch", label)
+    await put_policy(archiving, {"max_count": 1, "pruning_policy": "archive"})
+    report = await prune_now(archiving)
+    assert report["archived"] == 1
+    [tombstone] = await listed(archiving, "archived")
+    assert tombstone["args"] == []
+    restore = await archiving.post(f"/ojs/v1/dead-letter/archives/{report['archives'][0]}/restore")
+    assert restore.json()["restored"] == 1, restore.text
+    assert await listed(archiving, "archived") == []
+    assert await labels(archiving) == {"a1", "a2"}

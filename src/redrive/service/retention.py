@@ -9,7 +9,7 @@ from typing import Any
 
 from redrive.domain.audit import Action
 from redrive.domain.caller import SYSTEM, Caller
-from redrive.domain.dead_letter import DEAD
+from redrive.domain.dead_letter import ARCHIVED, DEAD, PRUNED
 from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import validate_queue_name
 from redrive.domain.errors import InvalidRequest, NotFound
@@ -52,6 +52,8 @@ class PruneReport:
     # Per scope (a queue, or GLOBAL): dead letters over max_count the prune kept because they
     # are younger than the floor (min_age) or under a legal hold.
     floor_holding: dict[str, int] = field(default_factory=dict)
+    # Tombstones of dead letters pruned longer ago than the policy keeps dead letters, deleted.
+    tombstones_removed: int = 0
 
     @property
     def removed(self) -> int:
@@ -140,8 +142,10 @@ class RetentionService:
             archive = policy.archives
             by_age = PruneScope(target, excluded, policy.age_cutoff(now), archive)
             by_count = PruneScope(target, excluded, policy.count_cutoff(now), archive, True)
-            if not await self._drain(by_age, policies, report, now) or not await self._drain(
-                by_count, policies, report, now
+            if not (
+                await self._drain(by_age, policies, report, now, caller.actor)
+                and await self._drain(by_count, policies, report, now, caller.actor)
+                and await self._drain_episodes(by_age, report)
             ):
                 break
             async with self.runtime.store.transaction(SYSTEM) as transaction:
@@ -213,15 +217,30 @@ class RetentionService:
         return young
 
     async def _drain(
-        self, scope: PruneScope, policies: Policies, report: PruneReport, now: int
+        self, scope: PruneScope, policies: Policies, report: PruneReport, now: int, actor: str
     ) -> bool:
         """Batches until the scope is done; False when another replica holds the prune lock."""
         batch_size = self.runtime.options.prune_batch_size
         while True:
-            removed = await self._prune_batch(scope, batch_size, policies, report, now)
+            removed = await self._prune_batch(scope, batch_size, policies, report, now, actor)
             if removed is None:
                 return False
             if removed < batch_size:
+                return True
+
+    async def _drain_episodes(self, scope: PruneScope, report: PruneReport) -> bool:
+        """Delete, in batches, the history episodes and tombstones past the scope's age."""
+        batch_size = self.runtime.options.prune_batch_size
+        while True:
+            async with self.runtime.store.transaction(SYSTEM) as transaction:
+                if not await transaction.try_lock(locks.PRUNE):
+                    return False
+                rows = await transaction.delete_old_episodes(scope, batch_size)
+            tombstones = [row for row in rows if row["status"] in (PRUNED, ARCHIVED)]
+            report.tombstones_removed += len(tombstones)
+            report.deleted += len(rows) - len(tombstones)
+            report.by_tenant.update(row["tenant_id"] for row in rows if row not in tombstones)
+            if len(rows) < batch_size:
                 return True
 
     async def _excess(
@@ -235,7 +254,13 @@ class RetentionService:
         return next(plan.excess for plan in plans if plan.queue == wanted)
 
     async def _prune_batch(
-        self, scope: PruneScope, batch: int, policies: Policies, report: PruneReport, now: int
+        self,
+        scope: PruneScope,
+        batch: int,
+        policies: Policies,
+        report: PruneReport,
+        now: int,
+        actor: str,
     ) -> int | None:
         async with self.runtime.store.transaction(SYSTEM) as transaction:
             if not await transaction.try_lock(locks.PRUNE):
@@ -245,7 +270,7 @@ class RetentionService:
                 if excess == 0:
                     return 0
                 batch = min(batch, excess)
-            rows = await transaction.prune_dead_letters(scope, batch)
+            rows = await transaction.prune_dead_letters(scope, batch, now, actor)
             if rows and scope.archive:
                 stamp = format_timestamp(now).replace(":", "")
                 name = f"dead-letters-{stamp}-{self.runtime.new_token()[:8]}.jsonl.gz"
@@ -288,6 +313,10 @@ class RetentionService:
             )
         if report.archives:
             log.warning("pruning archived dead letters to %s", ", ".join(report.archives))
+        if report.tombstones_removed:
+            log.info(
+                "deleted %d tombstones of dead letters pruned earlier", report.tombstones_removed
+            )
         for scope, count in sorted(report.floor_holding.items()):
             log.warning(
                 "the retention floor (or a legal hold) keeps %d dead letters over the max_count "

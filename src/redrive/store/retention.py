@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from redrive.domain.dead_letter import ARCHIVED, PRUNED
 from redrive.domain.replay import ReplayRule
 from redrive.domain.retention import ArchiveRecord, PolicyRecord, RetentionPolicy
 from redrive.ports import PruneScope, ReplayRuleStore, RetentionStore
@@ -38,15 +39,32 @@ def _archive(row: dict[str, Any]) -> ArchiveRecord:
 
 
 class SqlRetention(SqlBase, RetentionStore):
-    async def prune_dead_letters(self, scope: PruneScope, limit: int) -> list[dict[str, Any]]:
-        """Delete one batch (by age when `scope.before` is set, else the oldest dead ones) and
-        return the removed rows: whole rows when archiving, the tally columns otherwise."""
-        prefix = "archive" if scope.archive else "prune"
+    async def prune_dead_letters(
+        self, scope: PruneScope, limit: int, now: int, moved_by: str
+    ) -> list[dict[str, Any]]:
+        """Prune one batch (by age, or the oldest dead ones by count), leaving a tombstone of
+        each dead letter (status pruned, or archived); the rows as they were: whole rows when
+        archiving (the history rows an age prune archives are deleted), the tally columns
+        otherwise."""
         kind = "oldest_dead_letters" if scope.by_count else "dead_letters_by_age"
-        name = f"{prefix}_{kind}"
-        rows = await self.executor.rows(name, {**self._scope(scope), "limit": limit})
+        parameters = {**self._scope(scope), "limit": limit, "now": now, "moved_by": moved_by}
+        if not scope.archive:
+            rows = await self.executor.rows(f"prune_{kind}", {**parameters, "status": PRUNED})
+        else:
+            rows = await self.executor.rows(f"archive_{kind}", parameters)
+            if rows:
+                ids = self.executor.list_parameter([row["id"] for row in rows])
+                await self.executor.run(
+                    "tombstone_dead_letters",
+                    {"ids": ids, "status": ARCHIVED, "now": now, "moved_by": moved_by},
+                )
         self._tally(rows, -1)
         return rows
+
+    async def delete_old_episodes(self, scope: PruneScope, limit: int) -> list[dict[str, Any]]:
+        return await self.executor.rows(
+            "delete_old_episodes", {**self._scope(scope), "limit": limit}
+        )
 
     async def count_prunable_dead_letters(self, scope: PruneScope, limit: int) -> int:
         parameters = {**self._scope(scope), "limit": limit}
@@ -61,6 +79,7 @@ class SqlRetention(SqlBase, RetentionStore):
         }
 
     async def restore_dead_letter(self, row: dict[str, Any]) -> bool:
+        await self._run("delete_archived_tombstone", id=row["id"])
         restored = await self.executor.rows("restore_dead_letter", row)
         if restored:
             self._tally([row], 1)

@@ -305,52 +305,81 @@ NOT EXISTS (
 )
 
 -- name: prune_dead_letters_by_age
--- Each prune picks its batch in a materialised CTE, so the pick runs once and no more than
--- :limit rows go (see move_dead_letters).
+-- Pruning keeps a tombstone of each dead letter it removes: the row stays with status :status
+-- (pruned, or archived once the archive file holds it), who pruned it and when, and the job
+-- without its args, meta, errors and result (`redrive dlq ls --status pruned` lists them).
+-- The batch is picked once (a materialised CTE: see move_dead_letters); rows another
+-- transaction holds are skipped. Returns the tally columns as they were (status dead).
 WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
-    WHERE discarded_at < :before AND {not_held} AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+    WHERE status = 'dead' AND discarded_at < :before AND {not_held}
+      AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
+    job = job || jsonb_build_object('args', CAST('[]' AS jsonb), 'meta', CAST('{}' AS jsonb),
+        'errors', CAST('[]' AS jsonb), 'error', NULL, 'extra', CAST('{}' AS jsonb), 'result', NULL)
+FROM picked WHERE dead_letters.id = picked.id
 RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
-    dead_letters.error_type, dead_letters.status, dead_letters.incident_id;
-
--- name: archive_dead_letters_by_age
-WITH picked AS MATERIALIZED (
-    SELECT id FROM dead_letters
-    WHERE discarded_at < :before AND {not_held} AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-)
-DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
-RETURNING dead_letters.*;
+    dead_letters.error_type, CAST('dead' AS text) AS status, dead_letters.incident_id;
 
 -- name: prune_oldest_dead_letters
+-- The oldest dead letters past the floor (:before; NULL: any), tombstoned as above.
 WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
     WHERE status = 'dead' AND (CAST(:before AS bigint) IS NULL OR discarded_at < :before) AND {not_held}
-        AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+      AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
     ORDER BY discarded_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
+    job = job || jsonb_build_object('args', CAST('[]' AS jsonb), 'meta', CAST('{}' AS jsonb),
+        'errors', CAST('[]' AS jsonb), 'error', NULL, 'extra', CAST('{}' AS jsonb), 'result', NULL)
+FROM picked WHERE dead_letters.id = picked.id
 RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
-    dead_letters.error_type, dead_letters.status, dead_letters.incident_id;
+    dead_letters.error_type, CAST('dead' AS text) AS status, dead_letters.incident_id;
+
+-- name: archive_dead_letters_by_age
+-- The whole rows an age prune archives: dead letters and their history (not the tombstones).
+SELECT * FROM dead_letters
+WHERE status NOT IN ('pruned', 'archived') AND discarded_at < :before AND {not_held}
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+LIMIT :limit
+    FOR UPDATE SKIP LOCKED;
 
 -- name: archive_oldest_dead_letters
-WITH picked AS MATERIALIZED (
+SELECT * FROM dead_letters
+WHERE status = 'dead' AND (CAST(:before AS bigint) IS NULL OR discarded_at < :before) AND {not_held}
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+ORDER BY discarded_at, id
+LIMIT :limit
+    FOR UPDATE SKIP LOCKED;
+
+-- name: tombstone_dead_letters
+-- The archived dead letters (:ids) keep their tombstones; their history rows go.
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
+    job = job || jsonb_build_object('args', CAST('[]' AS jsonb), 'meta', CAST('{}' AS jsonb),
+        'errors', CAST('[]' AS jsonb), 'error', NULL, 'extra', CAST('{}' AS jsonb), 'result', NULL)
+WHERE id = ANY(CAST(:ids AS text[])) AND status = 'dead';
+DELETE FROM dead_letters WHERE id = ANY(CAST(:ids AS text[])) AND status NOT IN ('dead', 'pruned', 'archived');
+
+-- name: delete_old_episodes
+-- What an age prune deletes outright: history episodes (retried, replayed, deleted) that died
+-- before :before, and tombstones pruned before it (kept as long as the policy keeps dead letters).
+DELETE FROM dead_letters WHERE id IN (
     SELECT id FROM dead_letters
-    WHERE status = 'dead' AND (CAST(:before AS bigint) IS NULL OR discarded_at < :before) AND {not_held}
-        AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
-    ORDER BY discarded_at, id
+    WHERE status <> 'dead' AND {not_held} AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+      AND CASE WHEN status IN ('pruned', 'archived') THEN moved_at < :before
+               ELSE discarded_at < :before END
     LIMIT :limit
-    FOR UPDATE SKIP LOCKED
 )
-DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
-RETURNING dead_letters.*;
+RETURNING id, tenant_id, queue, type, error_type, status, incident_id;
+
+-- name: delete_archived_tombstone
+-- Restoring an archived dead letter replaces its tombstone.
+DELETE FROM dead_letters WHERE id = :id AND status = 'archived';
 
 -- name: restore_dead_letter
 INSERT INTO dead_letters (

@@ -316,40 +316,75 @@ NOT EXISTS (
 )
 
 -- name: prune_dead_letters_by_age
-DELETE FROM dead_letters WHERE id IN (
+-- Pruning keeps a tombstone of each dead letter it removes: the row stays with status :status
+-- (pruned, or archived once the archive file holds it), who pruned it and when, and the job
+-- without its args, meta, errors and result (`redrive dlq ls --status pruned` lists them).
+-- The batch is picked once (a materialised CTE: see move_dead_letters); rows another
+-- transaction holds are skipped. Returns the tally columns as they were (status dead).
+WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
-    WHERE discarded_at < :before AND {not_held} AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+    WHERE status = 'dead' AND discarded_at < :before AND {not_held}
+      AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
     LIMIT :limit
 )
-RETURNING id, tenant_id, queue, type, error_type, status, incident_id;
-
--- name: archive_dead_letters_by_age
-DELETE FROM dead_letters WHERE id IN (
-    SELECT id FROM dead_letters
-    WHERE discarded_at < :before AND {not_held} AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
-    LIMIT :limit
-)
-RETURNING *;
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
+    job = json_set(job, '$.args', json('[]'), '$.meta', json('{}'), '$.errors', json('[]'),
+        '$.error', NULL, '$.extra', json('{}'), '$.result', NULL)
+WHERE status = 'dead' AND id IN (SELECT id FROM picked)
+RETURNING id, tenant_id, queue, type, error_type, 'dead' AS status, incident_id;
 
 -- name: prune_oldest_dead_letters
-DELETE FROM dead_letters WHERE id IN (
+-- The oldest dead letters past the floor (:before; NULL: any), tombstoned as above.
+WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
     WHERE status = 'dead' AND (:before IS NULL OR discarded_at < :before) AND {not_held}
-        AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+      AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
     ORDER BY discarded_at, id
+    LIMIT :limit
+)
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
+    job = json_set(job, '$.args', json('[]'), '$.meta', json('{}'), '$.errors', json('[]'),
+        '$.error', NULL, '$.extra', json('{}'), '$.result', NULL)
+WHERE status = 'dead' AND id IN (SELECT id FROM picked)
+RETURNING id, tenant_id, queue, type, error_type, 'dead' AS status, incident_id;
+
+-- name: archive_dead_letters_by_age
+-- The whole rows an age prune archives: dead letters and their history (not the tombstones).
+SELECT * FROM dead_letters
+WHERE status NOT IN ('pruned', 'archived') AND discarded_at < :before AND {not_held}
+  AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+LIMIT :limit;
+
+-- name: archive_oldest_dead_letters
+SELECT * FROM dead_letters
+WHERE status = 'dead' AND (:before IS NULL OR discarded_at < :before) AND {not_held}
+  AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+ORDER BY discarded_at, id
+LIMIT :limit;
+
+-- name: tombstone_dead_letters
+-- The archived dead letters (:ids) keep their tombstones; their history rows go.
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
+    job = json_set(job, '$.args', json('[]'), '$.meta', json('{}'), '$.errors', json('[]'),
+        '$.error', NULL, '$.extra', json('{}'), '$.result', NULL)
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'dead';
+DELETE FROM dead_letters WHERE id IN (SELECT value FROM json_each(:ids)) AND status NOT IN ('dead', 'pruned', 'archived');
+
+-- name: delete_old_episodes
+-- What an age prune deletes outright: history episodes (retried, replayed, deleted) that died
+-- before :before, and tombstones pruned before it (kept as long as the policy keeps dead letters).
+DELETE FROM dead_letters WHERE id IN (
+    SELECT id FROM dead_letters
+    WHERE status <> 'dead' AND {not_held} AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+      AND CASE WHEN status IN ('pruned', 'archived') THEN moved_at < :before
+               ELSE discarded_at < :before END
     LIMIT :limit
 )
 RETURNING id, tenant_id, queue, type, error_type, status, incident_id;
 
--- name: archive_oldest_dead_letters
-DELETE FROM dead_letters WHERE id IN (
-    SELECT id FROM dead_letters
-    WHERE status = 'dead' AND (:before IS NULL OR discarded_at < :before) AND {not_held}
-        AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
-    ORDER BY discarded_at, id
-    LIMIT :limit
-)
-RETURNING *;
+-- name: delete_archived_tombstone
+-- Restoring an archived dead letter replaces its tombstone.
+DELETE FROM dead_letters WHERE id = :id AND status = 'archived';
 
 -- name: restore_dead_letter
 INSERT INTO dead_letters (
