@@ -98,6 +98,10 @@ async def test_an_incident_hold_keeps_its_dead_letters_and_those_entering_it_lat
     hold = await place(client, {"incident_id": incident_id})
     later = await kill_labelled(client, clock, "billing", "later", "CardDeclined")
     await kill_labelled(client, clock, "billing", "other", "Timeout")  # another incident
+    page = (await client.get(f"/ojs/v1/admin/incidents/{incident_id}")).json()
+    assert {dead["id"]: dead["legal_holds"] for dead in page["dead_letters"]} == {
+        first: [hold["id"]], later: [hold["id"]],
+    }  # fmt: skip
     clock.advance(DAY)
     await prune_now(client)
     assert await labels(client) == {"first", "later"}
