@@ -32,7 +32,8 @@ Benchmarks:
                   types, discarded over 200 days, one queue holding every tenth row). Reports the
                   seeding time; filtered list page p50/p95/p99 (target p95 <= 20 ms), per filter
                   kind; stats p50/p95 (<= 50 ms); bulk retry of the N/10 rows in one queue
-                  (<= 2 s for 100,000); prune of all N by age (<= 60 s for 1,000,000); enqueue
+                  (<= 2 s for 100,000); prune of all N by age, leaving
+                  tombstones, with 10 legal holds present (<= 60 s for 1,000,000); enqueue
                   p50/p95/p99 on a second service while a prune runs (p99 <= 50 ms). Bulk retry
                   and prune each run on a fresh file copy of the seeded database. Targets of
                   size-bound figures are scaled linearly when N is not 1,000,000.

@@ -27,6 +27,7 @@ from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import read_envelope
 from redrive.domain.incident import parse_incident_query
 from redrive.domain.job import DEFAULT_TENANT
+from redrive.domain.legal_hold import parse_hold_request
 from redrive.domain.retention import parse_policy_changes
 from redrive.ports import Page
 from redrive.service.dead_letters import BulkRequest
@@ -277,13 +278,24 @@ async def bulk_retry_once(url: str, settings: Settings, expected: int) -> dict[s
 # prune, alone and with enqueues running beside it
 
 
+LEGAL_HOLDS = 10
+
+
 async def _set_policy(service: Service) -> None:
-    changes = parse_policy_changes({"max_age": "P1D", "max_count": 1_000_000_000})
+    """Prune everything by age (the floor off), with legal holds present that hold nothing, so
+    every candidate row pays the holds' NOT EXISTS probe."""
+    changes = parse_policy_changes({"max_age": "P1D", "max_count": 1_000_000_000, "min_age": "P0D"})
     await service.retention.set_policy(CALLER, None, changes)
+    for number in range(LEGAL_HOLDS):
+        request = parse_hold_request(
+            {"filter": {"error_type": f"NoSuchError{number}"}, "reason": "bench"}
+        )
+        await service.legal_holds.place(CALLER, request)
 
 
 async def _verify_pruned(url: str, rows: int, removed: int) -> None:
-    left = await _scalar(url, "SELECT COUNT(*) FROM dead_letters")
+    """Nothing dead is left, and each pruned dead letter left its tombstone."""
+    left = await _scalar(url, "SELECT COUNT(*) FROM dead_letters WHERE status = 'dead'")
     tallied = await _scalar(url, "SELECT COALESCE(SUM(count), 0) FROM dead_letter_tallies")
     counted = await _scalar(url, "SELECT COALESCE(SUM(dead_count), 0) FROM incidents")
     if left or tallied or counted or removed != rows:

@@ -181,6 +181,7 @@ def service_options(settings: Settings) -> ServiceOptions:
                 "max_age": settings.dead_letter_max_age,
                 "max_count": settings.dead_letter_max_count,
                 "pruning_policy": settings.dead_letter_pruning_policy,
+                "min_age": settings.dead_letter_min_age,
             }
         ).applied_to(RetentionPolicy())
     except InvalidRequest as error:

@@ -14,6 +14,7 @@ from redrive.domain.events import Event
 from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, StateChange
 from redrive.domain.job import Job
 from redrive.domain.keys import ApiKey
+from redrive.domain.legal_hold import LegalHold
 from redrive.domain.records import CronRecord, QueueRecord, WorkerRecord
 from redrive.domain.redrive import ItemOutcome, RedriveOutcome, RedriveTask
 from redrive.domain.replay import ReplayRule
@@ -59,13 +60,16 @@ class EventQuery:
 
 @dataclass(frozen=True)
 class PruneScope:
-    """One batch of pruning: one queue or every queue but the excluded ones; by age (`before`)
-    or, without it, the oldest dead letters; archived (whole rows returned) or just deleted."""
+    """One batch of pruning: one queue or every queue but the excluded ones; by age (every
+    episode that died before `before`) or by count (the oldest dead ones, those that died before
+    `before` when it is set: the floor); archived (whole rows returned) or just deleted. Dead
+    letters under a legal hold are never pruned."""
 
     queue: str | None
     excluded_queues: list[str] | None
     before: int | None
     archive: bool
+    by_count: bool = False
 
 
 @dataclass(frozen=True)
@@ -195,7 +199,18 @@ class RetentionStore(Protocol):
     """Retention policies, pruning the dead-letter queue (deleting or archiving), the archives
     written, and restoring archived rows."""
 
-    async def prune_dead_letters(self, scope: PruneScope, limit: int) -> list[dict[str, Any]]: ...
+    async def prune_dead_letters(
+        self, scope: PruneScope, limit: int, now: int, moved_by: str
+    ) -> list[dict[str, Any]]: ...
+    async def delete_old_episodes(self, scope: PruneScope, limit: int) -> list[dict[str, Any]]:
+        """Delete history episodes that died, and tombstones pruned, before `scope.before`."""
+        ...
+
+    async def count_prunable_dead_letters(self, scope: PruneScope, limit: int) -> int:
+        """How many dead letters (at most `limit`) a count prune of the scope could remove: not
+        younger than its floor, under no legal hold."""
+        ...
+
     async def restore_dead_letter(self, row: dict[str, Any]) -> bool: ...
     async def dead_letter_policies(self, tenant_id: str) -> list[PolicyRecord]: ...
     async def save_dead_letter_policy(self, policy: PolicyRecord) -> None: ...
@@ -422,6 +437,25 @@ class WebhookStore(Protocol):
     async def delete_delivery_records_before(self, before: int, limit: int) -> int: ...
 
 
+class LegalHoldStore(Protocol):
+    """Legal holds, keyed by id within a tenant (`tenant_id` None: every tenant's), and how many
+    dead letters matching a filter they keep (the prune, purge and delete statements skip held
+    dead letters themselves)."""
+
+    async def insert_legal_hold(self, hold: LegalHold) -> None: ...
+    async def list_legal_holds(
+        self, tenant_id: str | None, include_released: bool, limit: int
+    ) -> list[LegalHold]: ...
+    async def get_legal_hold(self, hold_id: str, tenant_id: str | None) -> LegalHold | None: ...
+    async def release_legal_hold(
+        self, hold_id: str, tenant_id: str | None, now: int, released_by: str
+    ) -> LegalHold | None:
+        """The hold as released; None when there is no such active hold."""
+        ...
+
+    async def count_held_dead_letters(self, filters: DeadLetterFilter) -> int: ...
+
+
 class Transaction(
     JobStore,
     QueueStore,
@@ -438,6 +472,7 @@ class Transaction(
     SessionStore,
     WebhookStore,
     RedriveTaskStore,
+    LegalHoldStore,
     Protocol,
 ):
     """One unit of work over every concern above: everything done through it commits together

@@ -69,6 +69,11 @@ class Settings(BaseSettings):
     dead_letter_pruning_policy: str = Field(
         "delete", description="delete, or archive (gzip JSON lines in archive_dir) before deleting"
     )
+    dead_letter_min_age: str = Field(
+        "P90D",
+        description="the retention floor (ISO 8601): no dead letter younger than this is deleted "
+        "by pruning, whatever max_age and max_count say; P0D turns it off",
+    )
     prune_interval_seconds: int = Field(300, description="how often dead letters are pruned")
     archive_dir: str = Field(
         "./redrive-archive", description="where pruned dead letters are archived"

@@ -149,8 +149,15 @@ async def seed(http: httpx.AsyncClient, admin: str) -> dict[str, str]:
         "/ojs/v1/dead-letter/redrives", json={"filter": {"queue": "mail"}}, headers=headers
     )
     assert task.status_code == 201, task.text
+    hold = await http.post(
+        "/ojs/v1/admin/legal-holds",
+        json={"filter": {"queue": "legal"}, "reason": "case 1"},
+        headers=headers,
+    )
+    assert hold.status_code == 201, hold.text
     return {
         "task_id": task.json()["task"]["id"],
+        "hold_id": hold.json()["legal_hold"]["id"],
         "subscription_id": hook.json()["subscription"]["id"],
         "job_id": job_id,
         "incident_id": dead.json()["job"]["incident_id"],
@@ -187,6 +194,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/ojs/v1/webhooks/subscriptions"): {"url": "https://a.example/x", "events": ["*"]},
     ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"): {"active": False},
     ("POST", "/ojs/v1/dead-letter/redrives"): {"filter": {"type": "mail.send"}},
+    ("POST", "/ojs/v1/admin/legal-holds"): {"filter": {"queue": "mail"}, "reason": "case 2"},
 }
 QUERIES: dict[tuple[str, str], dict[str, str]] = {
     ("DELETE", "/ojs/v1/dead-letter"): {"queue": "mail", "confirm": "true"},
@@ -233,6 +241,7 @@ async def state(service: Service) -> tuple[object, ...]:
         ),
         sorted(repr(item) for item in await service.webhooks.subscriptions(SETUP)),
         sorted(repr(task) for task in await service.redrives.search(SETUP)),
+        sorted(repr(hold) for hold in await service.legal_holds.list(SETUP, True)),
     )
 
 
@@ -327,6 +336,8 @@ OBJECT_ROUTES = [
     ("POST", "/ojs/v1/dead-letter/redrives/{task_id}/pause"),
     ("POST", "/ojs/v1/dead-letter/redrives/{task_id}/resume"),
     ("POST", "/ojs/v1/dead-letter/redrives/{task_id}/cancel"),
+    ("GET", "/ojs/v1/admin/legal-holds/{hold_id}"),
+    ("POST", "/ojs/v1/admin/legal-holds/{hold_id}/release"),
 ]
 
 

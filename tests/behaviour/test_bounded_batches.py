@@ -28,10 +28,10 @@ async def test_a_prune_batch_removes_at_most_its_limit(
     await make_dead_letters(service, count, "prunable")
     clock.advance(60_000)
     before = clock.now_ms() if by_age else None
-    scope = PruneScope(queue="prunable", excluded_queues=None, before=before, archive=archive)
+    scope = PruneScope("prunable", None, before, archive, by_count=not by_age)
     for limit in (1, 3):
         async with store.transaction(SYSTEM) as transaction:
-            removed = await transaction.prune_dead_letters(scope, limit)
+            removed = await transaction.prune_dead_letters(scope, limit, clock.now_ms(), "test")
         assert len(removed) == limit
     assert (await service.dead_letters.stats(CALLER)).total == count - 4
 

@@ -42,6 +42,14 @@ def no_server_errors(client: httpx.AsyncClient) -> None:
     forbid_server_errors(client)
 
 
+@pytest.fixture(autouse=True)
+async def no_floor(request: pytest.FixtureRequest, client: httpx.AsyncClient) -> None:
+    """These tests are about max_age and max_count: the retention floor (min_age, P90D by
+    default; tests/behaviour/test_retention_floor.py) is turned off, but for the defaults test."""
+    if request.node.originalname != "test_global_policy_has_defaults_and_changes_at_run_time":
+        await put_policy(client, {"min_age": "P0D"})
+
+
 @pytest.fixture
 def archive_dir(tmp_path: Path) -> Path:
     return tmp_path / "archive"
@@ -113,7 +121,7 @@ async def test_global_policy_has_defaults_and_changes_at_run_time(
     body = (await client.get(RETENTION)).json()
     assert body["global"] == {
         "queue": None, "scope": "global", "max_age": "P180D", "max_count": 10_000,
-        "pruning_policy": "delete",
+        "pruning_policy": "delete", "min_age": "P90D",
     }  # fmt: skip
     assert body["queues"] == []
     assert body["next_prune_at"] == format_timestamp(service.retention.next_prune_at())
@@ -124,7 +132,9 @@ async def test_global_policy_has_defaults_and_changes_at_run_time(
     assert response.status_code == 200, response.text
     assert response.json()["policy"]["max_age"] == "P30D"
     await put_policy(client, {"max_count": 50})
-    expected = {"max_age": "P30D", "max_count": 50, "pruning_policy": "delete"}
+    expected = {
+        "max_age": "P30D", "max_count": 50, "pruning_policy": "delete", "min_age": "P90D",
+    }  # fmt: skip
     assert (await client.get(RETENTION)).json()["global"] == {
         "queue": None, "scope": "global", **expected,
     }  # fmt: skip
@@ -190,13 +200,13 @@ async def test_a_queue_override_is_readable_changeable_and_removable_at_run_time
     inherited = (await client.get(f"{RETENTION}/billing")).json()["policy"]
     assert inherited == {
         "queue": "billing", "scope": "global", "max_age": "P30D", "max_count": 100,
-        "pruning_policy": "delete",
+        "pruning_policy": "delete", "min_age": "PT0S",
     }  # fmt: skip
 
     response = await client.put(f"{RETENTION}/billing", json={"max_count": 5})
     assert response.status_code == 200, response.text
     own = {"queue": "billing", "scope": "queue", "max_age": "P30D", "max_count": 5,
-           "pruning_policy": "delete"}  # fmt: skip
+           "pruning_policy": "delete", "min_age": "PT0S"}  # fmt: skip
     assert response.json()["policy"] == own
     assert (await client.get(f"{RETENTION}/billing")).json()["policy"] == own
 
@@ -208,8 +218,10 @@ async def test_a_queue_override_is_readable_changeable_and_removable_at_run_time
     assert listing["global"]["max_count"] == 100
     stats = (await client.get("/ojs/v1/dead-letter/stats")).json()["retention"]
     assert stats["queues"] == {
-        "billing": {"max_age": "P365D", "max_count": 5, "pruning_policy": "archive"}
-    }
+        "billing": {
+            "max_age": "P365D", "max_count": 5, "pruning_policy": "archive", "min_age": "PT0S",
+        }
+    }  # fmt: skip
     other = (await client.get(f"{RETENTION}/mail")).json()["policy"]
     assert (other["scope"], other["max_count"]) == ("global", 100)
 
@@ -268,7 +280,7 @@ async def test_pruning_by_age_honours_per_queue_overrides(
     assert report == {
         "deleted": 5, "archived": 0, "dead_letters": 5,
         "by_queue": {"mail": 1, "billing": 2, "audit": 2},
-        "archives": [],
+        "archives": [], "floor_holding": {},
     }  # fmt: skip
     assert await labels(client) == {
         "mail-5", "mail-12", "other-12", "billing-12", "billing-14", "audit-12",

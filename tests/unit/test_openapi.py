@@ -46,6 +46,7 @@ from redrive.domain.envelope import read_envelope
 from redrive.domain.errors import InvalidRequest, OjsError
 from redrive.domain.incident import PAGING_KEYS as INCIDENT_PAGING_KEYS
 from redrive.domain.incident import QUERY_KEYS as INCIDENT_QUERY_KEYS
+from redrive.domain.legal_hold import parse_hold_request
 from redrive.domain.replay import parse_rule_changes
 from redrive.domain.retention import parse_policy_changes
 from redrive.domain.webhooks import parse_changes, parse_rotation, parse_subscription
@@ -88,6 +89,7 @@ PARSERS: dict[str, Parser] = {
     "WebhookSubscriptionChanges": lambda body: parse_changes(body, allow_private=False),
     "WebhookSecretRotation": parse_rotation,
     "RedriveTaskRequest": lambda body: start_request(body, NOW),
+    "LegalHoldRequest": parse_hold_request,
 }
 HOOK = {"url": "https://example.com/hook", "events": ["job.completed", "dead_letter.*"]}
 JOB = {"type": "email.send", "args": [1], "options": {"queue": "emails", "priority": 5}}
@@ -126,6 +128,10 @@ ACCEPTED: list[tuple[str, object]] = [
     ("WebhookSecretRotation", {"secret": None}),
     ("RedriveTaskRequest", {"filter": {"queue": "billing"}, "limit": 500}),
     ("RedriveTaskRequest", {"incident": "inc_" + "a" * 24, "critical": True, "reason": "why"}),
+    ("LegalHoldRequest", {"job_id": "j1", "reason": "case 1"}),
+    ("LegalHoldRequest", {"incident_id": "inc_" + "a" * 24, "reason": "case 1"}),
+    ("LegalHoldRequest", {"filter": {"queue": "billing", "error_type": "Boom"}, "reason": "r"}),
+    ("RetentionPolicyChanges", {"min_age": "P0D"}),
 ]
 # (schema, body): the schema and the parser both refuse it.
 REFUSED: list[tuple[str, object]] = [
@@ -173,6 +179,12 @@ REFUSED: list[tuple[str, object]] = [
     ("WebhookSubscriptionChanges", {}),
     ("WebhookSubscriptionChanges", {"active": "no"}),
     ("WebhookSecretRotation", {"secret": 7}),
+    ("LegalHoldRequest", {"job_id": "j1"}),
+    ("LegalHoldRequest", {"job_id": "j1", "incident_id": "inc_" + "a" * 24, "reason": "r"}),
+    ("LegalHoldRequest", {"filter": {}, "reason": "r"}),
+    ("LegalHoldRequest", {"filter": {"since": "-PT1H"}, "reason": "r"}),
+    ("LegalHoldRequest", {"incident_id": "inc_1", "reason": "r"}),
+    ("LegalHoldRequest", {"reason": "r"}),
 ]
 
 

@@ -50,6 +50,10 @@ from redrive.domain.incident import STATES as INCIDENT_STATES
 from redrive.domain.incident import Sort as IncidentSort
 from redrive.domain.job import STATES
 from redrive.domain.keys import NAME_PATTERN as KEY_NAME_PATTERN
+from redrive.domain.legal_hold import FILTER_KEYS as LEGAL_HOLD_FILTER_KEYS
+from redrive.domain.legal_hold import MAX_NAME as LEGAL_HOLD_MAX_NAME
+from redrive.domain.legal_hold import MAX_REASON as LEGAL_HOLD_MAX_REASON
+from redrive.domain.legal_hold import REQUEST_KEYS as LEGAL_HOLD_REQUEST_KEYS
 from redrive.domain.lifecycle import BACKTRACE_KEYS
 from redrive.domain.redrive import MAX_REASON as REDRIVE_MAX_REASON
 from redrive.domain.redrive import STATES as REDRIVE_STATES
@@ -298,6 +302,9 @@ RETENTION_CHANGES = obj(
         "max_age": typed("string", "an ISO 8601 duration such as P180D"),
         "max_count": typed("integer", minimum=1, maximum=MAX_COUNT_LIMIT),
         "pruning_policy": {"enum": list(PRUNING_POLICIES)},
+        "min_age": typed(
+            "string", "the retention floor, an ISO 8601 duration such as P90D (P0D: none)"
+        ),
         "queue": {"description": "accepted and ignored: the path names the queue"},
     },
     closed=True,
@@ -357,6 +364,22 @@ WEBHOOK_SCHEMAS: dict[str, Schema] = {
     "active": typed("boolean", default=True),
     "description": typed(["string", "null"], maxLength=MAX_DESCRIPTION),
 }
+
+LEGAL_HOLD_NAME = typed("string", minLength=1, maxLength=LEGAL_HOLD_MAX_NAME)
+LEGAL_HOLD_SCHEMAS: dict[str, Schema] = {
+    "job_id": typed("string", "hold this job's dead letters", minLength=1,
+                    maxLength=LEGAL_HOLD_MAX_NAME),
+    "incident_id": typed("string", "hold the incident's dead letters, those entering it too",
+                         pattern=whole(r"inc_[0-9a-f]{24}")),
+    "filter": {
+        **obj(keyed("LegalHoldFilter", LEGAL_HOLD_FILTER_KEYS,
+                    {key: LEGAL_HOLD_NAME for key in LEGAL_HOLD_FILTER_KEYS}), closed=True,
+              description="hold every dead letter matching these exactly, those to come too"),
+        "minProperties": 1,
+    },
+    "reason": typed("string", "why (a case or matter reference)", minLength=1,
+                    maxLength=LEGAL_HOLD_MAX_REASON),
+}  # fmt: skip
 
 # ---- the OJS error body ---------------------------------------------------------------------
 
@@ -479,6 +502,15 @@ SCHEMAS: dict[str, Schema] = {
             description="the fields to change (at least one); the others keep their values",
         ),
         "minProperties": 1,
+    },
+    "LegalHoldRequest": {
+        **obj(
+            keyed("LegalHoldRequest", LEGAL_HOLD_REQUEST_KEYS, LEGAL_HOLD_SCHEMAS),
+            "reason",
+            closed=True,
+            description="exactly one of job_id, incident_id and filter, and the reason",
+        ),
+        "oneOf": [{"required": [key]} for key in ("job_id", "incident_id", "filter")],
     },
     "WebhookSecretRotation": obj(
         keyed("WebhookSecretRotation", ROTATION_KEYS, {"secret": nullable(WEBHOOK_SECRET)}),

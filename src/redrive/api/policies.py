@@ -118,6 +118,12 @@ POLICIES: dict[str, Policy] = {
     "incidents.resolve": Policy(OPERATE),
     "incidents.ignore": Policy(OPERATE),
     "incidents.reopen": Policy(OPERATE),
+    # legal holds (the role table puts them under admin; anyone who reads dead letters
+    # sees which holds keep them)
+    "legal_holds.list_holds": Policy(READ),
+    "legal_holds.get_hold": Policy(READ),
+    "legal_holds.place_hold": Policy(ADMINISTER),
+    "legal_holds.release_hold": Policy(ADMINISTER),
     # API keys
     "keys.create_key": Policy(ADMINISTER),
     "keys.list_keys": Policy(ADMINISTER),

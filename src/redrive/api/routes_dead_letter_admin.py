@@ -127,6 +127,7 @@ def build_router(prefix: str) -> APIRouter:
                 "dead_letters": sum(report.by_queue.values()),
                 "by_queue": dict(report.by_queue),
                 "archives": report.archives,
+                "floor_holding": report.floor_holding,
             }
         )
 

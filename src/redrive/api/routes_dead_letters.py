@@ -57,6 +57,8 @@ def bulk_document(result: BulkResult) -> dict[str, Any]:
         body["sample"] = result.sample
     key = "retried" if result.action == "retry" else "purged"
     body[key] = result.succeeded
+    if result.action == "purge" and not result.dry_run:
+        body["held"] = result.held  # matching dead letters legal holds kept
     return body
 
 
@@ -131,6 +133,7 @@ def build_router(prefix: str) -> APIRouter:
             **policies.global_policy.to_document(),
             "next_prune_at": timestamp(service.retention.next_prune_at()),
             "queues": {queue: policy.to_document() for queue, policy in policies.queues.items()},
+            "floor_holding": await service.retention.floor_holding(caller_of(request)),
         }
         return ojs(body)
 

@@ -81,6 +81,7 @@ def dead_letter_document(dead: DeadLetter) -> dict[str, Any]:
     )
     if dead.moved_at is not None:
         document.update(moved_at=format_timestamp(dead.moved_at), moved_by=dead.moved_by)
+    document.update(held=bool(dead.legal_holds), legal_holds=list(dead.legal_holds))
     return document
 
 

@@ -16,6 +16,7 @@ from redrive.cli.dead_letters import dead_letter_commands
 from redrive.cli.incidents import incidents
 from redrive.cli.jobs import enqueue, jobs
 from redrive.cli.keys import keys
+from redrive.cli.legal_holds import holds
 from redrive.cli.queues import queues
 from redrive.cli.redrives import redrives
 from redrive.cli.remote import CREDENTIALS, EXIT_CODES_HELP
@@ -174,6 +175,7 @@ app.add_typer(queues, name="queues")
 app.add_typer(keys, name="keys")
 app.add_typer(audit, name="audit")
 app.add_typer(incidents, name="incidents")
+app.add_typer(holds, name="holds")
 app.add_typer(webhooks, name="webhooks")
 app.add_typer(redrives, name="redrives")
 app.command("enqueue", epilog=EXIT_CODES_HELP)(enqueue)

@@ -66,12 +66,22 @@ def _last_message(errors: list[dict[str, Any]]) -> str:
 
 def dead_letter_table(items: Iterable[DeadLetter], title: str) -> Table:
     table = Table(title=title)
-    for column in ("id", "queue", "type", "error type", "attempts", "discarded at", "last error"):
+    columns = (
+        "id",
+        "queue",
+        "type",
+        "error type",
+        "attempts",
+        "discarded at",
+        "held",
+        "last error",
+    )
+    for column in columns:
         table.add_column(column, overflow="fold")
     for dead in items:
         table.add_row(
             dead.id, dead.queue, dead.type, dead.error_type or "", str(dead.job.attempt),
-            dead.discarded_at or "", _last_message(dead.errors),
+            dead.discarded_at or "", "yes" if dead.held else "", _last_message(dead.errors),
         )  # fmt: skip
     return table
 
@@ -146,6 +156,7 @@ def show_dead_letter(dead: DeadLetter) -> None:
         ("error type", dead.error_type), ("moved_at", dead.moved_at), ("moved_by", dead.moved_by),
         ("redacted", dead.raw.get("redactions")), ("incident", dead.incident_id),
         ("fingerprint", dead.fingerprint),
+        ("legal holds", ", ".join(dead.legal_holds) or "none"),
     ]  # fmt: skip
     stdout().print(fields_table(f"dead letter {dead.id}", rows))
     stdout().print(error_history(dead.errors))

@@ -30,11 +30,11 @@ archive = typer.Typer(
 
 def _policy_table(rows: list[RetentionPolicy], next_prune_at: str | None) -> Table:
     table = Table(title=f"Dead-letter retention (next prune {next_prune_at or 'unknown'})")
-    for column in ("scope", "queue", "max_age", "max_count", "pruning_policy"):
+    for column in ("scope", "queue", "max_age", "max_count", "pruning_policy", "min_age"):
         table.add_column(column)
     for row in rows:
         table.add_row(row.scope, row.queue or "(all others)", row.max_age or "",
-                      str(row.max_count), row.pruning_policy or "")  # fmt: skip
+                      str(row.max_count), row.pruning_policy or "", row.min_age or "")  # fmt: skip
     return table
 
 
@@ -71,19 +71,23 @@ def policy_set(
     max_age: str | None = typer.Option(None, "--max-age", help="ISO 8601 duration, e.g. P30D"),
     max_count: int | None = typer.Option(None, "--max-count", help="most dead letters kept"),
     pruning_policy: str | None = typer.Option(None, "--pruning-policy", help="delete or archive"),
+    min_age: str | None = typer.Option(
+        None, "--min-age", help="the floor: never delete younger (ISO 8601, P0D: none)"
+    ),
     url: str = URL,
     database: str | None = DATABASE,
     tenant: str | None = TENANT,
     as_json: bool = JSON,
 ) -> None:
     """Change the global policy or a queue's override; options not given keep their values."""
-    if max_age is None and max_count is None and pruning_policy is None:
-        fail("give at least one of --max-age, --max-count, --pruning-policy", EXIT_USAGE)
+    if max_age is None and max_count is None and pruning_policy is None and min_age is None:
+        fail("give at least one of --max-age, --max-count, --pruning-policy, --min-age", EXIT_USAGE)
 
     async def call(client: Client) -> RetentionPolicy:
         return await client.set_retention_policy(
-            queue, max_age=max_age, max_count=max_count, pruning_policy=pruning_policy
-        )
+            queue, max_age=max_age, max_count=max_count, pruning_policy=pruning_policy,
+            min_age=min_age,
+        )  # fmt: skip
 
     changed = run(Target(url, database, tenant), call)
     if as_json:
@@ -123,6 +127,9 @@ def prune(
         print_json(report.raw)
     else:
         say(f"deleted {report.deleted}, archived {report.archived}")
+        for scope, count in sorted(report.floor_holding.items()):
+            where = "the global policy" if scope == "*" else f"queue {scope}"
+            say(f"kept {count} over the max_count of {where}: younger than the floor or held")
 
 
 @archive.command("ls")

@@ -30,6 +30,7 @@ from redrive.client.errors import (
     UnreachableError,
 )
 from redrive.client.incidents import Incident, IncidentDetail
+from redrive.client.legal_holds import LegalHold
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.redrives import RedriveTask
 from redrive.client.requests import DeadLetterFilter, JobSpec
@@ -59,6 +60,7 @@ __all__ = [
     "InvalidRequestError",
     "Job",
     "JobSpec",
+    "LegalHold",
     "NotFoundError",
     "Outcome",
     "Page",

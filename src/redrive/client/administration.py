@@ -246,10 +246,15 @@ class Administration(Connection):
         max_age: str | None = None,
         max_count: int | None = None,
         pruning_policy: str | None = None,
+        min_age: str | None = None,
     ) -> RetentionPolicy:
         """Change the global policy (queue None) or set a queue's override; fields left as
-        None keep their values."""
-        values = {"max_age": max_age, "max_count": max_count, "pruning_policy": pruning_policy}
+        None keep their values. `min_age` is the floor: no dead letter younger than it is
+        deleted by pruning (P0D: none)."""
+        values = {
+            "max_age": max_age, "max_count": max_count, "pruning_policy": pruning_policy,
+            "min_age": min_age,
+        }  # fmt: skip
         body = {key: value for key, value in values.items() if value is not None}
         path = f"{DEAD_LETTER}/retention/{queue}" if queue else f"{DEAD_LETTER}/retention"
         payload = await self._request("PUT", path, body)

@@ -1,6 +1,7 @@
 """The async Python client: the OJS worker protocol, producing jobs and the dead-letter queue
 (administration operations come from `Administration`, incidents from `IncidentOperations`,
-redrive tasks from `RedriveOperations`, the HTTP plumbing from `Connection`)."""
+redrive tasks from `RedriveOperations`, legal holds from `LegalHoldOperations`, the HTTP plumbing
+from `Connection`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from redrive.client.administration import DEAD_LETTER, Administration
 from redrive.client.dead_letters import BulkResult, DeadLetter, DeadLetterStats
 from redrive.client.errors import RedriveError, from_response
 from redrive.client.incidents import IncidentOperations
+from redrive.client.legal_holds import LegalHoldOperations
 from redrive.client.models import Heartbeat, Job, Outcome, Page, RetryPolicy
 from redrive.client.redrives import RedriveOperations
 from redrive.client.requests import (
@@ -45,7 +47,7 @@ def _batch_outcomes(payload: dict[str, Any]) -> list[Outcome | RedriveError]:
 JOBS = "/ojs/v1/jobs"
 
 
-class Client(Administration, IncidentOperations, RedriveOperations):
+class Client(Administration, IncidentOperations, RedriveOperations, LegalHoldOperations):
     """Async client for a redrive (or any OJS) server.
 
     `async with Client("http://127.0.0.1:8080") as client: job = await client.enqueue(...)`.

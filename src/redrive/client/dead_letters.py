@@ -60,6 +60,11 @@ class DeadLetter:
     job: Job
     episodes: list[Episode]
     raw: dict[str, Any] = field(repr=False)
+    legal_holds: list[str] = field(default_factory=list)  # the active holds that keep it
+
+    @property
+    def held(self) -> bool:
+        return bool(self.legal_holds)
 
     @property
     def type(self) -> str:
@@ -92,6 +97,7 @@ class DeadLetter:
             if isinstance(episodes, list)
             else [],
             raw=document,
+            legal_holds=strings_of(document.get("legal_holds")),
         )
 
 
@@ -110,6 +116,7 @@ class BulkResult:
     raw: dict[str, Any] = field(repr=False)
     # A bulk retry larger than a burst became this paced redrive task (nothing moved yet).
     task_id: str | None = None
+    held: int = 0  # a purge: matching dead letters legal holds kept
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> BulkResult:
@@ -128,6 +135,7 @@ class BulkResult:
             else [],
             raw=document,
             task_id=str(task["id"]) if isinstance(task, dict) and "id" in task else None,
+            held=integer_of(document, "held"),
         )
 
 
@@ -198,6 +206,7 @@ class RetentionPolicy:
     max_count: int | None
     pruning_policy: str | None
     raw: dict[str, Any] = field(repr=False)
+    min_age: str | None = None  # the floor: none younger is deleted by pruning
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> RetentionPolicy:
@@ -209,6 +218,7 @@ class RetentionPolicy:
             max_count=max_count if isinstance(max_count, int) else None,
             pruning_policy=text_of(document, "pruning_policy"),
             raw=document,
+            min_age=text_of(document, "min_age"),
         )
 
 
@@ -241,10 +251,14 @@ class PruneReport:
     by_queue: dict[str, int]
     archives: list[str]
     raw: dict[str, Any] = field(repr=False)
+    # Per scope (a queue, or * for the global policy): dead letters over max_count kept because
+    # they are younger than the retention floor or under a legal hold.
+    floor_holding: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> PruneReport:
         by_queue = document.get("by_queue")
+        holding = document.get("floor_holding")
         return cls(
             deleted=integer_of(document, "deleted"),
             archived=integer_of(document, "archived"),
@@ -253,6 +267,9 @@ class PruneReport:
             else {},
             archives=strings_of(document.get("archives")),
             raw=document,
+            floor_holding={str(k): int(v) for k, v in holding.items()}
+            if isinstance(holding, dict)
+            else {},
         )
 
 

@@ -23,6 +23,7 @@ from redrive.client.dead_letters import (
 )
 from redrive.client.errors import RedriveError
 from redrive.client.incidents import Incident, IncidentDetail
+from redrive.client.legal_holds import LegalHold
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.redrives import RedriveTask
 from redrive.client.requests import DeadLetterFilter, Delay, JobSpec, Moment
@@ -535,14 +536,17 @@ class SyncClient:
         max_age: str | None = None,
         max_count: int | None = None,
         pruning_policy: str | None = None,
+        min_age: str | None = None,
     ) -> RetentionPolicy:
         """Change the global policy (queue None) or set a queue's override; fields left as
-        None keep their values."""
+        None keep their values. `min_age` is the floor: no dead letter younger than it is
+        deleted by pruning (P0D: none)."""
         coroutine = self._client.set_retention_policy(
             queue,
             max_age=max_age,
             max_count=max_count,
             pruning_policy=pruning_policy,
+            min_age=min_age,
         )
         return self._run(coroutine)
 
@@ -669,3 +673,32 @@ class SyncClient:
 
     def cancel_redrive(self, task_id: str) -> RedriveTask:
         return self._run(self._client.cancel_redrive(task_id))
+
+    def legal_holds(self, *, include_released: bool = False) -> list[LegalHold]:
+        """The active holds, newest first (with include_released, the released ones too)."""
+        return self._run(self._client.legal_holds(include_released=include_released))
+
+    def get_legal_hold(self, hold_id: str) -> LegalHold:
+        return self._run(self._client.get_legal_hold(hold_id))
+
+    def place_legal_hold(
+        self,
+        reason: str,
+        *,
+        job_id: str | None = None,
+        incident_id: str | None = None,
+        filter: Mapping[str, str] | None = None,
+    ) -> LegalHold:
+        """Hold one job's dead letters, an incident's, or those matching a filter of exact
+        queue, type and error_type (name exactly one); those to come are held too."""
+        coroutine = self._client.place_legal_hold(
+            reason,
+            job_id=job_id,
+            incident_id=incident_id,
+            filter=filter,
+        )
+        return self._run(coroutine)
+
+    def release_legal_hold(self, hold_id: str) -> LegalHold:
+        """Release a hold: what it kept is pruned, purged or deleted normally again."""
+        return self._run(self._client.release_legal_hold(hold_id))

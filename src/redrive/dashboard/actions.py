@@ -191,7 +191,7 @@ def add_settings_actions(router: APIRouter, service: Service, wrap: Wrapper) -> 
         document = policy.to_document()
         message = (
             f"Retention for {scope}: keep {document['max_count']} for {document['max_age']}, "
-            f"then {document['pruning_policy']}."
+            f"then {document['pruning_policy']}; none deleted younger than {document['min_age']}."
         )
         return redirect(request, f"{PREFIX}/retention", message)
 

@@ -134,4 +134,6 @@ def policy_changes(form: Form) -> PolicyChanges:
         body["max_count"] = int(max_count)
     if form.get("pruning_policy"):
         body["pruning_policy"] = form.get("pruning_policy")
+    if form.get("min_age"):
+        body["min_age"] = form.get("min_age")
     return parse_policy_changes(body)

@@ -148,6 +148,7 @@ def add_page_routes(router: APIRouter, service: Service) -> None:
             "dead_by_queue": stats.by_queue,
             "next_prune_at": service.retention.next_prune_at(),
             "archives": await service.retention.archives(caller),
+            "floor_holding": await service.retention.floor_holding(caller),
             "changeable": changeable,
             "pruning_policies": PRUNING_POLICIES,
             "now": service.now(),

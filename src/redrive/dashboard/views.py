@@ -46,6 +46,7 @@ def row(dead: DeadLetter) -> dict[str, Any]:
         "discarded_at": dead.discarded_at,
         "status": dead.status,
         "moved_by": dead.moved_by,
+        "legal_holds": dead.legal_holds,
     }
 
 
@@ -103,6 +104,8 @@ async def overview(service: Service, caller: Caller) -> dict[str, Any]:
         "oldest": await oldest(service, caller, stats.oldest_at),
         "oldest_at": stats.oldest_at,
         "next_prune_at": service.retention.next_prune_at(),
+        "young_at_next_prune": await service.retention.young_at_next_prune(caller),
+        "floor_holding": sum((await service.retention.floor_holding(caller)).values()),
     }
 
 

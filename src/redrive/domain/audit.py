@@ -37,6 +37,8 @@ class Action(StrEnum):
     RETENTION_POLICY_CHANGE = "retention.policy_change"
     RETENTION_PRUNE = "retention.prune"
     RETENTION_RESTORE = "retention.restore"
+    LEGAL_HOLD_PLACE = "legal_hold.place"
+    LEGAL_HOLD_RELEASE = "legal_hold.release"
     QUEUE_PAUSE = "queue.pause"
     QUEUE_RESUME = "queue.resume"
     WORKER_DIRECTIVE = "worker.directive"

@@ -42,6 +42,8 @@ class DeadLetter:
     fingerprint: str | None = None
     fingerprint_version: int | None = None
     incident_id: str | None = None
+    # The active legal holds that keep it (read with it; never stored on the episode).
+    legal_holds: tuple[str, ...] = ()
 
     @property
     def job_id(self) -> str:

@@ -17,7 +17,7 @@ EVENT_TYPES = frozenset(
         "job.enqueued", "job.scheduled", "job.started", "job.completed", "job.failed",
         "job.retrying", "job.discarded", "job.cancelled", "job.expired",
         "dead_letter.added", "dead_letter.retried", "dead_letter.replayed",
-        "dead_letter.deleted", "dead_letter.pruned",
+        "dead_letter.deleted", "dead_letter.pruned", "dead_letter.retention_floor_holding",
         "queue.paused", "queue.resumed", "cron.triggered", "cron.skipped",
         "incident.opened", "incident.regressed", "incident.resolved",
         "redrive.started", "redrive.completed", "redrive.cancelled",

@@ -21,10 +21,12 @@ from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.errors import InvalidRequest, NotFound
 from redrive.domain.events import episode_event, job_event
 from redrive.domain.job import Job
+from redrive.domain.legal_hold import LegalHeld
 from redrive.domain.redaction import Redactor
 from redrive.ports import DeadLetterMoves, Page
 from redrive.service import visibility
 from redrive.service.audit import AuditService
+from redrive.service.legal_holds import active_holds, marked
 from redrive.service.runtime import Runtime
 
 BULK_CHUNK = 1000
@@ -53,6 +55,8 @@ class BulkResult:
     dry_run: bool = False
     sample: list[str] = field(default_factory=list)
     queues: list[str] = field(default_factory=list)
+    # A purge: how many matching dead letters legal holds kept (skipped, still dead).
+    held: int = 0
 
 
 @dataclass(frozen=True)
@@ -67,11 +71,12 @@ class Preview:
 @dataclass(frozen=True)
 class SelectionResult:
     """A retry or delete of chosen dead letters: the ids moved, and those no longer dead (moved
-    by someone else, or never dead in the caller's tenant)."""
+    by someone else, or never dead in the caller's tenant); a delete skips held ones."""
 
     moved: list[str]
     missing: list[str]
     queues: list[str]
+    held: list[str] = field(default_factory=list)  # a delete: kept by a legal hold
 
 
 def _check_confirmed(request: BulkRequest) -> None:
@@ -118,6 +123,7 @@ class DeadLetterService:
         async with self.runtime.store.transaction(caller) as transaction:
             items = await transaction.list_dead_letters(filters, page)
             total = await transaction.count_dead_letters(filters)
+            items = await marked(transaction, caller.tenant_scope, items)
         return visibility.dead_letters_for(caller, items, self._redactor), total
 
     async def get(self, caller: Caller, job_id: str) -> tuple[DeadLetter, list[DeadLetter]]:
@@ -125,9 +131,10 @@ class DeadLetterService:
         tenant = caller.tenant_scope
         async with self.runtime.store.transaction(caller) as transaction:
             dead = await transaction.get_dead_letter(job_id, tenant)
-            history = await transaction.dead_letter_episodes(job_id, tenant) if dead else []
-        if dead is None:
-            raise NotFound("dead letter", job_id)
+            if dead is None:
+                raise NotFound("dead letter", job_id)
+            history = await transaction.dead_letter_episodes(job_id, tenant)
+            [dead] = await marked(transaction, tenant, [dead])
         return (
             visibility.dead_letter_for(caller, dead, self._redactor),
             visibility.dead_letters_for(caller, history, self._redactor),
@@ -137,6 +144,7 @@ class DeadLetterService:
         """Every episode the job has had, oldest first, whether or not one is dead now."""
         async with self.runtime.store.transaction(caller) as transaction:
             history = await transaction.dead_letter_episodes(job_id, caller.tenant_scope)
+            history = await marked(transaction, caller.tenant_scope, history)
         if not history:
             raise NotFound("dead letter", job_id)
         return visibility.dead_letters_for(caller, history, self._redactor)
@@ -185,9 +193,15 @@ class DeadLetterService:
         return episodes.redrive(modified, now)
 
     async def delete(self, caller: Caller, job_id: str) -> None:
+        """Delete the job's dead letter; 409 legal_hold, naming the holds, while one keeps it
+        (whoever asks, admins too)."""
         now = self.runtime.now()
         async with self.runtime.store.transaction(caller) as transaction:
             dead = await transaction.get_dead_letter(job_id, caller.tenant_scope)
+            if dead is not None:
+                [dead] = await marked(transaction, caller.tenant_scope, [dead])
+                if dead.legal_holds:
+                    raise LegalHeld(job_id, list(dead.legal_holds))
             if dead is None or not await transaction.move_dead_letter(
                 dead, episodes.DELETED, now, caller.actor
             ):
@@ -209,12 +223,17 @@ class DeadLetterService:
     ) -> SelectionResult:
         now = self.runtime.now()
         moved: list[str] = []
+        held: list[str] = []
         queues: set[str] = set()
         forgotten: list[MovedEpisode] = []
         async with self.runtime.store.transaction(caller) as transaction:
+            holds = await active_holds(transaction, caller.tenant_scope)
             for job_id in job_ids:
                 dead = await transaction.get_dead_letter(job_id, caller.tenant_scope)
                 if dead is None:
+                    continue
+                if status == episodes.DELETED and any(hold.covers(dead) for hold in holds):
+                    held.append(job_id)
                     continue
                 if status == episodes.RETRIED:
                     done = await self.redrive(
@@ -234,8 +253,8 @@ class DeadLetterService:
             )
             target = {"job_ids": job_ids}
             await self.audit.record(caller, transaction, action, target, len(moved))
-        missing = [job_id for job_id in job_ids if job_id not in set(moved)]
-        return SelectionResult(moved=moved, missing=missing, queues=sorted(queues))
+        missing = [job_id for job_id in job_ids if job_id not in {*moved, *held}]
+        return SelectionResult(moved=moved, missing=missing, queues=sorted(queues), held=held)
 
     async def preview(self, caller: Caller, filters: DeadLetterFilter) -> Preview:
         """What a bulk action by this filter would move, without moving anything."""
@@ -300,6 +319,9 @@ class DeadLetterService:
             caller, audited, filter_target(request), Outcome.SUCCEEDED, result.succeeded
         )
         result.queues = sorted(queues)
+        if action == "purge":  # the statement skips held dead letters: say how many it left
+            async with self.runtime.store.transaction(caller) as transaction:
+                result.held = await transaction.count_held_dead_letters(filters)
         return result
 
     async def _move_chunk(

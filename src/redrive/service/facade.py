@@ -10,6 +10,7 @@ from redrive.service.events import EventService
 from redrive.service.incidents import IncidentService
 from redrive.service.jobs import JobService
 from redrive.service.keys import KeyService
+from redrive.service.legal_holds import LegalHoldService
 from redrive.service.metrics import MetricsService
 from redrive.service.queues import QueueService
 from redrive.service.redrives import RedriveService
@@ -37,6 +38,7 @@ class Service:
         self.audit = AuditService(runtime)
         self.sessions = SessionService(runtime, self.keys)
         self.retention = RetentionService(runtime)
+        self.legal_holds = LegalHoldService(runtime)
         self.replay = ReplayService(runtime, self.dead_letters)
         self.redrives = RedriveService(runtime, self.dead_letters)
         self.sweeper = Sweeper(

@@ -16,6 +16,7 @@ from redrive.domain.incident import Incident, IncidentQuery, Transition, decide,
 from redrive.ports import IncidentStore, Page
 from redrive.service import visibility
 from redrive.service.audit import AuditService
+from redrive.service.legal_holds import marked
 from redrive.service.runtime import Runtime
 
 RECENT_DEAD_LETTERS = 20
@@ -48,6 +49,7 @@ class IncidentService:
                 raise NotFound("incident", incident_id)
             filters = DeadLetterFilter(incident_id=incident.id, tenant_id=tenant)
             recent = await transaction.list_dead_letters(filters, Page(RECENT_DEAD_LETTERS))
+            recent = await marked(transaction, tenant, recent)
         redactor = self.runtime.options.redactor
         return incident, visibility.dead_letters_for(caller, recent, redactor)
 

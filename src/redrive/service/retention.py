@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from redrive.domain.audit import Action
 from redrive.domain.caller import SYSTEM, Caller
-from redrive.domain.dead_letter import DEAD
+from redrive.domain.dead_letter import ARCHIVED, DEAD, PRUNED
 from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import validate_queue_name
 from redrive.domain.errors import InvalidRequest, NotFound
@@ -16,6 +17,7 @@ from redrive.domain.events import Event
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.retention import (
     GLOBAL,
+    MAX_COUNT_LIMIT,
     ArchiveRecord,
     PolicyChanges,
     PolicyRecord,
@@ -23,7 +25,7 @@ from redrive.domain.retention import (
     next_prune_at,
     plan_prune,
 )
-from redrive.ports import Archive, DeadLetterStore, PruneScope
+from redrive.ports import Archive, DeadLetterStore, PruneScope, RetentionStore
 from redrive.service import locks
 from redrive.service.audit import AuditService
 from redrive.service.runtime import Runtime
@@ -33,6 +35,9 @@ from redrive.service.runtime import Runtime
 # use-cases below read and write them in SYSTEM transactions, whichever caller asks (on
 # PostgreSQL a tenant's transaction could neither see nor write the default tenant's rows).
 POLICY_TENANT = DEFAULT_TENANT
+FLOOR_HOLDING = "dead_letter.retention_floor_holding"
+WEEK_MS = 7 * 86_400_000
+log = logging.getLogger("redrive.retention")
 
 
 @dataclass
@@ -41,7 +46,14 @@ class PruneReport:
     archived: int = 0
     by_queue: Counter[str] = field(default_factory=Counter)
     by_tenant: Counter[str] = field(default_factory=Counter)
+    # Dead letters removed per (queue, "age" or "count", "deleted" or "archived"): the log line.
+    removals: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     archives: list[str] = field(default_factory=list)
+    # Per scope (a queue, or GLOBAL): dead letters over max_count the prune kept because they
+    # are younger than the floor (min_age) or under a legal hold.
+    floor_holding: dict[str, int] = field(default_factory=dict)
+    # Tombstones of dead letters pruned longer ago than the policy keeps dead letters, deleted.
+    tombstones_removed: int = 0
 
     @property
     def removed(self) -> int:
@@ -125,27 +137,110 @@ class RetentionService:
         now = self.runtime.now()
         for queue, excluded, policy in scopes:
             target = None if queue == GLOBAL else queue
-            archive = policy.pruning_policy == "archive"
-            by_age = PruneScope(target, excluded, now - policy.max_age_ms, archive)
-            by_count = PruneScope(target, excluded, None, archive)
-            if not await self._drain(by_age, policies, report, now) or not await self._drain(
-                by_count, policies, report, now
+            # The floor wins: deleted by age only past the longer of max_age and min_age, by
+            # count only those older than min_age (archived ones are kept, so any of them).
+            archive = policy.archives
+            by_age = PruneScope(target, excluded, policy.age_cutoff(now), archive)
+            by_count = PruneScope(target, excluded, policy.count_cutoff(now), archive, True)
+            if not (
+                await self._drain(by_age, policies, report, now, caller.actor)
+                and await self._drain(by_count, policies, report, now, caller.actor)
+                and await self._drain_episodes(by_age, report)
             ):
                 break
-        if report.removed:
+            async with self.runtime.store.transaction(SYSTEM) as transaction:
+                holding = await self._excess(transaction, by_count, policies, now)
+            if holding:
+                report.floor_holding[queue] = holding
+        if report.removed or report.floor_holding:
             await self._announce(caller, report)
         return report
 
+    async def floor_holding(self, caller: Caller) -> dict[str, int]:
+        """Per scope (a queue, or GLOBAL for the queues without their own policy): how many dead
+        letters over max_count the retention floor and legal holds keep now, 0 where none."""
+        policies = await self.policies(caller)
+        now = self.runtime.now()
+        overridden = sorted(policies.queues) or None
+        holding: dict[str, int] = {}
+        async with self.runtime.store.transaction(SYSTEM) as transaction:  # every tenant's
+            stats = await transaction.dead_letter_stats(None)
+            for plan in plan_prune(policies.global_policy, policies.queues, stats.by_queue, now):
+                scope = PruneScope(
+                    None if plan.queue == GLOBAL else plan.queue,
+                    overridden if plan.queue == GLOBAL else None,
+                    plan.policy.count_cutoff(now),
+                    plan.policy.archives,
+                    True,
+                )
+                prunable = (
+                    await transaction.count_prunable_dead_letters(scope, plan.excess)
+                    if plan.excess
+                    else 0
+                )
+                holding[plan.queue] = plan.excess - prunable
+        return holding
+
+    async def young_at_next_prune(self, caller: Caller) -> int:
+        """How many dead letters younger than a week the next prune would remove, as things are
+        now (the overview warns before it does): by age where the policy keeps less than a
+        week, by count where the oldest removable ones are that young."""
+        policies = await self.policies(caller)
+        now = self.runtime.now()
+        week_ago = now - WEEK_MS
+        overridden = sorted(policies.queues) or None
+        young = 0
+        async with self.runtime.store.transaction(SYSTEM) as transaction:  # every tenant's
+            stats = await transaction.dead_letter_stats(None)
+            for plan in plan_prune(policies.global_policy, policies.queues, stats.by_queue, now):
+                policy = plan.policy
+                scope = PruneScope(
+                    None if plan.queue == GLOBAL else plan.queue,
+                    overridden if plan.queue == GLOBAL else None,
+                    None,
+                    policy.archives,
+                    True,
+                )
+                by_age = 0
+                cutoff = policy.age_cutoff(now)
+                if cutoff > week_ago:  # the age prune itself reaches into the last week
+                    by_age = await _count(transaction, scope, cutoff) - await _count(
+                        transaction, scope, week_ago
+                    )
+                excess = max(plan.excess - by_age, 0)
+                young += by_age
+                if excess:
+                    floor = policy.count_cutoff(now)
+                    removable = await _count(transaction, scope, floor, excess)
+                    oldest = week_ago if floor is None else min(floor, week_ago)
+                    young += max(removable - await _count(transaction, scope, oldest, excess), 0)
+        return young
+
     async def _drain(
-        self, scope: PruneScope, policies: Policies, report: PruneReport, now: int
+        self, scope: PruneScope, policies: Policies, report: PruneReport, now: int, actor: str
     ) -> bool:
         """Batches until the scope is done; False when another replica holds the prune lock."""
         batch_size = self.runtime.options.prune_batch_size
         while True:
-            removed = await self._prune_batch(scope, batch_size, policies, report, now)
+            removed = await self._prune_batch(scope, batch_size, policies, report, now, actor)
             if removed is None:
                 return False
             if removed < batch_size:
+                return True
+
+    async def _drain_episodes(self, scope: PruneScope, report: PruneReport) -> bool:
+        """Delete, in batches, the history episodes and tombstones past the scope's age."""
+        batch_size = self.runtime.options.prune_batch_size
+        while True:
+            async with self.runtime.store.transaction(SYSTEM) as transaction:
+                if not await transaction.try_lock(locks.PRUNE):
+                    return False
+                rows = await transaction.delete_old_episodes(scope, batch_size)
+            tombstones = [row for row in rows if row["status"] in (PRUNED, ARCHIVED)]
+            report.tombstones_removed += len(tombstones)
+            report.deleted += len(rows) - len(tombstones)
+            report.by_tenant.update(row["tenant_id"] for row in rows if row not in tombstones)
+            if len(rows) < batch_size:
                 return True
 
     async def _excess(
@@ -159,17 +254,23 @@ class RetentionService:
         return next(plan.excess for plan in plans if plan.queue == wanted)
 
     async def _prune_batch(
-        self, scope: PruneScope, batch: int, policies: Policies, report: PruneReport, now: int
+        self,
+        scope: PruneScope,
+        batch: int,
+        policies: Policies,
+        report: PruneReport,
+        now: int,
+        actor: str,
     ) -> int | None:
         async with self.runtime.store.transaction(SYSTEM) as transaction:
             if not await transaction.try_lock(locks.PRUNE):
                 return None
-            if scope.before is None:
+            if scope.by_count:
                 excess = await self._excess(transaction, scope, policies, now)
                 if excess == 0:
                     return 0
                 batch = min(batch, excess)
-            rows = await transaction.prune_dead_letters(scope, batch)
+            rows = await transaction.prune_dead_letters(scope, batch, now, actor)
             if rows and scope.archive:
                 stamp = format_timestamp(now).replace(":", "")
                 name = f"dead-letters-{stamp}-{self.runtime.new_token()[:8]}.jsonl.gz"
@@ -179,6 +280,8 @@ class RetentionService:
                 )
                 report.archives.append(name)
         report.by_queue.update(row["queue"] for row in rows if row["status"] == DEAD)
+        how = ("count" if scope.by_count else "age", "archived" if scope.archive else "deleted")
+        report.removals.update((row["queue"], *how) for row in rows if row["status"] == DEAD)
         report.by_tenant.update(row["tenant_id"] for row in rows)
         if scope.archive:
             report.archived += len(rows)
@@ -197,9 +300,28 @@ class RetentionService:
         now = self.runtime.now()
         events = [
             Event("dead_letter.pruned", POLICY_TENANT, queue, None, None,
-                  {"queue": queue, "count": count})
+                  {"queue": queue, "count": count, "archives": report.archives})
             for queue, count in sorted(report.by_queue.items())
+        ] + [
+            Event(FLOOR_HOLDING, POLICY_TENANT, None if scope == GLOBAL else scope, None, None,
+                  {"scope": scope, "count": count})
+            for scope, count in sorted(report.floor_holding.items())
         ]  # fmt: skip
+        for (queue, reason, action), count in sorted(report.removals.items()):
+            log.warning(
+                "pruned %d dead letters of queue %s by %s (%s)", count, queue, reason, action
+            )
+        if report.archives:
+            log.warning("pruning archived dead letters to %s", ", ".join(report.archives))
+        if report.tombstones_removed:
+            log.info(
+                "deleted %d tombstones of dead letters pruned earlier", report.tombstones_removed
+            )
+        for scope, count in sorted(report.floor_holding.items()):
+            log.warning(
+                "the retention floor (or a legal hold) keeps %d dead letters over the max_count "
+                "of %s", count, "the global policy" if scope == GLOBAL else f"queue {scope}",
+            )  # fmt: skip
         # The whole run's totals; each tenant's record counts its own dead letters.
         target = {
             "deleted": report.deleted,
@@ -242,6 +364,13 @@ class RetentionService:
             target = {"archive": name}
             await self.audit.record(caller, transaction, Action.RETENTION_RESTORE, target, restored)
         return {"entries": len(rows), "restored": restored, "skipped": len(rows) - restored}
+
+
+async def _count(
+    transaction: RetentionStore, scope: PruneScope, before: int | None, limit: int = MAX_COUNT_LIMIT
+) -> int:
+    """Dead letters of the scope that died before `before` (None: any) and no hold keeps."""
+    return await transaction.count_prunable_dead_letters(replace(scope, before=before), limit)
 
 
 RESTORED_COLUMNS = (

@@ -12,7 +12,7 @@ from redrive.domain.redrive import DEAD_AGAIN, SUCCEEDED, ItemOutcome, RedriveOu
 from redrive.ports import RedriveTaskStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import dump, load
-from redrive.store.dead_letters import _filter_parameters
+from redrive.store.dead_letters import filter_parameters
 
 
 def task_from_row(row: dict[str, Any]) -> RedriveTask:
@@ -50,7 +50,7 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
     async def pin_redrive_items(
         self, task_id: str, filters: DeadLetterFilter, limit: int
     ) -> dict[tuple[str, str], int]:
-        parameters = _filter_parameters(filters)
+        parameters = filter_parameters(filters)
         del parameters["status"]  # pinned dead letters are dead
         rows = await self._rows("pin_redrive_items", task_id=task_id, limit=limit, **parameters)
         return {(row["tenant_id"], row["queue"]): int(row["count"]) for row in rows}

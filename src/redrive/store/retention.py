@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from redrive.domain.dead_letter import ARCHIVED, PRUNED
 from redrive.domain.replay import ReplayRule
 from redrive.domain.retention import ArchiveRecord, PolicyRecord, RetentionPolicy
 from redrive.ports import PruneScope, ReplayRuleStore, RetentionStore
@@ -16,7 +17,10 @@ def _policy(row: dict[str, Any]) -> PolicyRecord:
         tenant_id=row["tenant_id"],
         queue=row["queue"],
         policy=RetentionPolicy(
-            int(row["max_age_ms"]), int(row["max_count"]), row["pruning_policy"]
+            int(row["max_age_ms"]),
+            int(row["max_count"]),
+            row["pruning_policy"],
+            int(row["min_age_ms"]),
         ),
         updated_at=int(row["updated_at"]),
         updated_by=row["updated_by"],
@@ -35,24 +39,47 @@ def _archive(row: dict[str, Any]) -> ArchiveRecord:
 
 
 class SqlRetention(SqlBase, RetentionStore):
-    async def prune_dead_letters(self, scope: PruneScope, limit: int) -> list[dict[str, Any]]:
-        """Delete one batch (by age when `scope.before` is set, else the oldest dead ones) and
-        return the removed rows: whole rows when archiving, the tally columns otherwise."""
-        by_age = scope.before is not None
-        prefix = "archive" if scope.archive else "prune"
-        name = f"{prefix}_dead_letters_by_age" if by_age else f"{prefix}_oldest_dead_letters"
-        parameters: dict[str, Any] = {
-            "queue": scope.queue,
-            "excluded_queues": self.executor.list_parameter(scope.excluded_queues),
-            "limit": limit,
-        }
-        if by_age:
-            parameters["before"] = scope.before
-        rows = await self.executor.rows(name, parameters)
+    async def prune_dead_letters(
+        self, scope: PruneScope, limit: int, now: int, moved_by: str
+    ) -> list[dict[str, Any]]:
+        """Prune one batch (by age, or the oldest dead ones by count), leaving a tombstone of
+        each dead letter (status pruned, or archived); the rows as they were: whole rows when
+        archiving (the history rows an age prune archives are deleted), the tally columns
+        otherwise."""
+        kind = "oldest_dead_letters" if scope.by_count else "dead_letters_by_age"
+        parameters = {**self._scope(scope), "limit": limit, "now": now, "moved_by": moved_by}
+        if not scope.archive:
+            rows = await self.executor.rows(f"prune_{kind}", {**parameters, "status": PRUNED})
+        else:
+            rows = await self.executor.rows(f"archive_{kind}", parameters)
+            if rows:
+                ids = self.executor.list_parameter([row["id"] for row in rows])
+                await self.executor.run(
+                    "tombstone_dead_letters",
+                    {"ids": ids, "status": ARCHIVED, "now": now, "moved_by": moved_by},
+                )
         self._tally(rows, -1)
         return rows
 
+    async def delete_old_episodes(self, scope: PruneScope, limit: int) -> list[dict[str, Any]]:
+        return await self.executor.rows(
+            "delete_old_episodes", {**self._scope(scope), "limit": limit}
+        )
+
+    async def count_prunable_dead_letters(self, scope: PruneScope, limit: int) -> int:
+        parameters = {**self._scope(scope), "limit": limit}
+        rows = await self.executor.rows("count_prunable_dead_letters", parameters)
+        return int(rows[0]["count"])
+
+    def _scope(self, scope: PruneScope) -> dict[str, Any]:
+        return {
+            "queue": scope.queue,
+            "excluded_queues": self.executor.list_parameter(scope.excluded_queues),
+            "before": scope.before,
+        }
+
     async def restore_dead_letter(self, row: dict[str, Any]) -> bool:
+        await self._run("delete_archived_tombstone", id=row["id"])
         restored = await self.executor.rows("restore_dead_letter", row)
         if restored:
             self._tally([row], 1)
@@ -70,6 +97,7 @@ class SqlRetention(SqlBase, RetentionStore):
             max_age_ms=policy.policy.max_age_ms,
             max_count=policy.policy.max_count,
             pruning_policy=policy.policy.pruning_policy,
+            min_age_ms=policy.policy.min_age_ms,
             updated_at=policy.updated_at,
             updated_by=policy.updated_by,
         )

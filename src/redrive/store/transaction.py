@@ -15,6 +15,7 @@ Each part implements one port of `redrive.ports` over the dialect's named statem
 - `store/keys.py`: API keys (`KeyStore`) and dashboard sessions (`SessionStore`)
 - `store/webhooks.py`: webhook subscriptions and the delivery log (`WebhookStore`)
 - `store/redrives.py`: redrive tasks, their pinned dead letters and queues (`RedriveTaskStore`)
+- `store/legal_holds.py`: legal holds (`LegalHoldStore`)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from redrive.store.events import SqlEvents
 from redrive.store.incidents import SqlIncidents
 from redrive.store.jobs import SqlJobs
 from redrive.store.keys import SqlKeys, SqlSessions
+from redrive.store.legal_holds import SqlLegalHolds
 from redrive.store.redrives import SqlRedriveTasks
 from redrive.store.retention import SqlReplayRules, SqlRetention
 from redrive.store.webhooks import SqlWebhooks
@@ -49,6 +51,7 @@ class SqlTransaction(
     SqlSessions,
     SqlWebhooks,
     SqlRedriveTasks,
+    SqlLegalHolds,
     SqlBase,
     Transaction,
 ):

@@ -290,51 +290,96 @@ FROM dead_letters WHERE status = 'dead' AND (CAST(:tenant_id AS text) IS NULL OR
 SELECT * FROM dead_letters WHERE job_id = :job_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 ORDER BY discarded_at, id;
 
--- name: prune_dead_letters_by_age
--- Each prune picks its batch in a materialised CTE, so the pick runs once and no more than
--- :limit rows go (see move_dead_letters).
-WITH picked AS MATERIALIZED (
-    SELECT id FROM dead_letters
-    WHERE discarded_at < :before AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
+-- fragment: not_held
+-- No active legal hold covers the dead_letters row: none on its job, its incident, or a filter
+-- of exact queue, type and error type it matches (the holds are few: a probe per row is cheap).
+NOT EXISTS (
+    SELECT 1 FROM legal_holds AS hold
+    WHERE hold.released_at IS NULL AND hold.tenant_id = dead_letters.tenant_id
+      AND (hold.job_id = dead_letters.job_id
+           OR hold.incident_id = dead_letters.incident_id
+           OR (hold.scope = 'filter'
+               AND (hold.queue IS NULL OR hold.queue = dead_letters.queue)
+               AND (hold.type IS NULL OR hold.type = dead_letters.type)
+               AND (hold.error_type IS NULL OR hold.error_type = dead_letters.error_type)))
 )
-DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
-RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
-    dead_letters.error_type, dead_letters.status, dead_letters.incident_id;
 
--- name: archive_dead_letters_by_age
+-- name: prune_dead_letters_by_age
+-- Pruning keeps a tombstone of each dead letter it removes: the row stays with status :status
+-- (pruned, or archived once the archive file holds it), who pruned it and when, and the job
+-- without its args, meta, errors and result (`redrive dlq ls --status pruned` lists them).
+-- The batch is picked once (a materialised CTE: see move_dead_letters); rows another
+-- transaction holds are skipped. Returns the tally columns as they were (status dead).
 WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
-    WHERE discarded_at < :before AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+    WHERE status = 'dead' AND discarded_at < :before AND {not_held}
+      AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
-RETURNING dead_letters.*;
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
+    job = job || jsonb_build_object('args', CAST('[]' AS jsonb), 'meta', CAST('{}' AS jsonb),
+        'errors', CAST('[]' AS jsonb), 'error', NULL, 'extra', CAST('{}' AS jsonb), 'result', NULL)
+FROM picked WHERE dead_letters.id = picked.id
+RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
+    dead_letters.error_type, CAST('dead' AS text) AS status, dead_letters.incident_id;
 
 -- name: prune_oldest_dead_letters
+-- The oldest dead letters past the floor (:before; NULL: any), tombstoned as above.
 WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
-    WHERE status = 'dead' AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+    WHERE status = 'dead' AND (CAST(:before AS bigint) IS NULL OR discarded_at < :before) AND {not_held}
+      AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
     ORDER BY discarded_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
+    job = job || jsonb_build_object('args', CAST('[]' AS jsonb), 'meta', CAST('{}' AS jsonb),
+        'errors', CAST('[]' AS jsonb), 'error', NULL, 'extra', CAST('{}' AS jsonb), 'result', NULL)
+FROM picked WHERE dead_letters.id = picked.id
 RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
-    dead_letters.error_type, dead_letters.status, dead_letters.incident_id;
+    dead_letters.error_type, CAST('dead' AS text) AS status, dead_letters.incident_id;
+
+-- name: archive_dead_letters_by_age
+-- The whole rows an age prune archives: dead letters and their history (not the tombstones).
+SELECT * FROM dead_letters
+WHERE status NOT IN ('pruned', 'archived') AND discarded_at < :before AND {not_held}
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+LIMIT :limit
+    FOR UPDATE SKIP LOCKED;
 
 -- name: archive_oldest_dead_letters
-WITH picked AS MATERIALIZED (
+SELECT * FROM dead_letters
+WHERE status = 'dead' AND (CAST(:before AS bigint) IS NULL OR discarded_at < :before) AND {not_held}
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+ORDER BY discarded_at, id
+LIMIT :limit
+    FOR UPDATE SKIP LOCKED;
+
+-- name: tombstone_dead_letters
+-- The archived dead letters (:ids) keep their tombstones; their history rows go.
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
+    job = job || jsonb_build_object('args', CAST('[]' AS jsonb), 'meta', CAST('{}' AS jsonb),
+        'errors', CAST('[]' AS jsonb), 'error', NULL, 'extra', CAST('{}' AS jsonb), 'result', NULL)
+WHERE id = ANY(CAST(:ids AS text[])) AND status = 'dead';
+DELETE FROM dead_letters WHERE id = ANY(CAST(:ids AS text[])) AND status NOT IN ('dead', 'pruned', 'archived');
+
+-- name: delete_old_episodes
+-- What an age prune deletes outright: history episodes (retried, replayed, deleted) that died
+-- before :before, and tombstones pruned before it (kept as long as the policy keeps dead letters).
+DELETE FROM dead_letters WHERE id IN (
     SELECT id FROM dead_letters
-    WHERE status = 'dead' AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
-    ORDER BY discarded_at, id
+    WHERE status <> 'dead' AND {not_held} AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+      AND CASE WHEN status IN ('pruned', 'archived') THEN moved_at < :before
+               ELSE discarded_at < :before END
     LIMIT :limit
-    FOR UPDATE SKIP LOCKED
 )
-DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
-RETURNING dead_letters.*;
+RETURNING id, tenant_id, queue, type, error_type, status, incident_id;
+
+-- name: delete_archived_tombstone
+-- Restoring an archived dead letter replaces its tombstone.
+DELETE FROM dead_letters WHERE id = :id AND status = 'archived';
 
 -- name: restore_dead_letter
 INSERT INTO dead_letters (
@@ -352,12 +397,15 @@ SELECT * FROM dead_letter_policies WHERE tenant_id = :tenant_id ORDER BY queue;
 
 -- name: upsert_dead_letter_policy
 INSERT INTO dead_letter_policies (
-    tenant_id, queue, max_age_ms, max_count, pruning_policy, updated_at, updated_by
-) VALUES (:tenant_id, :queue, :max_age_ms, :max_count, :pruning_policy, :updated_at, :updated_by)
+    tenant_id, queue, max_age_ms, max_count, pruning_policy, min_age_ms, updated_at, updated_by
+) VALUES (
+    :tenant_id, :queue, :max_age_ms, :max_count, :pruning_policy, :min_age_ms, :updated_at,
+    :updated_by
+)
 ON CONFLICT (tenant_id, queue) DO UPDATE SET
     max_age_ms = excluded.max_age_ms, max_count = excluded.max_count,
-    pruning_policy = excluded.pruning_policy, updated_at = excluded.updated_at,
-    updated_by = excluded.updated_by;
+    pruning_policy = excluded.pruning_policy, min_age_ms = excluded.min_age_ms,
+    updated_at = excluded.updated_at, updated_by = excluded.updated_by;
 
 -- name: delete_dead_letter_policy
 DELETE FROM dead_letter_policies WHERE tenant_id = :tenant_id AND queue = :queue;
@@ -403,6 +451,7 @@ UPDATE dead_letter_archives SET restored_at = :now WHERE name = :name;
 WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
     WHERE status = 'dead' AND {dead_letter_filter}
+      AND (CAST(:moved_to AS text) <> 'deleted' OR {not_held})
     ORDER BY discarded_at DESC, id DESC
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -929,3 +978,41 @@ SELECT queue, task_id FROM redrive_task_queues
 WHERE queue = ANY(CAST(:queues AS text[]))
   AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 ORDER BY queue;
+-- name: count_prunable_dead_letters
+-- The dead letters a count prune of the scope may remove: older than the floor (:before; NULL
+-- when they are archived) and under no legal hold; counting stops at :limit.
+SELECT COUNT(*) AS count FROM (
+    SELECT 1 FROM dead_letters
+    WHERE status = 'dead' AND (CAST(:before AS bigint) IS NULL OR discarded_at < :before) AND {not_held}
+      AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+    LIMIT :limit
+) AS prunable;
+
+-- name: count_held_dead_letters
+-- How many dead letters matching the filter legal holds keep (what a purge skipped).
+SELECT COUNT(*) AS count FROM dead_letters
+WHERE status = :status AND {dead_letter_filter} AND NOT {not_held};
+
+-- name: insert_legal_hold
+INSERT INTO legal_holds (
+    id, tenant_id, scope, job_id, incident_id, queue, type, error_type, reason, created_at,
+    created_by
+) VALUES (
+    :id, :tenant_id, :scope, :job_id, :incident_id, :queue, :type, :error_type, :reason,
+    :created_at, :created_by
+);
+
+-- name: select_legal_holds
+-- A tenant's holds (every tenant's for NULL), newest first; only the active ones unless :all.
+SELECT * FROM legal_holds
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND (CAST(:all AS boolean) OR released_at IS NULL)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: select_legal_hold
+SELECT * FROM legal_holds WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
+
+-- name: release_legal_hold
+UPDATE legal_holds SET released_at = :now, released_by = :released_by
+WHERE id = :id AND released_at IS NULL AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+RETURNING *;

@@ -301,39 +301,90 @@ FROM dead_letters WHERE status = 'dead' AND (:tenant_id IS NULL OR tenant_id = :
 SELECT * FROM dead_letters WHERE job_id = :job_id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 ORDER BY discarded_at, id;
 
--- name: prune_dead_letters_by_age
-DELETE FROM dead_letters WHERE id IN (
-    SELECT id FROM dead_letters
-    WHERE discarded_at < :before AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
-    LIMIT :limit
+-- fragment: not_held
+-- No active legal hold covers the dead_letters row: none on its job, its incident, or a filter
+-- of exact queue, type and error type it matches (the holds are few: a probe per row is cheap).
+NOT EXISTS (
+    SELECT 1 FROM legal_holds AS hold
+    WHERE hold.released_at IS NULL AND hold.tenant_id = dead_letters.tenant_id
+      AND (hold.job_id = dead_letters.job_id
+           OR hold.incident_id = dead_letters.incident_id
+           OR (hold.scope = 'filter'
+               AND (hold.queue IS NULL OR hold.queue = dead_letters.queue)
+               AND (hold.type IS NULL OR hold.type = dead_letters.type)
+               AND (hold.error_type IS NULL OR hold.error_type = dead_letters.error_type)))
 )
-RETURNING id, tenant_id, queue, type, error_type, status, incident_id;
 
--- name: archive_dead_letters_by_age
-DELETE FROM dead_letters WHERE id IN (
+-- name: prune_dead_letters_by_age
+-- Pruning keeps a tombstone of each dead letter it removes: the row stays with status :status
+-- (pruned, or archived once the archive file holds it), who pruned it and when, and the job
+-- without its args, meta, errors and result (`redrive dlq ls --status pruned` lists them).
+-- The batch is picked once (a materialised CTE: see move_dead_letters); rows another
+-- transaction holds are skipped. Returns the tally columns as they were (status dead).
+WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
-    WHERE discarded_at < :before AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+    WHERE status = 'dead' AND discarded_at < :before AND {not_held}
+      AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
     LIMIT :limit
 )
-RETURNING *;
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
+    job = json_set(job, '$.args', json('[]'), '$.meta', json('{}'), '$.errors', json('[]'),
+        '$.error', NULL, '$.extra', json('{}'), '$.result', NULL)
+WHERE status = 'dead' AND id IN (SELECT id FROM picked)
+RETURNING id, tenant_id, queue, type, error_type, 'dead' AS status, incident_id;
 
 -- name: prune_oldest_dead_letters
+-- The oldest dead letters past the floor (:before; NULL: any), tombstoned as above.
+WITH picked AS MATERIALIZED (
+    SELECT id FROM dead_letters
+    WHERE status = 'dead' AND (:before IS NULL OR discarded_at < :before) AND {not_held}
+      AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+    ORDER BY discarded_at, id
+    LIMIT :limit
+)
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
+    job = json_set(job, '$.args', json('[]'), '$.meta', json('{}'), '$.errors', json('[]'),
+        '$.error', NULL, '$.extra', json('{}'), '$.result', NULL)
+WHERE status = 'dead' AND id IN (SELECT id FROM picked)
+RETURNING id, tenant_id, queue, type, error_type, 'dead' AS status, incident_id;
+
+-- name: archive_dead_letters_by_age
+-- The whole rows an age prune archives: dead letters and their history (not the tombstones).
+SELECT * FROM dead_letters
+WHERE status NOT IN ('pruned', 'archived') AND discarded_at < :before AND {not_held}
+  AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+LIMIT :limit;
+
+-- name: archive_oldest_dead_letters
+SELECT * FROM dead_letters
+WHERE status = 'dead' AND (:before IS NULL OR discarded_at < :before) AND {not_held}
+  AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+ORDER BY discarded_at, id
+LIMIT :limit;
+
+-- name: tombstone_dead_letters
+-- The archived dead letters (:ids) keep their tombstones; their history rows go.
+UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
+    job = json_set(job, '$.args', json('[]'), '$.meta', json('{}'), '$.errors', json('[]'),
+        '$.error', NULL, '$.extra', json('{}'), '$.result', NULL)
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'dead';
+DELETE FROM dead_letters WHERE id IN (SELECT value FROM json_each(:ids)) AND status NOT IN ('dead', 'pruned', 'archived');
+
+-- name: delete_old_episodes
+-- What an age prune deletes outright: history episodes (retried, replayed, deleted) that died
+-- before :before, and tombstones pruned before it (kept as long as the policy keeps dead letters).
 DELETE FROM dead_letters WHERE id IN (
     SELECT id FROM dead_letters
-    WHERE status = 'dead' AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
-    ORDER BY discarded_at, id
+    WHERE status <> 'dead' AND {not_held} AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+      AND CASE WHEN status IN ('pruned', 'archived') THEN moved_at < :before
+               ELSE discarded_at < :before END
     LIMIT :limit
 )
 RETURNING id, tenant_id, queue, type, error_type, status, incident_id;
 
--- name: archive_oldest_dead_letters
-DELETE FROM dead_letters WHERE id IN (
-    SELECT id FROM dead_letters
-    WHERE status = 'dead' AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
-    ORDER BY discarded_at, id
-    LIMIT :limit
-)
-RETURNING *;
+-- name: delete_archived_tombstone
+-- Restoring an archived dead letter replaces its tombstone.
+DELETE FROM dead_letters WHERE id = :id AND status = 'archived';
 
 -- name: restore_dead_letter
 INSERT INTO dead_letters (
@@ -351,12 +402,15 @@ SELECT * FROM dead_letter_policies WHERE tenant_id = :tenant_id ORDER BY queue;
 
 -- name: upsert_dead_letter_policy
 INSERT INTO dead_letter_policies (
-    tenant_id, queue, max_age_ms, max_count, pruning_policy, updated_at, updated_by
-) VALUES (:tenant_id, :queue, :max_age_ms, :max_count, :pruning_policy, :updated_at, :updated_by)
+    tenant_id, queue, max_age_ms, max_count, pruning_policy, min_age_ms, updated_at, updated_by
+) VALUES (
+    :tenant_id, :queue, :max_age_ms, :max_count, :pruning_policy, :min_age_ms, :updated_at,
+    :updated_by
+)
 ON CONFLICT (tenant_id, queue) DO UPDATE SET
     max_age_ms = excluded.max_age_ms, max_count = excluded.max_count,
-    pruning_policy = excluded.pruning_policy, updated_at = excluded.updated_at,
-    updated_by = excluded.updated_by;
+    pruning_policy = excluded.pruning_policy, min_age_ms = excluded.min_age_ms,
+    updated_at = excluded.updated_at, updated_by = excluded.updated_by;
 
 -- name: delete_dead_letter_policy
 DELETE FROM dead_letter_policies WHERE tenant_id = :tenant_id AND queue = :queue;
@@ -400,6 +454,7 @@ UPDATE dead_letter_archives SET restored_at = :now WHERE name = :name;
 WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
     WHERE status = 'dead' AND {dead_letter_filter}
+      AND (:moved_to <> 'deleted' OR {not_held})
     ORDER BY discarded_at DESC, id DESC
     LIMIT :limit
 )
@@ -905,3 +960,41 @@ LIMIT :limit;
 SELECT queue, task_id FROM redrive_task_queues
 WHERE queue IN (SELECT value FROM json_each(:queues)) AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 ORDER BY queue;
+-- name: count_prunable_dead_letters
+-- The dead letters a count prune of the scope may remove: older than the floor (:before; NULL
+-- when they are archived) and under no legal hold; counting stops at :limit.
+SELECT COUNT(*) AS count FROM (
+    SELECT 1 FROM dead_letters
+    WHERE status = 'dead' AND (:before IS NULL OR discarded_at < :before) AND {not_held}
+      AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+    LIMIT :limit
+) AS prunable;
+
+-- name: count_held_dead_letters
+-- How many dead letters matching the filter legal holds keep (what a purge skipped).
+SELECT COUNT(*) AS count FROM dead_letters
+WHERE status = :status AND {dead_letter_filter} AND NOT {not_held};
+
+-- name: insert_legal_hold
+INSERT INTO legal_holds (
+    id, tenant_id, scope, job_id, incident_id, queue, type, error_type, reason, created_at,
+    created_by
+) VALUES (
+    :id, :tenant_id, :scope, :job_id, :incident_id, :queue, :type, :error_type, :reason,
+    :created_at, :created_by
+);
+
+-- name: select_legal_holds
+-- A tenant's holds (every tenant's for NULL), newest first; only the active ones unless :all.
+SELECT * FROM legal_holds
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND (:all OR released_at IS NULL)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: select_legal_hold
+SELECT * FROM legal_holds WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+
+-- name: release_legal_hold
+UPDATE legal_holds SET released_at = :now, released_by = :released_by
+WHERE id = :id AND released_at IS NULL AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
