@@ -14,7 +14,9 @@ from redrive.service import facade
 SYSTEM_WORK = {
     "CronService.fire_due": "the sweeper fires every tenant's due crons in its transaction",
     "DeadLetterService.redrive": "a step inside a use-case's transaction, not a use-case",
+    "DeadLetterService.revive": "a step inside a redrive task's transaction, not a use-case",
     "ReplayService.replay_due": "the sweeper runs every tenant's replay rules",
+    "RedriveService.advance": "the sweeper moves every tenant's due redrive batches",
     "MetricsService.snapshot": "server-wide counters for /metrics",
     "MetricsService.health": "liveness of the server and its database",
     "Sweeper.sweep": "periodic maintenance across tenants",

@@ -43,6 +43,7 @@ CLIENT_NAMES = [
     "InvalidRequestError",
     "Job",
     "JobSpec",
+    "LegalHold",
     "NotFoundError",
     "Outcome",
     "Page",
