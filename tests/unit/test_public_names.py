@@ -15,8 +15,10 @@ PACKAGE_NAMES = [
     "Client",
     "JobContext",
     "NonRetryable",
+    "Payload",
     "SendToDeadLetter",
     "SyncClient",
+    "Upcasters",
     "Worker",
     "__version__",
 ]

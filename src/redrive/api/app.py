@@ -68,6 +68,7 @@ def create_app(
 ROUTERS = (
     routes_system.router,
     routes_jobs.router,
+    routes_workers.job_router,
     routes_workers.router,
     routes_queues.router,
     routes_cron.router,

@@ -57,6 +57,7 @@ POLICIES: dict[str, Policy] = {
     "workers.fetch": Policy(WORK),
     "workers.ack": Policy(WORK),
     "workers.ack_batch": Policy(WORK),
+    "workers.ack_job": Policy(WORK),
     "workers.nack": Policy(WORK),
     "workers.nack_batch": Policy(WORK),
     "workers.heartbeat": Policy(WORK),

@@ -15,6 +15,7 @@ from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 from redrive.domain.retention import RetentionPolicy
 from redrive.domain.retry import RetryPolicy
 from redrive.domain.secret_box import SecretBox
+from redrive.domain.upcasting import Upcasters
 from redrive.domain.webhook_delivery import DeliveryOptions, delivery_job
 from redrive.domain.webhooks import DELIVERY_TYPE, WEBHOOK_QUEUE, Listener, wants
 from redrive.ports import Archive, Clock, EventWrites, Store, StoredEvent
@@ -48,6 +49,8 @@ class ServiceOptions:
     # Seals webhook signing secrets; None: no server key, so no subscription can be made.
     secret_box: SecretBox | None = None
     webhook_log_retention_ms: int = 7 * 86_400_000
+    # Bring a dead letter's payload up to its type's current schema version when it is redriven.
+    upcasters: Upcasters = field(default_factory=Upcasters)
 
 
 @dataclass
