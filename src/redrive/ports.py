@@ -13,6 +13,7 @@ from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.events import Event
 from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, StateChange
 from redrive.domain.job import Job
+from redrive.domain.job_schemas import JobSchema
 from redrive.domain.keys import ApiKey
 from redrive.domain.records import CronRecord, QueueRecord, WorkerRecord
 from redrive.domain.replay import ReplayRule
@@ -357,6 +358,13 @@ class WebhookStore(Protocol):
     async def delete_delivery_records_before(self, before: int, limit: int) -> int: ...
 
 
+class SchemaStore(Protocol):
+    """Job schemas, by tenant, job type and version."""
+
+    async def save_job_schema(self, schema: JobSchema) -> None: ...
+    async def job_schema(self, tenant_id: str, job_type: str, version: int) -> JobSchema | None: ...
+
+
 class Transaction(
     JobStore,
     QueueStore,
@@ -372,6 +380,7 @@ class Transaction(
     AuditStore,
     SessionStore,
     WebhookStore,
+    SchemaStore,
     Protocol,
 ):
     """One unit of work over every concern above: everything done through it commits together

@@ -145,6 +145,10 @@ async def seed(http: httpx.AsyncClient, admin: str) -> dict[str, str]:
         headers=headers,
     )
     assert hook.status_code == 201, hook.text
+    schema = await http.put(
+        "/ojs/v1/admin/schemas/mail.send/1", json={"schema": {"type": "array"}}, headers=headers
+    )
+    assert schema.status_code == 200, schema.text
     return {
         "subscription_id": hook.json()["subscription"]["id"],
         "job_id": job_id,
@@ -156,6 +160,8 @@ async def seed(http: httpx.AsyncClient, admin: str) -> dict[str, str]:
         "directive": "quiet",
         "tenant_id": "acme",
         "action": "delete",
+        "job_type": "mail.send",
+        "version": "1",
     }
 
 
@@ -181,6 +187,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/ojs/v1/admin/incidents/{incident_id}/resolve"): {"fix_reference": "PR 1"},
     ("POST", "/ojs/v1/webhooks/subscriptions"): {"url": "https://a.example/x", "events": ["*"]},
     ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"): {"active": False},
+    ("PUT", "/ojs/v1/admin/schemas/{job_type}/{version}"): {"schema": {"type": "object"}},
+    ("POST", "/ojs/v1/jobs/{job_id}/ack"): {},
 }
 QUERIES: dict[tuple[str, str], dict[str, str]] = {
     ("DELETE", "/ojs/v1/dead-letter"): {"queue": "mail", "confirm": "true"},
@@ -226,7 +234,17 @@ async def state(service: Service) -> tuple[object, ...]:
             for incident in await service.incidents.search(SETUP, IncidentQuery())
         ),
         sorted(repr(item) for item in await service.webhooks.subscriptions(SETUP)),
+        await schemas(service),
     )
+
+
+async def schemas(service: Service) -> list[str]:
+    """The job schemas of acme (seeded) and of globex (a refused PUT would make one)."""
+    async with service.runtime.store.transaction(SETUP) as transaction:
+        return [
+            repr(await transaction.job_schema(tenant, "mail.send", 1))
+            for tenant in ("acme", "globex")
+        ]
 
 
 async def denials(service: Service) -> list[tuple[str, str]]:
@@ -316,6 +334,8 @@ OBJECT_ROUTES = [
     ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
     ("DELETE", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
     ("POST", "/ojs/v1/webhooks/subscriptions/{subscription_id}/rotate-secret"),
+    ("GET", "/ojs/v1/admin/schemas/{job_type}/{version}"),
+    ("POST", "/ojs/v1/jobs/{job_id}/ack"),
 ]
 
 

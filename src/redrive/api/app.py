@@ -19,6 +19,7 @@ from redrive.api import (
     routes_jobs,
     routes_keys,
     routes_queues,
+    routes_schemas,
     routes_system,
     routes_webhooks,
     routes_workers,
@@ -77,6 +78,7 @@ ROUTERS = (
     *routes_dead_letters.routers,
     routes_incidents.router,
     routes_keys.router,
+    routes_schemas.router,
     routes_audit.router,
     routes_webhooks.router,
 )

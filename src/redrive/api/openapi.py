@@ -384,6 +384,11 @@ SCHEMAS: dict[str, Schema] = {
     "RetryPolicy": RETRY_POLICY,
     "FetchRequest": FETCH_REQUEST,
     "AckRequest": obj({**ATTEMPT_PROPERTIES, "result": {"description": "any JSON"}}, "job_id"),
+    "SchemaRegistration": obj(
+        {"schema": typed("object", "a JSON Schema (draft 2020-12) of the version's args")},
+        "schema",
+        closed=True,
+    ),
     "JobAckRequest": obj(
         {**ATTEMPT_PROPERTIES, "result": {"description": "any JSON"}},
         description="an ack of the job the path names (job_id, if sent, must be the same)",

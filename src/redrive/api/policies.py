@@ -119,6 +119,9 @@ POLICIES: dict[str, Policy] = {
     "incidents.resolve": Policy(OPERATE),
     "incidents.ignore": Policy(OPERATE),
     "incidents.reopen": Policy(OPERATE),
+    # job schemas (the OJS job-versioning extension)
+    "schemas.register_schema": Policy(ADMINISTER),
+    "schemas.get_schema": Policy(READ),
     # API keys
     "keys.create_key": Policy(ADMINISTER),
     "keys.list_keys": Policy(ADMINISTER),

@@ -15,6 +15,7 @@ from redrive.service.queues import QueueService
 from redrive.service.replay import ReplayService
 from redrive.service.retention import RetentionService
 from redrive.service.runtime import Metrics, Runtime
+from redrive.service.schemas import SchemaService
 from redrive.service.sessions import SessionService
 from redrive.service.sweeper import Sweeper
 from redrive.service.webhooks import WebhookService
@@ -39,6 +40,7 @@ class Service:
         self.replay = ReplayService(runtime, self.dead_letters)
         self.sweeper = Sweeper(runtime, self.crons, self.retention, self.replay, self.incidents)
         self.webhooks = WebhookService(runtime, self.workers)
+        self.schemas = SchemaService(runtime)
 
     async def reset(self) -> None:
         """Wipe every table. Only reachable when test hooks are on."""

@@ -14,6 +14,7 @@ Each part implements one port of `redrive.ports` over the dialect's named statem
 - `store/audit.py`: the audit log and its chain heads (`AuditStore`)
 - `store/keys.py`: API keys (`KeyStore`) and dashboard sessions (`SessionStore`)
 - `store/webhooks.py`: webhook subscriptions and the delivery log (`WebhookStore`)
+- `store/schemas.py`: job schemas (`SchemaStore`)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from redrive.store.incidents import SqlIncidents
 from redrive.store.jobs import SqlJobs
 from redrive.store.keys import SqlKeys, SqlSessions
 from redrive.store.retention import SqlReplayRules, SqlRetention
+from redrive.store.schemas import SqlSchemas
 from redrive.store.webhooks import SqlWebhooks
 
 
@@ -46,6 +48,7 @@ class SqlTransaction(
     SqlAudit,
     SqlSessions,
     SqlWebhooks,
+    SqlSchemas,
     SqlBase,
     Transaction,
 ):
