@@ -60,6 +60,7 @@ CLIENT_NAMES = [
     "SyncClient",
     "UnauthenticatedError",
     "UnreachableError",
+    "UpcastPreview",
     "WebhookDelivery",
     "WebhookDeliveryPage",
     "WebhookSubscription",

@@ -96,6 +96,40 @@ class DeadLetter:
 
 
 @dataclass(frozen=True)
+class UpcastPreview:
+    """What a redrive would change in one dead letter's payload: the schema versions, the
+    upcasters in the order they run, and each changed value as a dict of `path` and `before`
+    and/or `after` (a side is left out where the value is absent)."""
+
+    job_id: str
+    type: str
+    from_version: int
+    to_version: int
+    upcasters: list[str]
+    changes: list[dict[str, Any]]
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> UpcastPreview:
+        changes = document.get("changes")
+        return cls(
+            job_id=text_of(document, "job_id") or "",
+            type=text_of(document, "type") or "",
+            from_version=integer_of(document, "from_version"),
+            to_version=integer_of(document, "to_version"),
+            upcasters=strings_of(document.get("upcasters")),
+            changes=[item for item in changes if isinstance(item, dict)]
+            if isinstance(changes, list)
+            else [],
+        )
+
+
+def upcasts_of(value: object) -> list[UpcastPreview]:
+    if not isinstance(value, list):
+        return []
+    return [UpcastPreview.from_document(item) for item in value if isinstance(item, dict)]
+
+
+@dataclass(frozen=True)
 class BulkResult:
     """What a bulk retry or purge matched and changed (or, with dry_run, would change)."""
 
@@ -108,6 +142,8 @@ class BulkResult:
     queues: list[str]
     errors: list[dict[str, Any]]
     raw: dict[str, Any] = field(repr=False)
+    # A dry run of a retry: the sample's upcasts (those that change the payload).
+    upcasts: list[UpcastPreview] = field(default_factory=list)
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> BulkResult:
@@ -124,6 +160,7 @@ class BulkResult:
             if isinstance(errors, list)
             else [],
             raw=document,
+            upcasts=upcasts_of(document.get("upcasts")),
         )
 
 
