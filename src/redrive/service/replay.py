@@ -101,7 +101,7 @@ class ReplayService:
                     # Raised before anything of this one is written: it stays dead (a retry by
                     # hand or its dry run names the upcaster's error); the others go ahead.
                     continue
-                count += moved
+                count += 1 if moved else 0
             if count:
                 await transaction.count_replays(rule.id, count)
                 target = {"rule_id": rule.id, "name": rule.name}
