@@ -9,18 +9,20 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from redrive.client import Client, SyncClient
+    from redrive.domain.upcasting import Payload, Upcasters
     from redrive.worker import JobContext, NonRetryable, SendToDeadLetter, Worker
 
 __all__ = [
-    "Client", "JobContext", "NonRetryable", "SendToDeadLetter", "SyncClient", "Worker",
-    "__version__",
+    "Client", "JobContext", "NonRetryable", "Payload", "SendToDeadLetter", "SyncClient",
+    "Upcasters", "Worker", "__version__",
 ]  # fmt: skip
 WORKER_NAMES = ("JobContext", "NonRetryable", "SendToDeadLetter", "Worker")
+UPCASTING_NAMES = ("Payload", "Upcasters")
 
 
 def __getattr__(name: str) -> Any:
     """`redrive.Client` and `redrive.SyncClient`, imported on first use (the server does not
-    need them)."""
+    need them); the worker's names; `redrive.Upcasters` and `redrive.Payload` for upcasters."""
     if name in ("Client", "SyncClient"):
         from redrive import client
 
@@ -29,4 +31,6 @@ def __getattr__(name: str) -> Any:
         # Imported by name so the import-linter layers (api beside worker) see no dependency
         # of the package root on the worker; `redrive.worker` has the typed names.
         return getattr(importlib.import_module("redrive.worker"), name)
+    if name in UPCASTING_NAMES:
+        return getattr(importlib.import_module("redrive.domain.upcasting"), name)
     raise AttributeError(f"module 'redrive' has no attribute {name!r}")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
+import json
 import secrets
+import tomllib
+from pathlib import Path
 
 from fastapi import FastAPI
 
@@ -15,6 +19,7 @@ from redrive.domain.fingerprint import Fingerprinter, parse_custom_keys
 from redrive.domain.redaction import Redactor
 from redrive.domain.retention import RetentionPolicy, parse_policy_changes
 from redrive.domain.secret_box import KEY_BYTES, SecretBox, parse_key
+from redrive.domain.upcasting import Upcasters, parse_declared
 from redrive.domain.webhook_delivery import DeliveryOptions
 from redrive.maintenance.loop import SweepLoop
 from redrive.maintenance.webhooks import DeliveryLoop
@@ -119,6 +124,51 @@ def fingerprinter(settings: Settings, secrets: Redactor) -> Fingerprinter:
     return Fingerprinter(keys)
 
 
+def _declared_upcasters(file_name: str) -> Upcasters:
+    path = Path(file_name)
+    try:
+        text = path.read_text(encoding="utf-8")
+        raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (OSError, ValueError) as error:  # unreadable, or not TOML/JSON
+        raise ConfigurationError(f"REDRIVE_UPCASTERS_FILE {file_name}: {error}") from error
+    try:
+        return parse_declared(raw)
+    except InvalidRequest as error:
+        raise ConfigurationError(f"REDRIVE_UPCASTERS_FILE {file_name}: {error.message}") from error
+
+
+def _imported_upcasters(import_path: str) -> Upcasters:
+    module_name, _, attribute = import_path.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(
+            f"REDRIVE_UPCASTERS_MODULE must be MODULE:ATTRIBUTE, got {import_path!r}"
+        )
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ConfigurationError(f"REDRIVE_UPCASTERS_MODULE {import_path}: {error}") from error
+    if not isinstance(found, Upcasters):
+        raise ConfigurationError(
+            f"REDRIVE_UPCASTERS_MODULE {import_path} is a {type(found).__name__}, not an "
+            "Upcasters registry"
+        )
+    return found
+
+
+def upcasters(settings: Settings) -> Upcasters:
+    """The declarative upcasters of REDRIVE_UPCASTERS_FILE and the Python ones of
+    REDRIVE_UPCASTERS_MODULE, checked at start-up (a step registered twice is refused)."""
+    declared = Upcasters()
+    if settings.upcasters_file:
+        declared = _declared_upcasters(settings.upcasters_file)
+    if not settings.upcasters_module:
+        return declared
+    try:
+        return declared.merged(_imported_upcasters(settings.upcasters_module))
+    except ValueError as error:
+        raise ConfigurationError(f"REDRIVE_UPCASTERS_*: {error}") from error
+
+
 async def check_tenant_isolation(store: Store) -> None:
     """On PostgreSQL, refuse to go on when row-level security would not bind the server's
     connections (SQLite filters by tenant in its store and has nothing to check)."""
@@ -203,6 +253,7 @@ def service_options(settings: Settings) -> ServiceOptions:
         webhook_log_retention_ms=settings.webhook_log_retention_seconds * 1000,
         redrive_max_rate=settings.redrive_max_rate,
         redrive_auto_close=settings.redrive_auto_close,
+        upcasters=upcasters(settings),
     )
 
 

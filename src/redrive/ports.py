@@ -13,6 +13,7 @@ from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.events import Event
 from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, StateChange
 from redrive.domain.job import Job
+from redrive.domain.job_schemas import JobSchema
 from redrive.domain.keys import ApiKey
 from redrive.domain.legal_hold import LegalHold
 from redrive.domain.records import CronRecord, QueueRecord, WorkerRecord
@@ -456,6 +457,13 @@ class LegalHoldStore(Protocol):
     async def count_held_dead_letters(self, filters: DeadLetterFilter) -> int: ...
 
 
+class SchemaStore(Protocol):
+    """Job schemas, by tenant, job type and version."""
+
+    async def save_job_schema(self, schema: JobSchema) -> None: ...
+    async def job_schema(self, tenant_id: str, job_type: str, version: int) -> JobSchema | None: ...
+
+
 class Transaction(
     JobStore,
     QueueStore,
@@ -473,6 +481,7 @@ class Transaction(
     WebhookStore,
     RedriveTaskStore,
     LegalHoldStore,
+    SchemaStore,
     Protocol,
 ):
     """One unit of work over every concern above: everything done through it commits together

@@ -94,6 +94,17 @@ class Settings(BaseSettings):
         'their error: a JSON object of job type -> key path, e.g. {"charge.card": '
         '"meta.aggregate_id"}',
     )
+    upcasters_file: str | None = Field(
+        None,
+        description="declarative upcasters (a .toml or .json file): renames and defaults of "
+        "args and meta per job type and version step, applied when a dead letter is redriven",
+    )
+    upcasters_module: str | None = Field(
+        None,
+        description="Python upcasters: an import path MODULE:ATTRIBUTE naming a "
+        "redrive.Upcasters registry (merged with REDRIVE_UPCASTERS_FILE; a step in both is "
+        "refused)",
+    )
     secret_key: SecretStr | None = Field(
         None,
         description="base64 of 32 random bytes (`openssl rand -base64 32`), the same on every "

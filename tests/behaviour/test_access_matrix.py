@@ -155,6 +155,10 @@ async def seed(http: httpx.AsyncClient, admin: str) -> dict[str, str]:
         headers=headers,
     )
     assert hold.status_code == 201, hold.text
+    schema = await http.put(
+        "/ojs/v1/admin/schemas/mail.send/1", json={"schema": {"type": "array"}}, headers=headers
+    )
+    assert schema.status_code == 200, schema.text
     return {
         "task_id": task.json()["task"]["id"],
         "hold_id": hold.json()["legal_hold"]["id"],
@@ -168,6 +172,8 @@ async def seed(http: httpx.AsyncClient, admin: str) -> dict[str, str]:
         "directive": "quiet",
         "tenant_id": "acme",
         "action": "delete",
+        "job_type": "mail.send",
+        "version": "1",
     }
 
 
@@ -195,6 +201,8 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"): {"active": False},
     ("POST", "/ojs/v1/dead-letter/redrives"): {"filter": {"type": "mail.send"}},
     ("POST", "/ojs/v1/admin/legal-holds"): {"filter": {"queue": "mail"}, "reason": "case 2"},
+    ("PUT", "/ojs/v1/admin/schemas/{job_type}/{version}"): {"schema": {"type": "object"}},
+    ("POST", "/ojs/v1/jobs/{job_id}/ack"): {},
 }
 QUERIES: dict[tuple[str, str], dict[str, str]] = {
     ("DELETE", "/ojs/v1/dead-letter"): {"queue": "mail", "confirm": "true"},
@@ -242,7 +250,17 @@ async def state(service: Service) -> tuple[object, ...]:
         sorted(repr(item) for item in await service.webhooks.subscriptions(SETUP)),
         sorted(repr(task) for task in await service.redrives.search(SETUP)),
         sorted(repr(hold) for hold in await service.legal_holds.list(SETUP, True)),
+        await schemas(service),
     )
+
+
+async def schemas(service: Service) -> list[str]:
+    """The job schemas of acme (seeded) and of globex (a refused PUT would make one)."""
+    async with service.runtime.store.transaction(SETUP) as transaction:
+        return [
+            repr(await transaction.job_schema(tenant, "mail.send", 1))
+            for tenant in ("acme", "globex")
+        ]
 
 
 async def denials(service: Service) -> list[tuple[str, str]]:
@@ -338,6 +356,8 @@ OBJECT_ROUTES = [
     ("POST", "/ojs/v1/dead-letter/redrives/{task_id}/cancel"),
     ("GET", "/ojs/v1/admin/legal-holds/{hold_id}"),
     ("POST", "/ojs/v1/admin/legal-holds/{hold_id}/release"),
+    ("GET", "/ojs/v1/admin/schemas/{job_type}/{version}"),
+    ("POST", "/ojs/v1/jobs/{job_id}/ack"),
 ]
 
 

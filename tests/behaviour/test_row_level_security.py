@@ -49,6 +49,7 @@ GLOBEX = Caller.for_tenant("globex", "test", Role.ADMIN)
 SEEDED = {"jobs", "dead_letters", "dead_letter_tallies", "events", "queues", "incidents"}
 SEEDED = {
     "jobs", "dead_letters", "dead_letter_tallies", "events", "queues", "webhook_subscriptions",
+    "job_schemas",
 }  # fmt: skip
 TENANT_TABLES = """
 SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity
@@ -120,6 +121,11 @@ async def isolated(database: str) -> AsyncIterator[Isolated]:
             hook = {"url": "https://hooks.example.com/x", "events": ["dead_letter.*"]}
             made = await client.post("/ojs/v1/webhooks/subscriptions", json=hook, headers=headers)
             assert made.status_code == 201, made.text
+            schema = {"schema": {"type": "array"}}
+            registered = await client.put(
+                "/ojs/v1/admin/schemas/a.b/1", json=schema, headers=headers
+            )
+            assert registered.status_code == 200, registered.text
             await enqueue(client, "test.live", headers=headers, queue="mail")
             await kill_job(client, headers=headers)
     await seeding.close()

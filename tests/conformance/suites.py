@@ -21,6 +21,7 @@ CONFORMANCE_FOLDERS: tuple[str, ...] = (
     "ext-multi-tenancy",
     "ext-observability",
     "ext-webhooks",
+    "ext-job-versioning",
 )
 
 

@@ -46,6 +46,7 @@ from redrive.domain.envelope import read_envelope
 from redrive.domain.errors import InvalidRequest, OjsError
 from redrive.domain.incident import PAGING_KEYS as INCIDENT_PAGING_KEYS
 from redrive.domain.incident import QUERY_KEYS as INCIDENT_QUERY_KEYS
+from redrive.domain.job_schemas import parse_registration
 from redrive.domain.legal_hold import parse_hold_request
 from redrive.domain.replay import parse_rule_changes
 from redrive.domain.retention import parse_policy_changes
@@ -90,6 +91,10 @@ PARSERS: dict[str, Parser] = {
     "WebhookSecretRotation": parse_rotation,
     "RedriveTaskRequest": lambda body: start_request(body, NOW),
     "LegalHoldRequest": parse_hold_request,
+    "SchemaRegistration": lambda body: parse_registration("email.send", "2", body),
+    "JobAckRequest": lambda body: ack_request(
+        {**(body if isinstance(body, dict) else {}), "job_id": "j1"}
+    ),
 }
 HOOK = {"url": "https://example.com/hook", "events": ["job.completed", "dead_letter.*"]}
 JOB = {"type": "email.send", "args": [1], "options": {"queue": "emails", "priority": 5}}
@@ -132,9 +137,16 @@ ACCEPTED: list[tuple[str, object]] = [
     ("LegalHoldRequest", {"incident_id": "inc_" + "a" * 24, "reason": "case 1"}),
     ("LegalHoldRequest", {"filter": {"queue": "billing", "error_type": "Boom"}, "reason": "r"}),
     ("RetentionPolicyChanges", {"min_age": "P0D"}),
+    ("SchemaRegistration", {"schema": {"type": "object", "required": ["to"]}}),
+    ("JobAckRequest", {"worker_id": "w1"}),
+    ("JobRequest", {**JOB, "version": 3}),
 ]
 # (schema, body): the schema and the parser both refuse it.
 REFUSED: list[tuple[str, object]] = [
+    ("SchemaRegistration", {}),
+    ("SchemaRegistration", {"schema": []}),
+    ("JobRequest", {**JOB, "version": 0}),
+    ("JobRequest", {**JOB, "version": "2"}),
     ("JobRequest", {"type": "Not A Type", "args": []}),
     ("JobRequest", {"type": "email.send"}),
     ("JobRequest", {**JOB, "priority": 101, "options": None}),

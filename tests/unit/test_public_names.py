@@ -15,8 +15,10 @@ PACKAGE_NAMES = [
     "Client",
     "JobContext",
     "NonRetryable",
+    "Payload",
     "SendToDeadLetter",
     "SyncClient",
+    "Upcasters",
     "Worker",
     "__version__",
 ]
@@ -60,6 +62,7 @@ CLIENT_NAMES = [
     "SyncClient",
     "UnauthenticatedError",
     "UnreachableError",
+    "UpcastPreview",
     "WebhookDelivery",
     "WebhookDeliveryPage",
     "WebhookSubscription",

@@ -21,6 +21,7 @@ from redrive.api import (
     routes_legal_holds,
     routes_queues,
     routes_redrives,
+    routes_schemas,
     routes_system,
     routes_webhooks,
     routes_workers,
@@ -70,6 +71,7 @@ def create_app(
 ROUTERS = (
     routes_system.router,
     routes_jobs.router,
+    routes_workers.job_router,
     routes_workers.router,
     routes_queues.router,
     routes_cron.router,
@@ -80,6 +82,7 @@ ROUTERS = (
     routes_incidents.router,
     routes_legal_holds.router,
     routes_keys.router,
+    routes_schemas.router,
     routes_audit.router,
     routes_webhooks.router,
 )

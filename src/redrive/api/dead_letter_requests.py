@@ -45,6 +45,17 @@ def _flag(value: object, name: str) -> bool:
     raise InvalidRequest(f"{name} must be true or false", {"field": name})
 
 
+def dry_run_query(request: Request) -> bool:
+    """`?dry_run=true` on a single retry: show what it would requeue, move nothing."""
+    unknown = sorted(set(request.query_params) - {"dry_run"})
+    if unknown:
+        raise InvalidRequest(
+            f"unknown query parameter {unknown[0]!r}; the only one is dry_run",
+            {"field": unknown[0]},
+        )
+    return _flag(request.query_params.get("dry_run", "false"), "dry_run")
+
+
 def _limit(value: object) -> int | None:
     if value is None:
         return None

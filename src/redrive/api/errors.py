@@ -21,6 +21,7 @@ from redrive.domain.errors import (
     Unauthenticated,
     Unsupported,
 )
+from redrive.domain.upcasting import UpcastFailed
 
 DOCS_URL = "https://openjobspec.org/spec/errors#"
 STATUS = {
@@ -31,6 +32,7 @@ STATUS = {
     Duplicate: 409,
     Conflict: 409,
     Unsupported: 422,
+    UpcastFailed: 422,
     PayloadTooLarge: 413,
     Unauthenticated: 401,
     Forbidden: 403,

@@ -61,6 +61,7 @@ from redrive.domain.replay import MAX_REPLAYS_LIMIT, RULE_KEYS
 from redrive.domain.replay import NAME_PATTERN as RULE_NAME_PATTERN
 from redrive.domain.retention import MAX_COUNT_LIMIT, PRUNING_POLICIES
 from redrive.domain.retry import BACKOFF_STRATEGIES, EXHAUSTION_ACTIONS, MAX_ATTEMPTS
+from redrive.domain.upcasting import MAX_VERSION
 from redrive.domain.webhook_delivery import DEFAULT_PAGE as DELIVERY_PAGE
 from redrive.domain.webhook_delivery import DELIVERY_QUERY_KEYS, DeliveryStatus
 from redrive.domain.webhook_delivery import MAX_PAGE as DELIVERY_PAGE_MAX
@@ -193,6 +194,12 @@ ENVELOPE_PROPERTIES: dict[str, Schema] = {
     "meta": typed(["object", "null"]),
     "options": nullable(ref("EnqueueOptions")),
     "schema": typed(["string", "null"], "a URI naming the args' schema"),
+    "version": typed(
+        ["integer", "null"],
+        "the payload's schema version (OJS job versioning); redrives upcast older ones",
+        minimum=1,
+        maximum=MAX_VERSION,
+    ),
     "priority": {**PRIORITY, "description": "used when options.priority is absent"},
     "scheduled_at": MOMENT,
     "delay_until": {**MOMENT, "description": ALIAS + "scheduled_at"},
@@ -429,6 +436,15 @@ SCHEMAS: dict[str, Schema] = {
     "RetryPolicy": RETRY_POLICY,
     "FetchRequest": FETCH_REQUEST,
     "AckRequest": obj({**ATTEMPT_PROPERTIES, "result": {"description": "any JSON"}}, "job_id"),
+    "SchemaRegistration": obj(
+        {"schema": typed("object", "a JSON Schema (draft 2020-12) of the version's args")},
+        "schema",
+        closed=True,
+    ),
+    "JobAckRequest": obj(
+        {**ATTEMPT_PROPERTIES, "result": {"description": "any JSON"}},
+        description="an ack of the job the path names (job_id, if sent, must be the same)",
+    ),
     "NackRequest": obj(
         {
             **ATTEMPT_PROPERTIES,

@@ -57,6 +57,7 @@ POLICIES: dict[str, Policy] = {
     "workers.fetch": Policy(WORK),
     "workers.ack": Policy(WORK),
     "workers.ack_batch": Policy(WORK),
+    "workers.ack_job": Policy(WORK),
     "workers.nack": Policy(WORK),
     "workers.nack_batch": Policy(WORK),
     "workers.heartbeat": Policy(WORK),
@@ -124,6 +125,9 @@ POLICIES: dict[str, Policy] = {
     "legal_holds.get_hold": Policy(READ),
     "legal_holds.place_hold": Policy(ADMINISTER),
     "legal_holds.release_hold": Policy(ADMINISTER),
+    # job schemas (the OJS job-versioning extension)
+    "schemas.register_schema": Policy(ADMINISTER),
+    "schemas.get_schema": Policy(READ),
     # API keys
     "keys.create_key": Policy(ADMINISTER),
     "keys.list_keys": Policy(ADMINISTER),

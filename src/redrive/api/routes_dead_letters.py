@@ -19,6 +19,7 @@ from redrive.api.dead_letter_requests import (
     KEYSET_PAGING,
     NUMBERED_PAGING,
     bulk_request,
+    dry_run_query,
     list_filter,
     purge_request,
 )
@@ -32,6 +33,7 @@ from redrive.api.serialise import (
     episode_document,
     job_document,
     timestamp,
+    upcast_document,
 )
 from redrive.domain.cursor import encode_cursor
 from redrive.domain.dead_letter import parse_override
@@ -55,6 +57,8 @@ def bulk_document(result: BulkResult) -> dict[str, Any]:
     }
     if result.dry_run:
         body["sample"] = result.sample
+        if result.action == "retry":
+            body["upcasts"] = [upcast_document(item) for item in result.upcasts if item.changed]
     key = "retried" if result.action == "retry" else "purged"
     body[key] = result.succeeded
     if result.action == "purge" and not result.dry_run:
@@ -141,9 +145,12 @@ def build_router(prefix: str) -> APIRouter:
         "/retry",
         summary="Retry every dead letter matching a filter",
         description="Up to a minute's worth of the default redrive rate (100) moves within the "
-        "request; a larger set starts a paced redrive task and answers 202 with it",
+        "request; a larger set starts a paced redrive task and answers 202 with it. Each job is "
+        "requeued upcast to its type's current schema version; when one match would not upcast, "
+        "nothing moves (422). A dry run lists the sample's `upcasts` (the changes each would "
+        "get) and, in `errors`, matches whose upcast fails.",
         openapi_extra=openapi.body("BulkRequest", required=False),
-        responses={**openapi.outcomes(400, 409), 202: openapi.success(202, OJS_MEDIA_TYPE)},
+        responses={**openapi.outcomes(400, 409, 422), 202: openapi.success(202, OJS_MEDIA_TYPE)},
     )
     async def bulk_retry(request: Request) -> Response:
         service = service_of(request)
@@ -180,12 +187,23 @@ def build_router(prefix: str) -> APIRouter:
     @router.post(
         "/{job_id}/retry",
         summary="Retry one dead letter, optionally modified",
-        openapi_extra=openapi.body("RetryRequest", required=False),
-        responses=openapi.outcomes(400, 404),
+        description="Requeues the job upcast to its type's current schema version (422 when an "
+        "upcaster fails or a step is missing: the dead letter stays dead). `?dry_run=true` "
+        "answers the job it would requeue and the upcast's changes, moving nothing.",
+        openapi_extra={
+            **openapi.body("RetryRequest", required=False),
+            **openapi.query([openapi.parameter("dry_run", {"type": "boolean", "default": False})]),
+        },
+        responses=openapi.outcomes(400, 404, 422),
     )
     async def retry(job_id: str, request: Request) -> Response:
         override = parse_override(await read_json(request, required=False))
-        job = await service_of(request).dead_letters.retry(caller_of(request), job_id, override)
+        dead_letters = service_of(request).dead_letters
+        if dry_run_query(request):
+            preview = await dead_letters.retry_preview(caller_of(request), job_id, override)
+            would_be = {"job": job_document(preview.after), "upcast": upcast_document(preview)}
+            return ojs({"dry_run": True, **would_be})
+        job = await dead_letters.retry(caller_of(request), job_id, override)
         document = job_document(job)
         document["re_enqueued_at"] = timestamp(job.enqueued_at)
         return ojs({"job": document})

@@ -22,10 +22,12 @@ from redrive.api.worker_requests import (
     heartbeat_request,
     nack_request,
 )
-from redrive.domain.errors import OjsError
+from redrive.domain.errors import InvalidRequest, OjsError
 from redrive.domain.job import Job
 
 router = APIRouter(prefix="/ojs/v1/workers", tags=["workers"])
+# The worker protocol's routes under the job's own path (the OJS job-versioning suite acks so).
+job_router = APIRouter(prefix="/ojs/v1/jobs", tags=["workers"])
 
 
 def _outcome(job: Job, with_document: bool = True) -> dict[str, Any]:
@@ -149,3 +151,21 @@ async def heartbeat(request: Request) -> Response:
             "server_time": timestamp(beat.server_time),
         }
     )
+
+
+@job_router.post(
+    "/{job_id}/ack",
+    summary="Acknowledge the job the path names as completed",
+    openapi_extra=openapi.body("JobAckRequest", required=False),
+    responses=openapi.outcomes(400, 404, 409),
+)
+async def ack_job(job_id: str, request: Request) -> Response:
+    body = await read_json(request, required=False)
+    body = {} if body is None else body
+    if not isinstance(body, dict):
+        raise InvalidRequest("the ack body must be a JSON object", {"field": "body"})
+    if body.get("job_id", job_id) != job_id:
+        raise InvalidRequest("job_id differs from the job the path names", {"field": "job_id"})
+    ack_body = ack_request({**body, "job_id": job_id})
+    job = await service_of(request).workers.ack(caller_of(request), ack_body)
+    return ojs({"acknowledged": True, **_outcome(job)})

@@ -11,6 +11,7 @@ from redrive.domain.incident import Incident
 from redrive.domain.job import Job
 from redrive.domain.keys import ApiKey
 from redrive.domain.records import CronRecord, WorkerRecord
+from redrive.domain.upcasting import Upcast
 from redrive.ports import StoredEvent
 
 TIMESTAMP_FIELDS = (
@@ -182,4 +183,23 @@ def key_document(key: ApiKey) -> dict[str, Any]:
         "created_by": key.created_by,
         "expires_at": timestamp(key.expires_at),
         "revoked_at": timestamp(key.revoked_at),
+    }
+
+
+def upcast_document(result: Upcast) -> dict[str, Any]:
+    """What a redrive would change in a job's payload: versions, the upcasters in order, and
+    each changed value (`before`/`after` left out where the value is absent)."""
+    changes = []
+    for change in result.changes():
+        entry: dict[str, Any] = {"path": change.path}
+        entry.update({"before": change.before} if change.had_before else {})
+        entry.update({"after": change.after} if change.has_after else {})
+        changes.append(entry)
+    return {
+        "job_id": result.before.id,
+        "type": result.before.type,
+        "from_version": result.from_version,
+        "to_version": result.to_version,
+        "upcasters": list(result.steps),
+        "changes": changes,
     }

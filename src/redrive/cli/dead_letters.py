@@ -24,6 +24,7 @@ from redrive.cli.output import (
     print_json,
     say,
     show_dead_letter,
+    upcast_lines,
 )
 from redrive.cli.remote import (
     DATABASE,
@@ -39,7 +40,15 @@ from redrive.cli.remote import (
     stderr,
     stdout,
 )
-from redrive.client import BulkResult, Client, DeadLetter, DeadLetterFilter, Job, Page
+from redrive.client import (
+    BulkResult,
+    Client,
+    DeadLetter,
+    DeadLetterFilter,
+    Job,
+    Page,
+    UpcastPreview,
+)
 from redrive.client.requests import timestamp
 
 dead_letter_commands = typer.Typer(
@@ -200,6 +209,11 @@ def _print_bulk(result: BulkResult, verb: str, as_json: bool, confirmed: int) ->
             say(f"  {job_id}")
         if result.matched > len(result.sample[:SAMPLE_SHOWN]):
             say(f"  … and {result.matched - len(result.sample[:SAMPLE_SHOWN])} more")
+        for upcast in result.upcasts:
+            for line in upcast_lines(upcast):
+                say(line)
+        for error in result.errors:
+            say(f"would not move: {error.get('job_id')}: {error.get('message')}")
         return
     say(f"{verb}: {result.succeeded} of {confirmed}")
     if result.succeeded < confirmed:
@@ -349,10 +363,25 @@ def retry(
         filters = _with_pairs(_filter(queue, *filter_flags), pairs)
         bulk(target, filters, "retry", (dry_run, yes, as_json))
         return
-    if any(value is not None for value in filter_flags) or pairs or dry_run:
-        fail("filter flags and --dry-run are for bulk retry: leave out the ID", EXIT_USAGE)
+    if any(value is not None for value in filter_flags) or pairs:
+        fail("filter flags are for bulk retry: leave out the ID", EXIT_USAGE)
     args = parse_json(args_json, "--args", list)
     changes = parse_pairs(meta, "--meta")
+    if dry_run:
+
+        async def preview(client: Client) -> tuple[Job, UpcastPreview]:
+            return await client.preview_dead_letter_retry(
+                job_id, queue=queue, priority=priority, meta=changes, args=args
+            )
+
+        job, upcast = run(target, preview)
+        if as_json:
+            print_json({"dry_run": True, "job": job.raw, "upcast": dataclasses.asdict(upcast)})
+        else:
+            say(f"would retry {job.id} on queue {job.queue}")
+            for line in upcast_lines(upcast):
+                say(line)
+        return
 
     async def call(client: Client) -> Job:
         return await client.retry_dead_letter(

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from redrive.cli.remote import EXIT_USAGE, fail, stdout
-from redrive.client import DeadLetter, Job
+from redrive.client import DeadLetter, Job, UpcastPreview
 
 BACKTRACE_KEYS = ("backtrace", "stacktrace", "stack", "traceback")
 MESSAGE_WIDTH = 60
@@ -178,3 +178,21 @@ def counts_table(title: str, counts: Mapping[str, int]) -> Table:
     for name, count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         table.add_row(name, str(count))
     return table
+
+
+def upcast_lines(preview: UpcastPreview) -> list[str]:
+    """A redrive's upcast as a diff: a header naming the versions and upcasters, then `-` for
+    each value as it was and `+` as it would be (JSON values)."""
+    if preview.from_version == preview.to_version:
+        return [f"{preview.job_id} ({preview.type}): version {preview.from_version}, no upcast"]
+    steps = ", ".join(preview.upcasters)
+    lines = [
+        f"{preview.job_id} ({preview.type}): version {preview.from_version} -> "
+        f"{preview.to_version} by {steps}"
+    ]
+    for change in preview.changes:
+        path = change.get("path")
+        for sign, side in (("-", "before"), ("+", "after")):
+            if side in change:
+                lines.append(f"{sign} {path}: {json.dumps(change[side], ensure_ascii=False)}")
+    return lines

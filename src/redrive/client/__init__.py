@@ -16,6 +16,7 @@ from redrive.client.dead_letters import (
     ReplayRule,
     RetentionPolicies,
     RetentionPolicy,
+    UpcastPreview,
 )
 from redrive.client.errors import (
     ConflictError,
@@ -77,6 +78,7 @@ __all__ = [
     "SyncClient",
     "UnauthenticatedError",
     "UnreachableError",
+    "UpcastPreview",
     "WebhookDelivery",
     "WebhookDeliveryPage",
     "WebhookSubscription",

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from redrive.client.administration import DEAD_LETTER, Administration
-from redrive.client.dead_letters import BulkResult, DeadLetter, DeadLetterStats
+from redrive.client.dead_letters import BulkResult, DeadLetter, DeadLetterStats, UpcastPreview
 from redrive.client.errors import RedriveError, from_response
 from redrive.client.incidents import IncidentOperations
 from redrive.client.legal_holds import LegalHoldOperations
@@ -251,6 +251,28 @@ class Client(Administration, IncidentOperations, RedriveOperations, LegalHoldOpe
         body = override_document(queue, priority, meta, args, retry)
         payload = await self._request("POST", f"{DEAD_LETTER}/{job_id}/retry", body or None)
         return Job.from_document(document_of(payload, "job"))
+
+    async def preview_dead_letter_retry(
+        self,
+        job_id: str,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        meta: Mapping[str, Any] | None = None,
+        args: list[Any] | None = None,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
+    ) -> tuple[Job, UpcastPreview]:
+        """What `retry_dead_letter` would requeue, moving nothing: the job (changed and upcast
+        to its type's current schema version) and what the upcast changes."""
+        body = override_document(queue, priority, meta, args, retry)
+        payload = await self._request(
+            "POST", f"{DEAD_LETTER}/{job_id}/retry", body or None, params={"dry_run": "true"}
+        )
+        upcast = payload.get("upcast")
+        return (
+            Job.from_document(document_of(payload, "job")),
+            UpcastPreview.from_document(upcast if isinstance(upcast, dict) else {}),
+        )
 
     async def retry_dead_letters(
         self,

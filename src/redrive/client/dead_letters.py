@@ -102,6 +102,40 @@ class DeadLetter:
 
 
 @dataclass(frozen=True)
+class UpcastPreview:
+    """What a redrive would change in one dead letter's payload: the schema versions, the
+    upcasters in the order they run, and each changed value as a dict of `path` and `before`
+    and/or `after` (a side is left out where the value is absent)."""
+
+    job_id: str
+    type: str
+    from_version: int
+    to_version: int
+    upcasters: list[str]
+    changes: list[dict[str, Any]]
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> UpcastPreview:
+        changes = document.get("changes")
+        return cls(
+            job_id=text_of(document, "job_id") or "",
+            type=text_of(document, "type") or "",
+            from_version=integer_of(document, "from_version"),
+            to_version=integer_of(document, "to_version"),
+            upcasters=strings_of(document.get("upcasters")),
+            changes=[item for item in changes if isinstance(item, dict)]
+            if isinstance(changes, list)
+            else [],
+        )
+
+
+def upcasts_of(value: object) -> list[UpcastPreview]:
+    if not isinstance(value, list):
+        return []
+    return [UpcastPreview.from_document(item) for item in value if isinstance(item, dict)]
+
+
+@dataclass(frozen=True)
 class BulkResult:
     """What a bulk retry or purge matched and changed (or, with dry_run, would change)."""
 
@@ -117,6 +151,8 @@ class BulkResult:
     # A bulk retry larger than a burst became this paced redrive task (nothing moved yet).
     task_id: str | None = None
     held: int = 0  # a purge: matching dead letters legal holds kept
+    # A dry run of a retry: the sample's upcasts (those that change the payload).
+    upcasts: list[UpcastPreview] = field(default_factory=list)
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> BulkResult:
@@ -136,6 +172,7 @@ class BulkResult:
             raw=document,
             task_id=str(task["id"]) if isinstance(task, dict) and "id" in task else None,
             held=integer_of(document, "held"),
+            upcasts=upcasts_of(document.get("upcasts")),
         )
 
 

@@ -20,6 +20,7 @@ from redrive.client.dead_letters import (
     ReplayRule,
     RetentionPolicies,
     RetentionPolicy,
+    UpcastPreview,
 )
 from redrive.client.errors import RedriveError
 from redrive.client.incidents import Incident, IncidentDetail
@@ -277,6 +278,28 @@ class SyncClient:
         """Put a dead letter back to work (attempt 0), optionally changed: queue, priority and
         args replace; meta and retry merge over what it had."""
         coroutine = self._client.retry_dead_letter(
+            job_id,
+            queue=queue,
+            priority=priority,
+            meta=meta,
+            args=args,
+            retry=retry,
+        )
+        return self._run(coroutine)
+
+    def preview_dead_letter_retry(
+        self,
+        job_id: str,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        meta: Mapping[str, Any] | None = None,
+        args: list[Any] | None = None,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
+    ) -> tuple[Job, UpcastPreview]:
+        """What `retry_dead_letter` would requeue, moving nothing: the job (changed and upcast
+        to its type's current schema version) and what the upcast changes."""
+        coroutine = self._client.preview_dead_letter_retry(
             job_id,
             queue=queue,
             priority=priority,

@@ -62,6 +62,7 @@ class Action(StrEnum):
     REDRIVE_PAUSE = "redrive.pause"
     REDRIVE_RESUME = "redrive.resume"
     REDRIVE_CANCEL = "redrive.cancel"
+    JOB_SCHEMA_REGISTER = "job_schema.register"
 
 
 class Outcome(StrEnum):

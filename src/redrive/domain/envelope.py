@@ -12,6 +12,7 @@ from redrive.domain.errors import InvalidRequest
 from redrive.domain.identifiers import is_uuid7
 from redrive.domain.job import DEFAULT_TENANT, DEFAULT_VISIBILITY_TIMEOUT_MS, Job
 from redrive.domain.retry import RetryPolicy, parse_retry_policy
+from redrive.domain.upcasting import VERSION_FIELD, check_version
 
 TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)*$")
 QUEUE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9\-.]*$")
@@ -227,6 +228,8 @@ def read_envelope(body: object) -> JobRequest:
     schema = body.get("schema")
     if schema is not None and not isinstance(schema, str):
         raise _invalid("schema", "schema must be a URI string")
+    if body.get(VERSION_FIELD) is not None:
+        check_version(body[VERSION_FIELD])
     _tags(options)
     visibility = _positive_ms(options.get("visibility_timeout_ms"), "options.visibility_timeout_ms")
     extra = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from redrive.domain import dead_letter as episodes
@@ -23,6 +23,7 @@ from redrive.domain.events import episode_event, job_event
 from redrive.domain.job import Job
 from redrive.domain.legal_hold import LegalHeld
 from redrive.domain.redaction import Redactor
+from redrive.domain.upcasting import Upcast, UpcastFailed, upcast
 from redrive.ports import DeadLetterMoves, Page
 from redrive.service import visibility
 from redrive.service.audit import AuditService
@@ -32,6 +33,8 @@ from redrive.service.runtime import Runtime
 BULK_CHUNK = 1000
 SAMPLE_SIZE = 10
 MAX_SELECTED = 1000
+UPCAST_CHECK_PAGE = 500
+UPCAST_ERRORS_SHOWN = 10
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,9 @@ class BulkResult:
     queues: list[str] = field(default_factory=list)
     # A purge: how many matching dead letters legal holds kept (skipped, still dead).
     held: int = 0
+    # A dry run's sample as it would be redriven: each dead letter's upcast (unchanged when its
+    # type has no upcasters or it is already current).
+    upcasts: list[Upcast] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -159,7 +165,9 @@ class DeadLetterService:
         now: int,
     ) -> bool:
         """Flip the episode out of `dead` (the exactly-once guard), then requeue `job` (the dead
-        job, possibly modified). Both happen in the caller's transaction or neither does."""
+        job, possibly modified) upcast to its type's current version. Both happen in the
+        caller's transaction or neither does; an upcaster that fails raises before either."""
+        job = upcast(job, self.runtime.options.upcasters).after
         if not await transaction.move_dead_letter(dead, status, now, moved_by):
             return False
         revived = episodes.redrive(job, now)
@@ -184,6 +192,7 @@ class DeadLetterService:
             if dead is None:
                 raise NotFound("dead letter", job_id)
             modified = apply_override(dead.job, override)
+            modified = upcast(modified, self.runtime.options.upcasters).after
             if not await self.redrive(
                 transaction, dead, modified, episodes.RETRIED, caller.actor, now
             ):
@@ -191,6 +200,12 @@ class DeadLetterService:
             target = {"job_id": job_id, "modified": modified != dead.job}
             await self.audit.record(caller, transaction, Action.DEAD_LETTER_RETRY, target, 1)
         return episodes.redrive(modified, now)
+
+    async def retry_preview(self, caller: Caller, job_id: str, override: RetryOverride) -> Upcast:
+        """What a single retry would requeue, without moving anything: the dead job (with the
+        override) and the same job upcast; UpcastFailed when an upcaster would refuse it."""
+        dead, _ = await self.get(caller, job_id)
+        return upcast(apply_override(dead.job, override), self.runtime.options.upcasters)
 
     async def delete(self, caller: Caller, job_id: str) -> None:
         """Delete the job's dead letter; 409 legal_hold, naming the holds, while one keeps it
@@ -271,13 +286,56 @@ class DeadLetterService:
     async def _dry_run(self, caller: Caller, request: BulkRequest, action: str) -> BulkResult:
         preview = await self.preview(caller, request.filters)
         matched = preview.matched if request.limit is None else min(preview.matched, request.limit)
+        sample = preview.sample[:matched]
+        upcasts = []
+        errors: list[dict[str, str]] = []
+        if action == "retry":
+            errors = await self._upcast_failures(caller, request)
+            for dead in sample:
+                try:
+                    upcasts.append(upcast(dead.job, self.runtime.options.upcasters))
+                except UpcastFailed:
+                    continue  # named in errors already
         return BulkResult(
             action=action,
             dry_run=True,
             matched=matched,
-            sample=[dead.job_id for dead in preview.sample][:matched],
+            sample=[dead.job_id for dead in sample],
             queues=sorted(queue for queue, count in preview.by_queue.items() if count),
+            upcasts=upcasts,
+            errors=errors,
+            failed=len(errors),
         )
+
+    async def _upcast_failures(
+        self, caller: Caller, request: BulkRequest, first_only: bool = False
+    ) -> list[dict[str, str]]:
+        """The dead letters a bulk retry would meet whose upcast fails (the first few): every
+        match of a type with upcasters is upcast, none is moved."""
+        upcasters = self.runtime.options.upcasters
+        base = request.filters.scoped(caller.tenant_scope)
+        failures: list[dict[str, str]] = []
+        for job_type in upcasters.job_types:
+            if base.type not in (None, job_type) or not job_type.startswith(base.type_prefix or ""):
+                continue
+            filters = replace(base, type=job_type)
+            offset = 0
+            while len(failures) < (1 if first_only else UPCAST_ERRORS_SHOWN):
+                async with self.runtime.store.transaction(caller) as transaction:
+                    page = await transaction.list_dead_letters(
+                        filters, Page(limit=UPCAST_CHECK_PAGE, offset=offset)
+                    )
+                for dead in page:
+                    try:
+                        upcast(dead.job, upcasters)
+                    except UpcastFailed as error:
+                        failures.append(
+                            {"job_id": dead.job_id, "code": error.code, "message": error.message}
+                        )
+                if len(page) < UPCAST_CHECK_PAGE:
+                    break
+                offset += UPCAST_CHECK_PAGE
+        return failures
 
     async def _bulk(self, caller: Caller, request: BulkRequest, action: str) -> BulkResult:
         """Set-based, in chunks of one transaction each, spread over the store's write lanes: a
@@ -287,6 +345,10 @@ class DeadLetterService:
         _check_confirmed(request)
         if request.dry_run:
             return await self._dry_run(caller, request, action)
+        if action == "retry" and (failures := await self._upcast_failures(caller, request, True)):
+            # Nothing moves while one match would not upcast (a redrive that moved the others
+            # would leave the operator a half-done set to untangle).
+            raise UpcastFailed(failures[0]["message"], {"job_id": failures[0]["job_id"]})
         filters = request.filters.scoped(caller.tenant_scope)
         result = BulkResult(action=action)
         queues: set[str] = set()
@@ -345,14 +407,22 @@ class DeadLetterService:
         jobs table, from the episode's snapshot where it was pruned from there."""
         if not moved:
             return
-        revived = await transaction.redrive_jobs([episode.job_id for episode in moved], now)
-        pruned = [episode.id for episode in moved if episode.job_id not in revived]
+        upcast_jobs = await self._upcast_moved(transaction, moved, now)
+        in_place = [episode.job_id for episode in moved if episode.job_id not in upcast_jobs]
+        revived = await transaction.redrive_jobs(in_place, now) if in_place else set()
+        pruned = [
+            episode.id
+            for episode in moved
+            if episode.job_id not in revived and episode.job_id not in upcast_jobs
+        ]
         await transaction.insert_jobs(
             [
                 episodes.redrive(dead.job, now)
                 for dead in await transaction.dead_letters_by_id(pruned)
             ]
         )
+        for job in upcast_jobs.values():
+            await transaction.upsert_job(job)
         for queue, tenant in sorted({(episode.queue, episode.tenant_id) for episode in moved}):
             await transaction.ensure_queue(queue, tenant, now)
         await transaction.notify({episode.queue for episode in moved})
@@ -362,6 +432,26 @@ class DeadLetterService:
         ]
         await self.runtime.emit(transaction, events, now)
         self.runtime.metrics.dead_letter_retried.update(episode.queue for episode in moved)
+
+    async def _upcast_moved(
+        self, transaction: DeadLetterMoves, moved: list[MovedEpisode], now: int
+    ) -> dict[str, Job]:
+        """The moved jobs whose payload an upcaster changes, by job id, redriven and upcast; an
+        upcaster that fails raises, and the caller's transaction moves none of them."""
+        upcasters = self.runtime.options.upcasters
+        candidates = [
+            episode.id for episode in moved if upcasters.current_version(episode.type) is not None
+        ]
+        if not candidates:
+            return {}
+        upcasts = [
+            upcast(dead.job, upcasters) for dead in await transaction.dead_letters_by_id(candidates)
+        ]
+        return {
+            result.after.id: episodes.redrive(result.after, now)
+            for result in upcasts
+            if result.changed
+        }
 
     async def _forget(
         self, transaction: DeadLetterMoves, moved: list[MovedEpisode], moved_by: str, now: int

@@ -17,6 +17,7 @@ from redrive.service.redrives import RedriveService
 from redrive.service.replay import ReplayService
 from redrive.service.retention import RetentionService
 from redrive.service.runtime import Metrics, Runtime
+from redrive.service.schemas import SchemaService
 from redrive.service.sessions import SessionService
 from redrive.service.sweeper import Sweeper
 from redrive.service.webhooks import WebhookService
@@ -45,6 +46,7 @@ class Service:
             runtime, self.crons, self.retention, self.replay, self.incidents, self.redrives
         )
         self.webhooks = WebhookService(runtime, self.workers)
+        self.schemas = SchemaService(runtime)
 
     async def reset(self) -> None:
         """Wipe every table. Only reachable when test hooks are on."""

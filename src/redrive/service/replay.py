@@ -11,6 +11,7 @@ from redrive.domain.dead_letter import REPLAYED, mark_replayed
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.errors import Duplicate, NotFound
 from redrive.domain.replay import ReplayRule, RuleChanges, changed_rule, new_rule
+from redrive.domain.upcasting import UpcastFailed
 from redrive.ports import AuditStore, Page
 from redrive.service import locks
 from redrive.service.audit import AuditService
@@ -92,8 +93,15 @@ class ReplayService:
             count = 0
             for dead in await transaction.list_dead_letters(filters, Page(limit=REPLAY_BATCH)):
                 job = mark_replayed(dead.job, rule.name, now)
-                if await self.dead_letters.redrive(transaction, dead, job, REPLAYED, actor, now):
-                    count += 1
+                try:
+                    moved = await self.dead_letters.redrive(
+                        transaction, dead, job, REPLAYED, actor, now
+                    )
+                except UpcastFailed:
+                    # Raised before anything of this one is written: it stays dead (a retry by
+                    # hand or its dry run names the upcaster's error); the others go ahead.
+                    continue
+                count += 1 if moved else 0
             if count:
                 await transaction.count_replays(rule.id, count)
                 target = {"rule_id": rule.id, "name": rule.name}

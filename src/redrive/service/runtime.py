@@ -15,6 +15,7 @@ from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 from redrive.domain.retention import RetentionPolicy
 from redrive.domain.retry import RetryPolicy
 from redrive.domain.secret_box import SecretBox
+from redrive.domain.upcasting import Upcasters
 from redrive.domain.webhook_delivery import DeliveryOptions, delivery_job
 from redrive.domain.webhooks import DELIVERY_TYPE, WEBHOOK_QUEUE, Listener, wants
 from redrive.ports import Archive, Clock, EventWrites, Store, StoredEvent
@@ -51,6 +52,8 @@ class ServiceOptions:
     # Redrive tasks: the highest rate one may run at; whether a verified one resolves its incident.
     redrive_max_rate: int = 1000
     redrive_auto_close: bool = False
+    # Bring a dead letter's payload up to its type's current schema version when it is redriven.
+    upcasters: Upcasters = field(default_factory=Upcasters)
 
 
 @dataclass

@@ -16,6 +16,7 @@ Each part implements one port of `redrive.ports` over the dialect's named statem
 - `store/webhooks.py`: webhook subscriptions and the delivery log (`WebhookStore`)
 - `store/redrives.py`: redrive tasks, their pinned dead letters and queues (`RedriveTaskStore`)
 - `store/legal_holds.py`: legal holds (`LegalHoldStore`)
+- `store/schemas.py`: job schemas (`SchemaStore`)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from redrive.store.keys import SqlKeys, SqlSessions
 from redrive.store.legal_holds import SqlLegalHolds
 from redrive.store.redrives import SqlRedriveTasks
 from redrive.store.retention import SqlReplayRules, SqlRetention
+from redrive.store.schemas import SqlSchemas
 from redrive.store.webhooks import SqlWebhooks
 
 
@@ -52,6 +54,7 @@ class SqlTransaction(
     SqlWebhooks,
     SqlRedriveTasks,
     SqlLegalHolds,
+    SqlSchemas,
     SqlBase,
     Transaction,
 ):

@@ -668,6 +668,7 @@ DELETE FROM events;
 DELETE FROM dead_letter_tallies;
 DELETE FROM dead_letter_policies;
 DELETE FROM replay_rules;
+DELETE FROM job_schemas;
 DELETE FROM dead_letter_archives;
 DELETE FROM incidents;
 DELETE FROM webhook_deliveries;
@@ -998,3 +999,12 @@ SELECT * FROM legal_holds WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = 
 UPDATE legal_holds SET released_at = :now, released_by = :released_by
 WHERE id = :id AND released_at IS NULL AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 RETURNING *;
+-- name: upsert_job_schema
+INSERT INTO job_schemas (tenant_id, type, version, schema, registered_at, registered_by)
+VALUES (:tenant_id, :type, :version, :schema, :registered_at, :registered_by)
+ON CONFLICT (tenant_id, type, version) DO UPDATE SET
+    schema = excluded.schema, registered_at = excluded.registered_at,
+    registered_by = excluded.registered_by;
+
+-- name: select_job_schema
+SELECT * FROM job_schemas WHERE tenant_id = :tenant_id AND type = :type AND version = :version;
