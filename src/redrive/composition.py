@@ -9,9 +9,10 @@ from fastapi import FastAPI
 
 from redrive.api.app import create_app
 from redrive.dashboard import install_dashboard
+from redrive.domain.alerts import AlertConfig, parse_thresholds
 from redrive.domain.durations import parse_duration_ms
 from redrive.domain.errors import InvalidRequest
-from redrive.domain.fingerprint import Fingerprinter, parse_custom_keys
+from redrive.domain.fingerprint import Fingerprinter, parse_custom_keys, parse_key_path
 from redrive.domain.redaction import Redactor
 from redrive.domain.retention import RetentionPolicy, parse_policy_changes
 from redrive.domain.secret_box import KEY_BYTES, SecretBox, parse_key
@@ -174,6 +175,26 @@ def delivery_options(settings: Settings) -> DeliveryOptions:
     )
 
 
+def alert_config(settings: Settings) -> AlertConfig:
+    """The alert rules' thresholds and windows, strictly parsed (unknown keys refused)."""
+    try:
+        path = (
+            parse_key_path(settings.alert_aggregate_key, "alert_aggregate_key")
+            if settings.alert_aggregate_key
+            else None
+        )
+        base = AlertConfig(
+            quiet_period_ms=parse_duration_ms(settings.alert_quiet_period, "alert_quiet_period"),
+            aggregate_path=path,
+            aggregate_window_ms=parse_duration_ms(
+                settings.alert_aggregate_window, "alert_aggregate_window"
+            ),
+        )
+        return parse_thresholds(settings.alert_thresholds, base)
+    except InvalidRequest as error:
+        raise ConfigurationError(f"REDRIVE_ALERT_*: {error.message}") from error
+
+
 def service_options(settings: Settings) -> ServiceOptions:
     try:
         retention = parse_policy_changes(
@@ -200,6 +221,8 @@ def service_options(settings: Settings) -> ServiceOptions:
         webhooks=delivery_options(settings),
         secret_box=secret_box(settings),
         webhook_log_retention_ms=settings.webhook_log_retention_seconds * 1000,
+        alerts=alert_config(settings),
+        alert_interval_ms=settings.alert_interval_seconds * 1000,
     )
 
 

@@ -49,6 +49,7 @@ GLOBEX = Caller.for_tenant("globex", "test", Role.ADMIN)
 SEEDED = {"jobs", "dead_letters", "dead_letter_tallies", "events", "queues", "incidents"}
 SEEDED = {
     "jobs", "dead_letters", "dead_letter_tallies", "events", "queues", "webhook_subscriptions",
+    "alerts",
 }  # fmt: skip
 TENANT_TABLES = """
 SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity
@@ -122,6 +123,7 @@ async def isolated(database: str) -> AsyncIterator[Isolated]:
             assert made.status_code == 201, made.text
             await enqueue(client, "test.live", headers=headers, queue="mail")
             await kill_job(client, headers=headers)
+        await service.sweeper.evaluate_alerts()  # each tenant's new dead letter fires one
     await seeding.close()
     store = PostgresStore(database, min_size=1, max_size=1)
     await store.open()
@@ -245,7 +247,7 @@ def test_every_table_with_a_tenant_id_has_forced_row_level_security_and_the_poli
     tables = owner_rows(database, TENANT_TABLES)
     names = {row[0] for row in tables}
     assert {"jobs", "dead_letters", "events", "queues", "dead_letter_policies", "api_keys",
-            "incidents"} <= names  # fmt: skip
+            "incidents", "alerts"} <= names  # fmt: skip
     unprotected = sorted(name for name, enabled, forced in tables if not (enabled and forced))
     assert unprotected == [], "tenant tables without forced row-level security"
     policies = owner_rows(

@@ -20,6 +20,10 @@ from redrive.api.dead_letter_requests import BULK_KEYS, KEYSET_PAGING, NUMBERED_
 from redrive.api.errors import error_body
 from redrive.api.http import ACCEPTED_MEDIA_TYPES, OJS_MEDIA_TYPE
 from redrive.api.key_requests import KEY_REQUEST_KEYS
+from redrive.domain.alerts import DEFAULT_PAGE as ALERT_PAGE
+from redrive.domain.alerts import MAX_PAGE as ALERT_PAGE_MAX
+from redrive.domain.alerts import QUERY_KEYS as ALERT_QUERY_KEYS
+from redrive.domain.alerts import STATES as ALERT_STATES
 from redrive.domain.audit import DEFAULT_PAGE as AUDIT_PAGE
 from redrive.domain.audit import MAX_PAGE as AUDIT_PAGE_MAX
 from redrive.domain.audit import PAGING_KEYS as AUDIT_PAGING_KEYS
@@ -537,6 +541,15 @@ INCIDENT_QUERY: dict[str, Schema] = {
     "cursor": parameter("cursor", {"type": "string"}, "next_cursor of the page before"),
 }
 keyed("incident query", [*INCIDENT_QUERY_KEYS, *INCIDENT_PAGING_KEYS], INCIDENT_QUERY)
+# The alert list's query (domain/alerts.py QUERY_KEYS).
+ALERT_QUERY: dict[str, Schema] = {
+    "state": parameter(
+        "state", {"type": "string"},
+        "one or more states, comma-separated: " + ", ".join(ALERT_STATES) + ", or open",
+    ),
+    "limit": parameter("limit", page_size(1, ALERT_PAGE_MAX, ALERT_PAGE), "page size"),
+}  # fmt: skip
+keyed("alert query", ALERT_QUERY_KEYS, ALERT_QUERY)
 DELIVERY_QUERY: dict[str, Schema] = {
     "subscription_id": parameter("subscription_id", {"type": "string"}, "one subscription's log"),
     "status": parameter("status", {"enum": [status.value for status in DeliveryStatus]}),
@@ -601,6 +614,10 @@ def audit_query() -> dict[str, Any]:
 
 def incident_query() -> dict[str, Any]:
     return query(INCIDENT_QUERY.values())
+
+
+def alert_query() -> dict[str, Any]:
+    return query(ALERT_QUERY.values())
 
 
 def events_query() -> dict[str, Any]:

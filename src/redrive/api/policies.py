@@ -118,6 +118,10 @@ POLICIES: dict[str, Policy] = {
     "incidents.resolve": Policy(OPERATE),
     "incidents.ignore": Policy(OPERATE),
     "incidents.reopen": Policy(OPERATE),
+    # alerts
+    "alerts.list_alerts": Policy(READ),
+    "alerts.get_alert": Policy(READ),
+    "alerts.acknowledge": Policy(OPERATE),
     # API keys
     "keys.create_key": Policy(ADMINISTER),
     "keys.list_keys": Policy(ADMINISTER),

@@ -56,6 +56,7 @@ class Action(StrEnum):
     INCIDENT_RESOLVE = "incident.resolve"
     INCIDENT_IGNORE = "incident.ignore"
     INCIDENT_REOPEN = "incident.reopen"
+    ALERT_ACKNOWLEDGE = "alert.acknowledge"
 
 
 class Outcome(StrEnum):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from redrive.domain.caller import SYSTEM
+from redrive.service.alerts import AlertService
 from redrive.service.audit import AuditService
 from redrive.service.crons import CronService
 from redrive.service.dead_letters import DeadLetterService
@@ -37,7 +38,10 @@ class Service:
         self.sessions = SessionService(runtime, self.keys)
         self.retention = RetentionService(runtime)
         self.replay = ReplayService(runtime, self.dead_letters)
-        self.sweeper = Sweeper(runtime, self.crons, self.retention, self.replay, self.incidents)
+        self.alerts = AlertService(runtime)
+        self.sweeper = Sweeper(
+            runtime, self.crons, self.retention, self.replay, self.incidents, self.alerts
+        )
         self.webhooks = WebhookService(runtime, self.workers)
 
     async def reset(self) -> None:

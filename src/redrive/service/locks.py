@@ -10,3 +10,4 @@ REPLAY = 0x72640007
 PRUNE = 0x72640008
 INCIDENT_BACKFILL = 0x72640009
 WEBHOOK_LOG = 0x7264000A
+ALERTS = 0x72640014  # numbered after the migration that brought alerts (0014)

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from redrive.domain.alerts import AlertConfig
 from redrive.domain.events import Event, event_envelope
 from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, Fingerprinter
 from redrive.domain.identifiers import uuid7
@@ -48,6 +49,9 @@ class ServiceOptions:
     # Seals webhook signing secrets; None: no server key, so no subscription can be made.
     secret_box: SecretBox | None = None
     webhook_log_retention_ms: int = 7 * 86_400_000
+    # The alert rules' thresholds, and how often they are evaluated.
+    alerts: AlertConfig = field(default_factory=AlertConfig)
+    alert_interval_ms: int = 15_000
 
 
 @dataclass

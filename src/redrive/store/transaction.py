@@ -14,12 +14,14 @@ Each part implements one port of `redrive.ports` over the dialect's named statem
 - `store/audit.py`: the audit log and its chain heads (`AuditStore`)
 - `store/keys.py`: API keys (`KeyStore`) and dashboard sessions (`SessionStore`)
 - `store/webhooks.py`: webhook subscriptions and the delivery log (`WebhookStore`)
+- `store/alerts.py`: alerts and the counts their evaluation reads (`AlertStore`)
 """
 
 from __future__ import annotations
 
 from redrive.ports import Transaction
 from redrive.store.administration import SqlCrons, SqlMaintenance, SqlQueues, SqlWorkers
+from redrive.store.alerts import SqlAlerts
 from redrive.store.audit import SqlAudit
 from redrive.store.base import Executor, SqlBase
 from redrive.store.dead_letters import SqlDeadLetters
@@ -46,6 +48,7 @@ class SqlTransaction(
     SqlAudit,
     SqlSessions,
     SqlWebhooks,
+    SqlAlerts,
     SqlBase,
     Transaction,
 ):

@@ -635,6 +635,7 @@ DELETE FROM dead_letter_archives;
 DELETE FROM incidents;
 DELETE FROM webhook_deliveries;
 DELETE FROM webhook_subscriptions;
+DELETE FROM alerts;
 
 -- name: insert_api_key
 INSERT INTO api_keys (
@@ -792,3 +793,78 @@ LIMIT :limit;
 DELETE FROM webhook_deliveries WHERE id IN (
     SELECT id FROM webhook_deliveries WHERE time < :before LIMIT :limit
 );
+
+-- name: select_dead_letter_arrivals
+-- Dead letters (in any status now) that arrived since :since, per queue: how many within the
+-- quiet period and how many within the spike window (index-only on dead_letters_arrivals).
+SELECT tenant_id, queue,
+       SUM(CASE WHEN discarded_at >= :quiet_start THEN 1 ELSE 0 END) AS in_quiet_period,
+       SUM(CASE WHEN discarded_at >= :window_start THEN 1 ELSE 0 END) AS in_window
+FROM dead_letters
+WHERE discarded_at >= :since
+GROUP BY tenant_id, queue;
+
+-- name: count_queue_arrivals
+-- For each {tenant_id, queue} of :queues, the dead letters that arrived in [:start, :end)
+-- (index-only on dead_letters_queue_arrivals).
+SELECT wanted.tenant_id, wanted.queue,
+       (SELECT COUNT(*) FROM dead_letters
+        WHERE dead_letters.tenant_id = wanted.tenant_id AND dead_letters.queue = wanted.queue
+          AND discarded_at >= :start AND discarded_at < :end) AS count
+FROM jsonb_to_recordset(CAST(:queues AS jsonb)) AS wanted(tenant_id text, queue text);
+
+-- name: select_dead_type_counts
+-- Dead letters dead now per (tenant, queue, job type), from the tallies, above :above.
+SELECT tenant_id, queue, type AS key, SUM(count) AS count FROM dead_letter_tallies
+GROUP BY tenant_id, queue, type
+HAVING SUM(count) > :above;
+
+-- name: select_aggregate_counts
+-- Dead letters dead now that arrived since :since, per (tenant, queue, value at :path), where
+-- at least :at_least share a value (by dead_letters_by_time, then the rows' documents).
+SELECT tenant_id, queue, job #>> CAST(:path AS text[]) AS key, COUNT(*) AS count
+FROM dead_letters
+WHERE status = 'dead' AND discarded_at >= :since AND job #>> CAST(:path AS text[]) IS NOT NULL
+GROUP BY tenant_id, queue, job #>> CAST(:path AS text[])
+HAVING COUNT(*) >= :at_least;
+
+-- name: select_open_alerts
+SELECT * FROM alerts WHERE state <> 'resolved' ORDER BY id;
+
+-- name: insert_alert
+INSERT INTO alerts (
+    id, tenant_id, rule, severity, queue, key, state, message, count, first_fired_at,
+    last_fired_at, updated_at, acknowledged_at, acknowledged_by, resolved_at
+) VALUES (
+    :id, :tenant_id, :rule, :severity, :queue, :key, :state, :message, :count, :first_fired_at,
+    :last_fired_at, :updated_at, :acknowledged_at, :acknowledged_by, :resolved_at
+)
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: update_alert
+-- Guarded by the state it was decided from: no row means it changed meanwhile.
+UPDATE alerts SET
+    state = :state, message = :message, count = :count, last_fired_at = :last_fired_at,
+    updated_at = :updated_at, acknowledged_at = :acknowledged_at,
+    acknowledged_by = :acknowledged_by, resolved_at = :resolved_at
+WHERE id = :id AND state = :expected_state
+  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
+
+-- name: select_alerts
+SELECT * FROM alerts
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+  AND (CAST(:states AS text[]) IS NULL OR state = ANY(CAST(:states AS text[])))
+ORDER BY first_fired_at DESC, id DESC
+LIMIT :limit;
+
+-- name: select_alert
+SELECT * FROM alerts
+WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
+
+-- name: count_open_alerts
+-- Open alerts per (rule, severity, state): the gauges and the dashboard's banner.
+SELECT rule, severity, state, COUNT(*) AS count FROM alerts
+WHERE state <> 'resolved' AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+GROUP BY rule, severity, state;

@@ -617,6 +617,7 @@ DELETE FROM dead_letter_archives;
 DELETE FROM incidents;
 DELETE FROM webhook_deliveries;
 DELETE FROM webhook_subscriptions;
+DELETE FROM alerts;
 
 -- name: insert_api_key
 INSERT INTO api_keys (
@@ -766,3 +767,86 @@ LIMIT :limit;
 DELETE FROM webhook_deliveries WHERE id IN (
     SELECT id FROM webhook_deliveries WHERE time < :before LIMIT :limit
 );
+
+-- name: select_dead_letter_arrivals
+-- Dead letters (in any status now) that arrived since :since, per queue: how many within the
+-- quiet period and how many within the spike window (covered by dead_letters_arrivals).
+SELECT tenant_id, queue,
+       SUM(CASE WHEN discarded_at >= :quiet_start THEN 1 ELSE 0 END) AS in_quiet_period,
+       SUM(CASE WHEN discarded_at >= :window_start THEN 1 ELSE 0 END) AS in_window
+FROM dead_letters INDEXED BY dead_letters_arrivals
+WHERE discarded_at >= :since
+GROUP BY tenant_id, queue;
+
+-- name: count_queue_arrivals
+-- For each {tenant_id, queue} of :queues, the dead letters that arrived in [:start, :end)
+-- (covered by dead_letters_queue_arrivals).
+SELECT wanted.value ->> '$.tenant_id' AS tenant_id, wanted.value ->> '$.queue' AS queue,
+       (SELECT COUNT(*) FROM dead_letters INDEXED BY dead_letters_queue_arrivals
+        WHERE dead_letters.tenant_id = wanted.value ->> '$.tenant_id'
+          AND dead_letters.queue = wanted.value ->> '$.queue'
+          AND discarded_at >= :start AND discarded_at < :end) AS count
+FROM json_each(:queues) AS wanted;
+
+-- name: select_dead_type_counts
+-- Dead letters dead now per (tenant, queue, job type), from the tallies, above :above.
+SELECT tenant_id, queue, type AS key, SUM(count) AS count FROM dead_letter_tallies
+GROUP BY tenant_id, queue, type
+HAVING SUM(count) > :above;
+
+-- name: select_aggregate_counts
+-- Dead letters dead now that arrived since :since, per (tenant, queue, value at :path, a JSON
+-- array of the path's parts), where at least :at_least share a value.
+WITH path AS (
+    SELECT '$' || group_concat(
+        CASE WHEN value GLOB '[0-9]*' AND value NOT GLOB '*[^0-9]*' THEN '[' || value || ']'
+             ELSE '."' || value || '"' END, '') AS text
+    FROM (SELECT value FROM json_each(:path) ORDER BY key)
+), valued AS (
+    SELECT tenant_id, queue, CAST(json_extract(job, (SELECT text FROM path)) AS TEXT) AS key
+    FROM dead_letters
+    WHERE status = 'dead' AND discarded_at >= :since
+)
+SELECT tenant_id, queue, key, COUNT(*) AS count FROM valued
+WHERE key IS NOT NULL
+GROUP BY tenant_id, queue, key
+HAVING COUNT(*) >= :at_least;
+
+-- name: select_open_alerts
+SELECT * FROM alerts WHERE state <> 'resolved' ORDER BY id;
+
+-- name: insert_alert
+INSERT INTO alerts (
+    id, tenant_id, rule, severity, queue, key, state, message, count, first_fired_at,
+    last_fired_at, updated_at, acknowledged_at, acknowledged_by, resolved_at
+) VALUES (
+    :id, :tenant_id, :rule, :severity, :queue, :key, :state, :message, :count, :first_fired_at,
+    :last_fired_at, :updated_at, :acknowledged_at, :acknowledged_by, :resolved_at
+)
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: update_alert
+-- Guarded by the state it was decided from: no row means it changed meanwhile.
+UPDATE alerts SET
+    state = :state, message = :message, count = :count, last_fired_at = :last_fired_at,
+    updated_at = :updated_at, acknowledged_at = :acknowledged_at,
+    acknowledged_by = :acknowledged_by, resolved_at = :resolved_at
+WHERE id = :id AND state = :expected_state AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
+
+-- name: select_alerts
+SELECT * FROM alerts
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
+ORDER BY first_fired_at DESC, id DESC
+LIMIT :limit;
+
+-- name: select_alert
+SELECT * FROM alerts WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+
+-- name: count_open_alerts
+-- Open alerts per (rule, severity, state): the gauges and the dashboard's banner.
+SELECT rule, severity, state, COUNT(*) AS count FROM alerts
+WHERE state <> 'resolved' AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+GROUP BY rule, severity, state;
