@@ -186,9 +186,6 @@ def alert_config(settings: Settings) -> AlertConfig:
         base = AlertConfig(
             quiet_period_ms=parse_duration_ms(settings.alert_quiet_period, "alert_quiet_period"),
             aggregate_path=path,
-            aggregate_window_ms=parse_duration_ms(
-                settings.alert_aggregate_window, "alert_aggregate_window"
-            ),
         )
         return parse_thresholds(settings.alert_thresholds, base)
     except InvalidRequest as error:

@@ -127,10 +127,8 @@ class Settings(BaseSettings):
     alert_aggregate_key: str = Field(
         "meta.aggregate_id",
         description="the key path (meta.KEY or args.INDEX...) whose value, shared by several "
-        "dead letters, fires the aggregate alert; empty: no aggregate alert",
-    )
-    alert_aggregate_window: str = Field(
-        "P1D", description="how far back the aggregate alert looks (ISO 8601)"
+        "dead letters now dead, fires the aggregate alert (read as each dead letter enters); "
+        "empty: no aggregate alert",
     )
     alert_thresholds: dict[str, Any] = Field(
         {},

@@ -251,10 +251,21 @@ async def test_thresholds_are_per_tenant_and_alerts_stay_in_their_tenant(
         assert (await service.alerts.get(ACROSS_TENANTS, acme.id)).state == "firing"
 
 
+async def gauges(client: httpx.AsyncClient) -> list[str]:
+    """The alert gauges' non-zero samples of /metrics."""
+    text = (await client.get("/metrics")).text
+    return [line for line in text.splitlines()
+            if line.startswith("redrive_alerts_") and not line.endswith(" 0")]  # fmt: skip
+
+
 async def test_acknowledging_over_http(client: httpx.AsyncClient, service: Service) -> None:
     await die(client)
+    assert await gauges(client) == []
     await evaluate(service)
     [fired] = await alerts(service)
+    assert await gauges(client) == [
+        'redrive_alerts_firing{rule="new_dead_letter",severity="info"} 1'
+    ]
     listed = await client.get(ALERTS, params={"state": "firing"})
     assert [alert["id"] for alert in listed.json()["alerts"]] == [fired.id]
     one = await client.get(f"{ALERTS}/{fired.id}")
@@ -273,6 +284,9 @@ async def test_acknowledging_over_http(client: httpx.AsyncClient, service: Servi
     records = await service.audit.list(ACROSS_TENANTS, query)
     assert [record.target_value()["alert_id"] for record in records] == [fired.id]
     assert ("alert.acknowledged", "new_dead_letter") in await event_types(client)
+    assert await gauges(client) == [
+        'redrive_alerts_acknowledged{rule="new_dead_letter",severity="info"} 1'
+    ]
 
 
 @pytest.mark.parametrize(

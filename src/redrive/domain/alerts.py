@@ -12,8 +12,10 @@ Rules (seed 003 §3.1):
   last five minutes, and at least `spike_minimum` of them; the baseline is the previous day's
   average per five minutes. Resolves when the window no longer holds a spike.
 - `aggregate` (critical), key = the aggregate key's value: `aggregate_count` or more dead letters
-  now dead in the queue, within the aggregate window, carry the same value at the configured
-  key path (`meta.aggregate_id` by default); resolves when fewer do.
+  now dead in the queue carry the same value at the configured key path (`meta.aggregate_id` by
+  default, read when the dead letter enters); resolves when fewer do. Only keys of dead letters
+  that arrived within the quiet period (and those of open aggregate alerts) are counted, so an
+  evaluation never reads every dead letter.
 
 An alert is deduplicated per (tenant, rule, queue, key): while its condition holds, the one open
 alert (firing or acknowledged) is refreshed, never duplicated; once it resolves, the next time
@@ -29,6 +31,7 @@ from enum import StrEnum
 
 from redrive.domain.errors import Conflict, InvalidRequest
 from redrive.domain.fingerprint import KeyPath, parse_key_path
+from redrive.domain.job import Job
 
 
 class Rule(StrEnum):
@@ -78,8 +81,9 @@ class Thresholds:
 @dataclass(frozen=True)
 class AlertConfig:
     """Thresholds: the defaults, then per queue (every tenant), per tenant, per tenant's queue
-    (the most specific wins, key by key). The quiet period, the aggregate key path and its window
-    are the server's."""
+    (the most specific wins, key by key). The quiet period and the aggregate key path are the
+    server's (the path is read as dead letters enter: changing it leaves those already in
+    the queue as they were)."""
 
     defaults: Thresholds = field(default_factory=Thresholds)
     queues: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
@@ -89,7 +93,6 @@ class AlertConfig:
     aggregate_path: KeyPath | None = field(
         default_factory=lambda: parse_key_path("meta.aggregate_id")
     )
-    aggregate_window_ms: int = BASELINE_MS
 
     def thresholds(self, tenant_id: str, queue: str) -> Thresholds:
         merged: dict[str, float] = {}
@@ -199,6 +202,14 @@ class Observations:
     baselines: Mapping[tuple[str, str], int]
     type_counts: list[GroupCount]
     aggregate_counts: list[GroupCount]
+
+
+def aggregate_key(config: AlertConfig, job: Job) -> str | None:
+    """What a dying job is counted under by the aggregate rule (None: no aggregate key)."""
+    if config.aggregate_path is None:
+        return None
+    text = config.aggregate_path.text_of(job)
+    return None if text is None else text[:MAX_KEY]
 
 
 def spike_candidates(arrivals: list[Arrivals], config: AlertConfig) -> list[tuple[str, str]]:

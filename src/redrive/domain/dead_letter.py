@@ -42,6 +42,8 @@ class DeadLetter:
     fingerprint: str | None = None
     fingerprint_version: int | None = None
     incident_id: str | None = None
+    # The value at the alerts' aggregate key path (meta.aggregate_id by default) when it died.
+    aggregate_key: str | None = None
 
     @property
     def job_id(self) -> str:
@@ -110,7 +112,12 @@ def replay_count(job: Job) -> int:
 
 
 def new_dead_letter(
-    episode_id: str, job: Job, reason: str, now: int, fingerprint: Fingerprint
+    episode_id: str,
+    job: Job,
+    reason: str,
+    now: int,
+    fingerprint: Fingerprint,
+    aggregate_key: str | None = None,
 ) -> DeadLetter:
     """The episode of a job that just died, fingerprinted and named to its incident."""
     error_type = (job.error or {}).get("type")
@@ -124,6 +131,7 @@ def new_dead_letter(
         fingerprint=fingerprint.value,
         fingerprint_version=fingerprint.version,
         incident_id=incident_id(job.tenant_id, job.type, fingerprint.value),
+        aggregate_key=aggregate_key,
     )
 
 

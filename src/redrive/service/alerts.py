@@ -49,7 +49,8 @@ class AlertService:
     async def observe(self, transaction: AlertStore, now: int) -> Observations:
         """Count what the rules need, set-based and by time index: the arrivals of the last
         minutes per queue, the previous day only for queues that could be spiking, the tallies
-        per job type, and the aggregate keys of the window's dead letters."""
+        per job type, and the aggregate keys of recent dead letters (and of open aggregate
+        alerts)."""
         config = self.runtime.options.alerts
         window_start = now - SPIKE_WINDOW_MS
         arrivals = await transaction.dead_letter_arrivals(
@@ -61,11 +62,8 @@ class AlertService:
         type_counts = await transaction.dead_type_counts(math.floor(config.lowest("type_count")))
         aggregates = []
         if config.aggregate_path is not None:
-            path = config.aggregate_path
             aggregates = await transaction.aggregate_counts(
-                [path.source, *path.parts],
-                now - config.aggregate_window_ms,
-                math.ceil(config.lowest("aggregate_count")),
+                now - config.quiet_period_ms, math.ceil(config.lowest("aggregate_count"))
             )
         return Observations(arrivals, baselines, type_counts, aggregates)
 

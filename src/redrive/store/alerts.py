@@ -47,16 +47,8 @@ class SqlAlerts(SqlBase, AlertStore):
     async def dead_type_counts(self, above: int) -> list[GroupCount]:
         return _groups(await self._rows("select_dead_type_counts", above=above))
 
-    async def aggregate_counts(
-        self, path: list[str], since: int, at_least: int
-    ) -> list[GroupCount]:
-        rows = await self._rows(
-            "select_aggregate_counts",
-            path=self.executor.list_parameter(path),
-            since=since,
-            at_least=at_least,
-        )
-        return _groups(rows)
+    async def aggregate_counts(self, since: int, at_least: int) -> list[GroupCount]:
+        return _groups(await self._rows("select_aggregate_counts", since=since, at_least=at_least))
 
     async def open_alerts(self) -> list[Alert]:
         return [alert_from_row(row) for row in await self._rows("select_open_alerts")]

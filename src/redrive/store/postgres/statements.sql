@@ -213,16 +213,18 @@ WHERE paused AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 WITH entered AS (
     INSERT INTO dead_letters (
         id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
-        moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id
+        moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
+        aggregate_key
     )
     SELECT
         r.id, r.job_id, r.tenant_id, r.queue, r.type, r.error_type, r.reason, r.discarded_at,
         r.status, r.job, r.moved_at, r.moved_by, r.args, r.replay_count, r.fingerprint,
-        r.fingerprint_version, r.incident_id
+        r.fingerprint_version, r.incident_id, r.aggregate_key
     FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
         id text, job_id text, tenant_id text, queue text, type text, error_type text, reason text,
         discarded_at bigint, status text, job jsonb, moved_at bigint, moved_by text, args text,
-        replay_count integer, fingerprint text, fingerprint_version integer, incident_id text
+        replay_count integer, fingerprint text, fingerprint_version integer, incident_id text,
+        aggregate_key text
     )
 )
 {incident_upsert};
@@ -820,13 +822,24 @@ GROUP BY tenant_id, queue, type
 HAVING SUM(count) > :above;
 
 -- name: select_aggregate_counts
--- Dead letters dead now that arrived since :since, per (tenant, queue, value at :path), where
--- at least :at_least share a value (by dead_letters_by_time, then the rows' documents).
-SELECT tenant_id, queue, job #>> CAST(:path AS text[]) AS key, COUNT(*) AS count
-FROM dead_letters
-WHERE status = 'dead' AND discarded_at >= :since AND job #>> CAST(:path AS text[]) IS NOT NULL
-GROUP BY tenant_id, queue, job #>> CAST(:path AS text[])
-HAVING COUNT(*) >= :at_least;
+-- Dead letters dead now per (tenant, queue, aggregate key), for the keys of those that arrived
+-- since :since and those of open aggregate alerts, where at least :at_least share the key
+-- (recent arrivals by dead_letters_arrivals, each key counted on dead_letters_by_aggregate_key).
+WITH candidates AS (
+    SELECT DISTINCT tenant_id, queue, aggregate_key FROM dead_letters
+    WHERE discarded_at >= CAST(:since AS bigint) AND aggregate_key IS NOT NULL
+    UNION
+    SELECT tenant_id, queue, key FROM alerts WHERE rule = 'aggregate' AND state <> 'resolved'
+), counted AS (
+    SELECT candidates.tenant_id, candidates.queue, candidates.aggregate_key AS key,
+           (SELECT COUNT(*) FROM dead_letters
+            WHERE dead_letters.status = 'dead' AND dead_letters.aggregate_key IS NOT NULL
+              AND dead_letters.tenant_id = candidates.tenant_id
+              AND dead_letters.queue = candidates.queue
+              AND dead_letters.aggregate_key = candidates.aggregate_key) AS count
+    FROM candidates
+)
+SELECT tenant_id, queue, key, count FROM counted WHERE count >= :at_least;
 
 -- name: select_open_alerts
 SELECT * FROM alerts WHERE state <> 'resolved' ORDER BY id;

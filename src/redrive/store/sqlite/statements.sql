@@ -223,14 +223,16 @@ WHERE paused AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 -- one call (the executor returns the last one's rows, the incidents as they are after it).
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
-    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id
+    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
+    aggregate_key
 )
 SELECT
     value ->> '$.id', value ->> '$.job_id', value ->> '$.tenant_id', value ->> '$.queue',
     value ->> '$.type', value ->> '$.error_type', value ->> '$.reason',
     value ->> '$.discarded_at', value ->> '$.status', value -> '$.job', value ->> '$.moved_at',
     value ->> '$.moved_by', value ->> '$.args', value ->> '$.replay_count',
-    value ->> '$.fingerprint', value ->> '$.fingerprint_version', value ->> '$.incident_id'
+    value ->> '$.fingerprint', value ->> '$.fingerprint_version', value ->> '$.incident_id',
+    value ->> '$.aggregate_key'
 FROM json_each(:rows) ORDER BY key;
 {incident_upsert};
 
@@ -795,22 +797,24 @@ GROUP BY tenant_id, queue, type
 HAVING SUM(count) > :above;
 
 -- name: select_aggregate_counts
--- Dead letters dead now that arrived since :since, per (tenant, queue, value at :path, a JSON
--- array of the path's parts), where at least :at_least share a value.
-WITH path AS (
-    SELECT '$' || group_concat(
-        CASE WHEN value GLOB '[0-9]*' AND value NOT GLOB '*[^0-9]*' THEN '[' || value || ']'
-             ELSE '."' || value || '"' END, '') AS text
-    FROM (SELECT value FROM json_each(:path) ORDER BY key)
-), valued AS (
-    SELECT tenant_id, queue, CAST(json_extract(job, (SELECT text FROM path)) AS TEXT) AS key
-    FROM dead_letters
-    WHERE status = 'dead' AND discarded_at >= :since
+-- Dead letters dead now per (tenant, queue, aggregate key), for the keys of those that arrived
+-- since :since and those of open aggregate alerts, where at least :at_least share the key
+-- (recent arrivals by dead_letters_arrivals, each key counted on dead_letters_by_aggregate_key).
+WITH candidates AS (
+    SELECT DISTINCT tenant_id, queue, aggregate_key FROM dead_letters
+    WHERE discarded_at >= :since AND aggregate_key IS NOT NULL
+    UNION
+    SELECT tenant_id, queue, key FROM alerts WHERE rule = 'aggregate' AND state <> 'resolved'
+), counted AS (
+    SELECT candidates.tenant_id, candidates.queue, candidates.aggregate_key AS key,
+           (SELECT COUNT(*) FROM dead_letters
+            WHERE dead_letters.status = 'dead' AND dead_letters.aggregate_key IS NOT NULL
+              AND dead_letters.tenant_id = candidates.tenant_id
+              AND dead_letters.queue = candidates.queue
+              AND dead_letters.aggregate_key = candidates.aggregate_key) AS count
+    FROM candidates
 )
-SELECT tenant_id, queue, key, COUNT(*) AS count FROM valued
-WHERE key IS NOT NULL
-GROUP BY tenant_id, queue, key
-HAVING COUNT(*) >= :at_least;
+SELECT tenant_id, queue, key, count FROM counted WHERE count >= :at_least;
 
 -- name: select_open_alerts
 SELECT * FROM alerts WHERE state <> 'resolved' ORDER BY id;

@@ -27,6 +27,11 @@ CREATE INDEX alerts_recent ON alerts (tenant_id, first_fired_at DESC, id DESC);
 -- spike, those of the day before (an index-only range scan of that queue's day).
 CREATE INDEX dead_letters_arrivals ON dead_letters (discarded_at, tenant_id, queue);
 CREATE INDEX dead_letters_queue_arrivals ON dead_letters (tenant_id, queue, discarded_at);
+-- The value at the aggregate key path (meta.aggregate_id by default) as each dead letter enters,
+-- and the dead ones per (tenant, queue, value): the aggregate rule counts a few values by it.
+ALTER TABLE dead_letters ADD COLUMN aggregate_key TEXT;
+CREATE INDEX dead_letters_by_aggregate_key ON dead_letters (tenant_id, queue, aggregate_key)
+    WHERE status = 'dead' AND aggregate_key IS NOT NULL;
 
 ALTER TABLE alerts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE alerts FORCE ROW LEVEL SECURITY;
