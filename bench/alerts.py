@@ -3,9 +3,10 @@
 Two seeded databases, each COPY-seeded by bench/seed.py: `spread` holds N dead letters over 200
 days (the dead-letters benchmark's data, about 5,000 a day: a quiet system with a long history);
 `recent` holds N over the last two days (about N/2 in the previous day and a few thousand in
-the last five minutes, so every queue is a spike candidate and the aggregate rule reads a day of
-rows). Each reports the first evaluation (cold, and firing what holds) and the median of the
-following ones (refreshing), timed around Sweeper.evaluate_alerts."""
+the last fifteen minutes, so every queue is a spike candidate and has many recent aggregate
+keys). Every dead letter carries an aggregate key (one of 300,000 orders). Each reports the first
+evaluation (cold, firing what holds) and the median of the following ones (refreshing), timed
+around Sweeper.evaluate_alerts."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import psycopg
 
 from bench.postgres import fresh_database
 from bench.report import Figure
@@ -52,6 +55,12 @@ async def _measure(url: str, plan: SeedPlan, name: str, log: Log) -> list[Figure
     await store.migrate()
     log(f"{name}: seeding {plan.rows:,} dead letters")
     await seed(url, plan)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        # Every dead letter carries an aggregate key, one of 300,000 orders (the seeder sets none).
+        await connection.execute(
+            "UPDATE dead_letters SET aggregate_key = 'order-' || (abs(hashtext(id)) % 300000)"
+        )
+        await connection.execute("VACUUM ANALYZE dead_letters")
     clock = FixedClock(plan.newest + 60_000)
     service = Service(Runtime(store, clock=clock))
     timings: list[float] = []

@@ -1,6 +1,6 @@
 """The async Python client: the OJS worker protocol, producing jobs and the dead-letter queue
-(administration operations come from `Administration`, incidents from `IncidentOperations`, the
-HTTP plumbing from `Connection`)."""
+(administration operations come from `Administration`, incidents from `IncidentOperations`, alerts
+from `AlertOperations`, the HTTP plumbing from `Connection`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from redrive.client.administration import DEAD_LETTER, Administration
+from redrive.client.alerts import AlertOperations
 from redrive.client.dead_letters import BulkResult, DeadLetter, DeadLetterStats
 from redrive.client.errors import RedriveError, from_response
 from redrive.client.incidents import IncidentOperations
@@ -44,7 +45,7 @@ def _batch_outcomes(payload: dict[str, Any]) -> list[Outcome | RedriveError]:
 JOBS = "/ojs/v1/jobs"
 
 
-class Client(Administration, IncidentOperations):
+class Client(Administration, IncidentOperations, AlertOperations):
     """Async client for a redrive (or any OJS) server.
 
     `async with Client("http://127.0.0.1:8080") as client: job = await client.enqueue(...)`.
