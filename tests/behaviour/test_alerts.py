@@ -7,6 +7,7 @@ webhook subscribed to `alert.*` receives the fire."""
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -107,8 +108,10 @@ async def event_types(
 
 
 async def test_a_new_dead_letter_fires_one_info_alert_that_resolves_after_a_quiet_period(
-    client: httpx.AsyncClient, service: Service, clock: ManualClock
-) -> None:
+    client: httpx.AsyncClient, service: Service, clock: ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    caplog.set_level(logging.INFO, logger="redrive.alerts")
     await evaluate(service)
     assert await alerts(service) == []
     await die(client)
@@ -135,6 +138,8 @@ async def test_a_new_dead_letter_fires_one_info_alert_that_resolves_after_a_quie
     assert await event_types(client) == [
         ("alert.fired", "new_dead_letter"), ("alert.resolved", "new_dead_letter")
     ]  # fmt: skip
+    logged = [(r.alert["event"], r.alert["id"]) for r in caplog.records if hasattr(r, "alert")]
+    assert logged == [("fired", fired.id), ("resolved", fired.id)]
     await die(client)  # a new condition: a new alert
     await evaluate(service)
     states = sorted(alert.state for alert in await alerts(service, "new_dead_letter"))

@@ -157,6 +157,8 @@ POLICIES: dict[str, Policy] = {
     "dashboard.incidents": Policy(READ),
     "dashboard.incident": Policy(READ),
     "dashboard.change_incident": Policy(OPERATE),
+    "dashboard.alerts": Policy(READ),
+    "dashboard.acknowledge_alert": Policy(OPERATE),
     # webhooks
     "webhooks.list_subscriptions": Policy(READ),
     "webhooks.get_subscription": Policy(READ),
