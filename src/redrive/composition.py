@@ -175,8 +175,9 @@ def delivery_options(settings: Settings) -> DeliveryOptions:
     )
 
 
-def alert_config(settings: Settings) -> AlertConfig:
-    """The alert rules' thresholds and windows, strictly parsed (unknown keys refused)."""
+def alert_config(settings: Settings, secrets: Redactor) -> AlertConfig:
+    """The alert rules' thresholds and windows, strictly parsed (unknown keys refused); an
+    aggregate key that holds secrets (by its name) is refused, as fingerprint keys are."""
     try:
         path = (
             parse_key_path(settings.alert_aggregate_key, "alert_aggregate_key")
@@ -187,9 +188,14 @@ def alert_config(settings: Settings) -> AlertConfig:
             quiet_period_ms=parse_duration_ms(settings.alert_quiet_period, "alert_quiet_period"),
             aggregate_path=path,
         )
-        return parse_thresholds(settings.alert_thresholds, base)
+        config = parse_thresholds(settings.alert_thresholds, base)
     except InvalidRequest as error:
         raise ConfigurationError(f"REDRIVE_ALERT_*: {error.message}") from error
+    if path is not None and any(secrets.key_kind(part) for part in path.parts):
+        raise ConfigurationError(
+            f"REDRIVE_ALERT_AGGREGATE_KEY: {path.text} names a secret; use a key that holds none"
+        )
+    return config
 
 
 def service_options(settings: Settings) -> ServiceOptions:
@@ -218,7 +224,7 @@ def service_options(settings: Settings) -> ServiceOptions:
         webhooks=delivery_options(settings),
         secret_box=secret_box(settings),
         webhook_log_retention_ms=settings.webhook_log_retention_seconds * 1000,
-        alerts=alert_config(settings),
+        alerts=alert_config(settings, secrets),
         alert_interval_ms=settings.alert_interval_seconds * 1000,
     )
 

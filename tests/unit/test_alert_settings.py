@@ -35,6 +35,7 @@ def test_configured_alert_settings_reach_the_service(monkeypatch: pytest.MonkeyP
         ("REDRIVE_ALERT_THRESHOLDS", '{"tenants": {"acme": {"type_count": "many"}}}'),
         ("REDRIVE_ALERT_QUIET_PERIOD", "fifteen minutes"),
         ("REDRIVE_ALERT_AGGREGATE_KEY", "aggregate_id"),
+        ("REDRIVE_ALERT_AGGREGATE_KEY", "meta.api_key"),
     ],
 )
 def test_bad_alert_settings_stop_the_server(

@@ -32,6 +32,7 @@ from enum import StrEnum
 from redrive.domain.errors import Conflict, InvalidRequest
 from redrive.domain.fingerprint import KeyPath, parse_key_path
 from redrive.domain.job import Job
+from redrive.domain.redaction import Redactor
 
 
 class Rule(StrEnum):
@@ -204,12 +205,13 @@ class Observations:
     aggregate_counts: list[GroupCount]
 
 
-def aggregate_key(config: AlertConfig, job: Job) -> str | None:
-    """What a dying job is counted under by the aggregate rule (None: no aggregate key)."""
+def aggregate_key(config: AlertConfig, job: Job, redactor: Redactor) -> str | None:
+    """What a dying job is counted under by the aggregate rule (None: no aggregate key),
+    redacted like an error (it is stored, and shown in the alert)."""
     if config.aggregate_path is None:
         return None
     text = config.aggregate_path.text_of(job)
-    return None if text is None else text[:MAX_KEY]
+    return None if text is None else redactor.redact(text[:MAX_KEY])[0]
 
 
 def spike_candidates(arrivals: list[Arrivals], config: AlertConfig) -> list[tuple[str, str]]:

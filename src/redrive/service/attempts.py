@@ -116,7 +116,7 @@ async def record_failures(
             episode_id = runtime.new_id(now)
             dead = new_dead_letter(
                 episode_id, outcome.job, outcome.dead_letter_reason, now, fingerprint,
-                aggregate_key(runtime.options.alerts, outcome.job),
+                aggregate_key(runtime.options.alerts, outcome.job, runtime.options.redactor),
             )  # fmt: skip
             found.append((dead, fingerprint))
             runtime.metrics.dead_letter_added[(dead.job.queue, dead.job.type)] += 1

@@ -341,11 +341,12 @@ RETURNING dead_letters.*;
 -- name: restore_dead_letter
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
-    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id
+    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
+    aggregate_key
 ) VALUES (
     :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status,
     CAST(:job AS jsonb), :moved_at, :moved_by, :args, :replay_count, :fingerprint,
-    :fingerprint_version, :incident_id
+    :fingerprint_version, :incident_id, :aggregate_key
 ) ON CONFLICT DO NOTHING
 RETURNING id;
 

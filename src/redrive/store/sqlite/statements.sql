@@ -340,11 +340,12 @@ RETURNING *;
 -- name: restore_dead_letter
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
-    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id
+    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
+    aggregate_key
 ) VALUES (
     :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status,
     :job, :moved_at, :moved_by, :args, :replay_count, :fingerprint, :fingerprint_version,
-    :incident_id
+    :incident_id, :aggregate_key
 ) ON CONFLICT DO NOTHING
 RETURNING id;
 
