@@ -14,6 +14,7 @@ Usage:
     python -m bench dead-letters --rows 200000   any size
     python -m bench peers                        redrive beside pgqueuer and oban-py, N = 20,000
     python -m bench peers --quick                the same with N = 2,000 and one round
+    python -m bench alerts                       one alert evaluation at 1,000,000 dead letters
 
 Benchmarks:
     hot-path      Each store (PostgreSQL, SQLite), each figure repeated (--repeats, default 3;
@@ -94,6 +95,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bench import alerts as bench_alerts
 from bench import dead_letters, hot_path
 from bench.peers import rounds as peer_rounds
 from bench.peers import summary as peer_summary
@@ -106,6 +108,7 @@ BENCHMARKS = {
     "hot-path": "enqueue, process (ack, dead-letter), HTTP, retry all, RSS; both stores",
     "dead-letters": "dead letters on PostgreSQL: list, stats, bulk retry, prune",
     "peers": "redrive beside pgqueuer and oban-py, each run as its users run it",
+    "alerts": "one alert evaluation on PostgreSQL with N dead letters (--rows)",
 }
 PEER_QUICK_JOBS = 2_000
 
@@ -328,7 +331,36 @@ def run_peers(arguments: argparse.Namespace, console: Console) -> None:
     console.print(f"saved {path}")
 
 
-RUNNERS = {"hot-path": run_hot_path, "dead-letters": run_dead_letters, "peers": run_peers}
+def run_alerts(arguments: argparse.Namespace, console: Console) -> None:
+    rows = dead_letters.QUICK_ROWS if arguments.quick else arguments.rows
+    started = datetime.now(UTC)
+    postgres = server_facts()
+    found = versions(postgres)
+    figures = asyncio.run(bench_alerts.run(rows, timestamped(console)))
+    print_table(
+        f"alert evaluation on PostgreSQL {postgres['server_version']}, {rows:,} rows",
+        figures,
+        console,
+    )
+    if arguments.no_save:
+        return
+    document = {
+        "benchmark": "alerts",
+        "started_at": started.isoformat(),
+        "settings": {"rows": rows, "postgres_server": server_address()},
+        "versions": found,
+        "machine": machine(),
+        "figures": figures,
+    }
+    console.print(f"saved {save('alerts', document, started)}")
+
+
+RUNNERS = {
+    "hot-path": run_hot_path,
+    "dead-letters": run_dead_letters,
+    "peers": run_peers,
+    "alerts": run_alerts,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -84,7 +84,7 @@ STRING_FIELDS = frozenset({"JOB_ID", "WORKER", "TRACE", "AT"})
 DEAD_LETTER_COLUMNS = (
     "id", "job_id", "tenant_id", "queue", "type", "error_type", "reason", "discarded_at",
     "status", "job", "moved_at", "moved_by", "args", "replay_count", "fingerprint",
-    "fingerprint_version", "incident_id",
+    "fingerprint_version", "incident_id", "aggregate_key",
 )  # fmt: skip
 
 

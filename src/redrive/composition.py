@@ -13,9 +13,10 @@ from fastapi import FastAPI
 
 from redrive.api.app import create_app
 from redrive.dashboard import install_dashboard
+from redrive.domain.alerts import AlertConfig, parse_thresholds
 from redrive.domain.durations import parse_duration_ms
 from redrive.domain.errors import InvalidRequest
-from redrive.domain.fingerprint import Fingerprinter, parse_custom_keys
+from redrive.domain.fingerprint import Fingerprinter, parse_custom_keys, parse_key_path
 from redrive.domain.redaction import Redactor
 from redrive.domain.retention import RetentionPolicy, parse_policy_changes
 from redrive.domain.secret_box import KEY_BYTES, SecretBox, parse_key
@@ -224,6 +225,29 @@ def delivery_options(settings: Settings) -> DeliveryOptions:
     )
 
 
+def alert_config(settings: Settings, secrets: Redactor) -> AlertConfig:
+    """The alert rules' thresholds and windows, strictly parsed (unknown keys refused); an
+    aggregate key that holds secrets (by its name) is refused, as fingerprint keys are."""
+    try:
+        path = (
+            parse_key_path(settings.alert_aggregate_key, "alert_aggregate_key")
+            if settings.alert_aggregate_key
+            else None
+        )
+        base = AlertConfig(
+            quiet_period_ms=parse_duration_ms(settings.alert_quiet_period, "alert_quiet_period"),
+            aggregate_path=path,
+        )
+        config = parse_thresholds(settings.alert_thresholds, base)
+    except InvalidRequest as error:
+        raise ConfigurationError(f"REDRIVE_ALERT_*: {error.message}") from error
+    if path is not None and any(secrets.key_kind(part) for part in path.parts):
+        raise ConfigurationError(
+            f"REDRIVE_ALERT_AGGREGATE_KEY: {path.text} names a secret; use a key that holds none"
+        )
+    return config
+
+
 def service_options(settings: Settings) -> ServiceOptions:
     try:
         retention = parse_policy_changes(
@@ -254,6 +278,8 @@ def service_options(settings: Settings) -> ServiceOptions:
         redrive_max_rate=settings.redrive_max_rate,
         redrive_auto_close=settings.redrive_auto_close,
         upcasters=upcasters(settings),
+        alerts=alert_config(settings, secrets),
+        alert_interval_ms=settings.alert_interval_seconds * 1000,
     )
 
 

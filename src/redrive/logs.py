@@ -9,16 +9,22 @@ import time
 
 from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 
+STRUCTURED_FIELDS = ("alert",)
+
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        entry = {
+        entry: dict[str, object] = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
             + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
         }
+        # Structured fields a logger passes with `extra=` (an alert's id, rule, tenant, ...).
+        for name in STRUCTURED_FIELDS:
+            if hasattr(record, name):
+                entry[name] = getattr(record, name)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)

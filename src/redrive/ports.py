@@ -6,6 +6,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from redrive.domain.alerts import Alert, AlertQuery, Arrivals, GroupCount
 from redrive.domain.audit import AuditQuery, AuditRecord, ChainHead
 from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import DeadLetter, DeadLetterStats, MovedEpisode
@@ -464,6 +465,44 @@ class SchemaStore(Protocol):
     async def job_schema(self, tenant_id: str, job_type: str, version: int) -> JobSchema | None: ...
 
 
+class AlertStore(Protocol):
+    """Alerts, and what their evaluation counts: dead letters that arrived lately (per queue),
+    those of chosen queues in a span (the spike baseline), dead letters dead now per job type
+    (from the tallies) and per aggregate key. A tenant of None: every tenant's."""
+
+    async def dead_letter_arrivals(self, quiet_start: int, window_start: int) -> list[Arrivals]: ...
+    async def queue_arrivals_between(
+        self, queues: list[tuple[str, str]], start: int, end: int
+    ) -> dict[tuple[str, str], int]: ...
+    async def dead_type_counts(self, above: int) -> list[GroupCount]: ...
+    async def aggregate_counts(self, since: int, at_least: int) -> list[GroupCount]:
+        """Dead letters dead now per aggregate key, for the keys of those that arrived since
+        `since` and of open aggregate alerts, where at least `at_least` share one."""
+        ...
+
+    async def open_alerts(self) -> list[Alert]: ...
+    async def insert_alert(self, alert: Alert) -> bool:
+        """False when an open alert of the same (tenant, rule, queue, key) exists already."""
+        ...
+
+    async def update_alert(
+        self, alert: Alert, expected_state: str, tenant_id: str | None
+    ) -> Alert | None:
+        """None when the alert is no longer in `expected_state` (or not the tenant's)."""
+        ...
+
+    async def list_alerts(self, query: AlertQuery) -> list[Alert]: ...
+    async def get_alert(self, alert_id: str, tenant_id: str | None) -> Alert | None: ...
+    async def count_open_alerts(self, tenant_id: str | None) -> dict[tuple[str, str, str], int]:
+        """Open alerts per (rule, severity, state)."""
+        ...
+
+
+class AlertWrites(AlertStore, EventWrites, Protocol):
+    """What evaluating the alert rules reads and writes: the counts, the alerts, the events
+    (and webhook deliveries) announcing them."""
+
+
 class Transaction(
     JobStore,
     QueueStore,
@@ -482,6 +521,7 @@ class Transaction(
     RedriveTaskStore,
     LegalHoldStore,
     SchemaStore,
+    AlertStore,
     Protocol,
 ):
     """One unit of work over every concern above: everything done through it commits together

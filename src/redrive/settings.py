@@ -144,6 +144,26 @@ class Settings(BaseSettings):
         description="resolve an incident when every job a finished redrive task of it redrove "
         "succeeded",
     )
+    alert_interval_seconds: int = Field(
+        15, ge=1, le=3600, description="how often the alert rules are evaluated (one replica)"
+    )
+    alert_quiet_period: str = Field(
+        "PT15M",
+        description="a queue's new-dead-letter alert resolves after this long with none (ISO 8601)",
+    )
+    alert_aggregate_key: str = Field(
+        "meta.aggregate_id",
+        description="the key path (meta.KEY or args.INDEX...) whose value, shared by several "
+        "dead letters now dead, fires the aggregate alert (read as each dead letter enters); "
+        "empty: no aggregate alert",
+    )
+    alert_thresholds: dict[str, Any] = Field(
+        {},
+        description="alert thresholds as JSON: type_count (10), spike_factor (10), "
+        "spike_minimum (20), aggregate_count (3), and the same per queue and per tenant: "
+        '{"type_count": 10, "queues": {"emails": {"type_count": 100}}, "tenants": {"acme": '
+        '{"spike_minimum": 50, "queues": {"emails": {"aggregate_count": 5}}}}}',
+    )
     config_file: str = Field(
         DEFAULT_CONFIG_FILE, description="optional TOML file with these settings"
     )

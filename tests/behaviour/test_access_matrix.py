@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute
 from redrive.api.app import ROUTERS, create_app
 from redrive.api.policies import POLICIES, endpoint_name, policy_of
 from redrive.dashboard import dashboard_router, install_dashboard
+from redrive.domain.alerts import AlertQuery
 from redrive.domain.audit import Action, AuditQuery
 from redrive.domain.caller import GRANTS, Caller, Policy, Role
 from redrive.domain.dead_letter_filter import parse_filter
@@ -101,6 +102,10 @@ async def world(store: Store, clock: ManualClock) -> AsyncIterator[World]:
         forbid_server_errors(http)
         values = await seed(http, keys["admin"])
         values["key_id"] = key_ids["worker"]
+        evaluation = await service.sweeper.evaluate_alerts()
+        assert evaluation is not None
+        [alert] = evaluation.fired  # the new dead letter's, in acme
+        values["alert_id"] = alert.id
         yield World(http, service, clock, keys, key_ids, values)
 
 
@@ -251,6 +256,7 @@ async def state(service: Service) -> tuple[object, ...]:
         sorted(repr(task) for task in await service.redrives.search(SETUP)),
         sorted(repr(hold) for hold in await service.legal_holds.list(SETUP, True)),
         await schemas(service),
+        sorted(repr(alert) for alert in await service.alerts.search(SETUP, AlertQuery())),
     )
 
 
@@ -346,6 +352,8 @@ OBJECT_ROUTES = [
     ("POST", "/ojs/v1/admin/incidents/{incident_id}/resolve"),
     ("POST", "/ojs/v1/admin/incidents/{incident_id}/ignore"),
     ("POST", "/ojs/v1/admin/incidents/{incident_id}/reopen"),
+    ("GET", "/ojs/v1/admin/alerts/{alert_id}"),
+    ("POST", "/ojs/v1/admin/alerts/{alert_id}/acknowledge"),
     ("GET", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
     ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
     ("DELETE", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),

@@ -127,6 +127,10 @@ async def dashboard(store: Store, clock: ManualClock) -> AsyncIterator[Dashboard
             "/ojs/v1/dead-letter/retention/mail", json=mail_policy, headers=bearer(keys["every"])
         )
         assert kept.status_code == 200, kept.text
+    evaluation = await service.sweeper.evaluate_alerts()
+    assert evaluation is not None
+    [alert] = evaluation.fired  # the seeded dead letter's, in acme
+    values["alert_id"] = alert.id
     yield Dashboard(transport, service, values, sessions)
 
 
@@ -206,6 +210,7 @@ OBJECT_ROUTES = [
     ("POST", "/ui/dead-letters/{job_id}/delete"),
     ("POST", "/ui/rules/{rule_id}"),
     ("POST", "/ui/rules/{rule_id}/delete"),
+    ("POST", "/ui/alerts/{alert_id}/acknowledge"),
 ]
 
 

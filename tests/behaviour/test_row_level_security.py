@@ -50,6 +50,7 @@ SEEDED = {"jobs", "dead_letters", "dead_letter_tallies", "events", "queues", "in
 SEEDED = {
     "jobs", "dead_letters", "dead_letter_tallies", "events", "queues", "webhook_subscriptions",
     "job_schemas",
+    "alerts",
 }  # fmt: skip
 TENANT_TABLES = """
 SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity
@@ -128,6 +129,7 @@ async def isolated(database: str) -> AsyncIterator[Isolated]:
             assert registered.status_code == 200, registered.text
             await enqueue(client, "test.live", headers=headers, queue="mail")
             await kill_job(client, headers=headers)
+        await service.sweeper.evaluate_alerts()  # each tenant's new dead letter fires one
     await seeding.close()
     store = PostgresStore(database, min_size=1, max_size=1)
     await store.open()
@@ -252,7 +254,7 @@ def test_every_table_with_a_tenant_id_has_forced_row_level_security_and_the_poli
     names = {row[0] for row in tables}
     assert {"jobs", "dead_letters", "events", "queues", "dead_letter_policies", "api_keys",
             "incidents", "redrive_tasks", "redrive_task_items",
-            "redrive_task_queues", "legal_holds"} <= names  # fmt: skip
+            "redrive_task_queues", "legal_holds", "alerts"} <= names  # fmt: skip
     unprotected = sorted(name for name, enabled, forced in tables if not (enabled and forced))
     assert unprotected == [], "tenant tables without forced row-level security"
     policies = owner_rows(

@@ -23,6 +23,7 @@ PACKAGE_NAMES = [
     "__version__",
 ]
 CLIENT_NAMES = [
+    "Alert",
     "ApiKey",
     "DEFAULT_URL",
     "Archive",

@@ -127,7 +127,8 @@ def test_private_targets_are_refused_unless_allowed(url: str, allowed: bool) -> 
 
 def test_event_patterns_come_from_the_servers_vocabulary() -> None:
     assert check_events(["*", "job.*", "dead_letter.added"]) == ("*", "job.*", "dead_letter.added")
-    for bad in (["job"], ["job.finished"], ["alert.*"], ["*", "*"], [], [1], "job.failed"):
+    assert check_events(["alert.*"]) == ("alert.*",)
+    for bad in (["job"], ["job.finished"], ["nothing.*"], ["*", "*"], [], [1], "job.failed"):
         with pytest.raises(InvalidRequest):
             check_events(bad)
 

@@ -11,6 +11,7 @@ from redrive import __version__
 from redrive.api import (
     openapi,
     routes_admin,
+    routes_alerts,
     routes_audit,
     routes_cron,
     routes_dead_letter_admin,
@@ -85,4 +86,5 @@ ROUTERS = (
     routes_schemas.router,
     routes_audit.router,
     routes_webhooks.router,
+    routes_alerts.router,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from redrive.domain.alerts import ACKNOWLEDGED, FIRING, SEVERITIES, Rule
 from redrive.service.metrics import MetricsSnapshot
 
 
@@ -76,6 +77,18 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
     lines += _family(
         "ojs_queue_depth", "gauge", "Jobs per queue and state",
         [(_labels(queue=q, state=s), float(n)) for (q, s), n in sorted(depth.items())],
+    )  # fmt: skip
+    lines += _family(
+        "redrive_alerts_firing", "gauge", "Alerts firing now (not acknowledged) per rule",
+        [(_labels(rule=rule.value, severity=SEVERITIES[rule].value),
+          float(snapshot.open_alerts.get((rule.value, SEVERITIES[rule].value, FIRING), 0)))
+         for rule in Rule],
+    )  # fmt: skip
+    lines += _family(
+        "redrive_alerts_acknowledged", "gauge", "Alerts acknowledged and still open per rule",
+        [(_labels(rule=rule.value, severity=SEVERITIES[rule].value),
+          float(snapshot.open_alerts.get((rule.value, SEVERITIES[rule].value, ACKNOWLEDGED), 0)))
+         for rule in Rule],
     )  # fmt: skip
     lines += [
         "# HELP ojs_job_duration_seconds Time from fetch to ack",

@@ -23,6 +23,10 @@ from redrive.api.key_requests import KEY_REQUEST_KEYS
 from redrive.api.redrive_requests import LIST_KEYS as REDRIVE_LIST_KEYS
 from redrive.api.redrive_requests import MAX_LIST as REDRIVE_LIST_MAX
 from redrive.api.redrive_requests import START_KEYS as REDRIVE_START_KEYS
+from redrive.domain.alerts import DEFAULT_PAGE as ALERT_PAGE
+from redrive.domain.alerts import MAX_PAGE as ALERT_PAGE_MAX
+from redrive.domain.alerts import QUERY_KEYS as ALERT_QUERY_KEYS
+from redrive.domain.alerts import STATES as ALERT_STATES
 from redrive.domain.audit import DEFAULT_PAGE as AUDIT_PAGE
 from redrive.domain.audit import MAX_PAGE as AUDIT_PAGE_MAX
 from redrive.domain.audit import PAGING_KEYS as AUDIT_PAGING_KEYS
@@ -614,6 +618,15 @@ INCIDENT_QUERY: dict[str, Schema] = {
     "cursor": parameter("cursor", {"type": "string"}, "next_cursor of the page before"),
 }
 keyed("incident query", [*INCIDENT_QUERY_KEYS, *INCIDENT_PAGING_KEYS], INCIDENT_QUERY)
+# The alert list's query (domain/alerts.py QUERY_KEYS).
+ALERT_QUERY: dict[str, Schema] = {
+    "state": parameter(
+        "state", {"type": "string"},
+        "one or more states, comma-separated: " + ", ".join(ALERT_STATES) + ", or open",
+    ),
+    "limit": parameter("limit", page_size(1, ALERT_PAGE_MAX, ALERT_PAGE), "page size"),
+}  # fmt: skip
+keyed("alert query", ALERT_QUERY_KEYS, ALERT_QUERY)
 DELIVERY_QUERY: dict[str, Schema] = {
     "subscription_id": parameter("subscription_id", {"type": "string"}, "one subscription's log"),
     "status": parameter("status", {"enum": [status.value for status in DeliveryStatus]}),
@@ -682,6 +695,10 @@ def incident_query() -> dict[str, Any]:
 
 def redrive_query() -> dict[str, Any]:
     return query(parameter(name, REDRIVE_QUERY[name]) for name in REDRIVE_LIST_KEYS)
+
+
+def alert_query() -> dict[str, Any]:
+    return query(ALERT_QUERY.values())
 
 
 def events_query() -> dict[str, Any]:

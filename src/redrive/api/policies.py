@@ -128,6 +128,10 @@ POLICIES: dict[str, Policy] = {
     # job schemas (the OJS job-versioning extension)
     "schemas.register_schema": Policy(ADMINISTER),
     "schemas.get_schema": Policy(READ),
+    # alerts
+    "alerts.list_alerts": Policy(READ),
+    "alerts.get_alert": Policy(READ),
+    "alerts.acknowledge": Policy(OPERATE),
     # API keys
     "keys.create_key": Policy(ADMINISTER),
     "keys.list_keys": Policy(ADMINISTER),
@@ -173,6 +177,8 @@ POLICIES: dict[str, Policy] = {
     "redrives.pause_redrive": Policy(OPERATE),
     "redrives.resume_redrive": Policy(OPERATE),
     "redrives.cancel_redrive": Policy(OPERATE),
+    "dashboard.alerts": Policy(READ),
+    "dashboard.acknowledge_alert": Policy(OPERATE),
     # webhooks
     "webhooks.list_subscriptions": Policy(READ),
     "webhooks.get_subscription": Policy(READ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from redrive.domain.alerts import Alert
 from redrive.domain.dead_letter import DeadLetter, DeadLetterStats
 from redrive.domain.durations import format_timestamp
 from redrive.domain.events import event_envelope
@@ -123,6 +124,26 @@ def incident_document(incident: Incident) -> dict[str, Any]:
         "fix_reference": incident.fix_reference,
         "state_changed_at": format_timestamp(incident.state_changed_at),
         "state_changed_by": incident.state_changed_by,
+    }
+
+
+def alert_document(alert: Alert) -> dict[str, Any]:
+    """An alert: its rule, what it is about, its state and when it fired."""
+    return {
+        "id": alert.id,
+        "tenant_id": alert.tenant_id,
+        "rule": alert.rule,
+        "severity": alert.severity,
+        "queue": alert.queue,
+        "key": alert.key,
+        "state": alert.state,
+        "message": alert.message,
+        "count": alert.count,
+        "first_fired_at": format_timestamp(alert.first_fired_at),
+        "last_fired_at": format_timestamp(alert.last_fired_at),
+        "acknowledged_at": timestamp(alert.acknowledged_at),
+        "acknowledged_by": alert.acknowledged_by,
+        "resolved_at": timestamp(alert.resolved_at),
     }
 
 

@@ -11,6 +11,7 @@ import uvicorn
 from rich.console import Console
 
 from redrive import __version__
+from redrive.cli.alerts import alerts
 from redrive.cli.audit import audit
 from redrive.cli.dead_letters import dead_letter_commands
 from redrive.cli.incidents import incidents
@@ -176,6 +177,7 @@ app.add_typer(keys, name="keys")
 app.add_typer(audit, name="audit")
 app.add_typer(incidents, name="incidents")
 app.add_typer(holds, name="holds")
+app.add_typer(alerts, name="alerts")
 app.add_typer(webhooks, name="webhooks")
 app.add_typer(redrives, name="redrives")
 app.command("enqueue", epilog=EXIT_CODES_HELP)(enqueue)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from redrive.client.alerts import Alert
 from redrive.client.audit import AuditPage, AuditRecord, AuditVerification, ChainCheck
 from redrive.client.client import Client
 from redrive.client.dead_letters import (
@@ -40,6 +41,7 @@ from redrive.client.webhooks import WebhookDelivery, WebhookDeliveryPage, Webhoo
 
 __all__ = [
     "DEFAULT_URL",
+    "Alert",
     "ApiKey",
     "Archive",
     "AuditPage",

@@ -1,7 +1,7 @@
 """The async Python client: the OJS worker protocol, producing jobs and the dead-letter queue
 (administration operations come from `Administration`, incidents from `IncidentOperations`,
-redrive tasks from `RedriveOperations`, legal holds from `LegalHoldOperations`, the HTTP plumbing
-from `Connection`)."""
+redrive tasks from `RedriveOperations`, legal holds from `LegalHoldOperations`, alerts from
+`AlertOperations`, the HTTP plumbing from `Connection`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from redrive.client.administration import DEAD_LETTER, Administration
+from redrive.client.alerts import AlertOperations
 from redrive.client.dead_letters import BulkResult, DeadLetter, DeadLetterStats, UpcastPreview
 from redrive.client.errors import RedriveError, from_response
 from redrive.client.incidents import IncidentOperations
@@ -47,7 +48,9 @@ def _batch_outcomes(payload: dict[str, Any]) -> list[Outcome | RedriveError]:
 JOBS = "/ojs/v1/jobs"
 
 
-class Client(Administration, IncidentOperations, RedriveOperations, LegalHoldOperations):
+class Client(
+    Administration, IncidentOperations, RedriveOperations, LegalHoldOperations, AlertOperations
+):
     """Async client for a redrive (or any OJS) server.
 
     `async with Client("http://127.0.0.1:8080") as client: job = await client.enqueue(...)`.

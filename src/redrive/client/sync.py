@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from redrive.client.alerts import Alert
 from redrive.client.audit import AuditPage, AuditVerification
 from redrive.client.client import Client
 from redrive.client.dead_letters import (
@@ -725,3 +726,16 @@ class SyncClient:
     def release_legal_hold(self, hold_id: str) -> LegalHold:
         """Release a hold: what it kept is pruned, purged or deleted normally again."""
         return self._run(self._client.release_legal_hold(hold_id))
+
+    def alerts(self, *, state: str | None = None, limit: int | None = None) -> Page[Alert]:
+        """The newest alerts first; `state` takes firing, acknowledged, resolved or open (both
+        of the first two), comma-separated."""
+        return self._run(self._client.alerts(state=state, limit=limit))
+
+    def get_alert(self, alert_id: str) -> Alert:
+        return self._run(self._client.get_alert(alert_id))
+
+    def acknowledge_alert(self, alert_id: str) -> Alert:
+        """Mark a firing alert seen (409 ConflictError unless it is firing); it resolves when
+        its condition clears."""
+        return self._run(self._client.acknowledge_alert(alert_id))

@@ -1,7 +1,8 @@
 """Who a dashboard request acts as: the caller of the browser's session (with auth off, the open
 caller), checked against the route's policy (api/policies.py, handed over by the authorization
 step). Without a live session a page sends the browser to sign in; a refused one gets a 403 page
-and, as in the API, an `access.denied` record in the audit log."""
+and, as in the API, an `access.denied` record in the audit log. A page a reader may open also
+gets the count of firing alerts its banner shows."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from redrive.dashboard.rendering import PREFIX, redirect, render, secure
+from redrive.domain.alerts import FIRING
 from redrive.domain.audit import Action
-from redrive.domain.caller import Caller, Policy, Role
+from redrive.domain.caller import GRANTS, Caller, Permission, Policy, Role
 from redrive.domain.errors import Unauthenticated
 from redrive.domain.keys import caller_of_key
 from redrive.service.facade import Service
@@ -82,6 +84,21 @@ def _request_id(request: Request) -> str | None:
     return value if isinstance(value, str) else None
 
 
+SEVERITY_ORDER = ("critical", "warning", "info")
+
+
+async def note_firing_alerts(service: Service, request: Request, caller: Caller) -> None:
+    """For a page a reader opens: how many alerts fire now per severity, for the banner."""
+    if request.method != "GET" or Permission.READ not in GRANTS[caller.role]:
+        return
+    counts = await service.alerts.open_counts(caller)
+    firing = {severity: 0 for severity in SEVERITY_ORDER}
+    for (_, severity, state), count in counts.items():
+        if state == FIRING:
+            firing[severity] = firing.get(severity, 0) + count
+    request.state.firing_alerts = {key: value for key, value in firing.items() if value}
+
+
 def access_check(service: Service) -> Callable[[Request], Awaitable[None]]:
     """The dashboard router's dependency: runs after the app's authorization step."""
 
@@ -90,6 +107,7 @@ def access_check(service: Service) -> Callable[[Request], Awaitable[None]]:
         policy: Policy = request.state.policy
         if not request.app.state.auth_required:
             request.state.caller = replace(OPEN_CALLER, request_id=_request_id(request))
+            await note_firing_alerts(service, request, request.state.caller)
             return
         token = request.cookies.get(SESSION_COOKIE)
         caller: Caller | None = None
@@ -111,6 +129,7 @@ def access_check(service: Service) -> Callable[[Request], Awaitable[None]]:
                 caller, Action.ACCESS_DENIED, _denied(request, refusal.message)
             )
             raise Refused(refusal.message)
+        await note_firing_alerts(service, request, caller)
 
     return check_access
 

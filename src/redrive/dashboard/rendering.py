@@ -163,9 +163,11 @@ def render(
     flash = take_flash(request)
     caller = signed_in(request)
     may = set() if caller is None else {permission.value for permission in GRANTS[caller.role]}
+    # Firing alerts per severity, counted once per request by the access check (the banner).
+    firing = getattr(request.state, "firing_alerts", None)
     page = ENVIRONMENT.get_template(template).render(
         request=request, csrf_token=session_token(request), flash=flash, who=caller, may=may,
-        **context,
+        firing_alerts=firing, **context,
     )  # fmt: skip
     response = HTMLResponse(page, status_code=status_code, headers=headers)
     if flash is not None and not request.headers.get("hx-request"):

@@ -14,6 +14,7 @@ from starlette.responses import Response
 from redrive.dashboard import bulk, views
 from redrive.dashboard.access import access_check, caller_of
 from redrive.dashboard.actions import add_action_routes, retry_form_page
+from redrive.dashboard.alerts import add_alert_routes
 from redrive.dashboard.filters import PAGE_SIZES, WITHIN_CHOICES, ListFilter, page_size
 from redrive.dashboard.incidents import add_incident_routes
 from redrive.dashboard.redrives import add_redrive_routes
@@ -201,5 +202,6 @@ def dashboard_router(service: Service) -> APIRouter:
     add_audit_routes(router, service)
     add_incident_routes(router, service, html_errors)
     add_redrive_routes(router, service, html_errors)
+    add_alert_routes(router, service, html_errors)
     add_action_routes(router, service, html_errors)
     return router

@@ -63,6 +63,7 @@ class Action(StrEnum):
     REDRIVE_RESUME = "redrive.resume"
     REDRIVE_CANCEL = "redrive.cancel"
     JOB_SCHEMA_REGISTER = "job_schema.register"
+    ALERT_ACKNOWLEDGE = "alert.acknowledge"
 
 
 class Outcome(StrEnum):

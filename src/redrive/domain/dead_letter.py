@@ -44,6 +44,8 @@ class DeadLetter:
     incident_id: str | None = None
     # The active legal holds that keep it (read with it; never stored on the episode).
     legal_holds: tuple[str, ...] = ()
+    # The value at the alerts' aggregate key path (meta.aggregate_id by default) when it died.
+    aggregate_key: str | None = None
 
     @property
     def job_id(self) -> str:
@@ -112,7 +114,12 @@ def replay_count(job: Job) -> int:
 
 
 def new_dead_letter(
-    episode_id: str, job: Job, reason: str, now: int, fingerprint: Fingerprint
+    episode_id: str,
+    job: Job,
+    reason: str,
+    now: int,
+    fingerprint: Fingerprint,
+    aggregate_key: str | None = None,
 ) -> DeadLetter:
     """The episode of a job that just died, fingerprinted and named to its incident."""
     error_type = (job.error or {}).get("type")
@@ -126,6 +133,7 @@ def new_dead_letter(
         fingerprint=fingerprint.value,
         fingerprint_version=fingerprint.version,
         incident_id=incident_id(job.tenant_id, job.type, fingerprint.value),
+        aggregate_key=aggregate_key,
     )
 
 

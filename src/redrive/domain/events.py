@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from redrive.domain.alerts import Alert
 from redrive.domain.dead_letter import MovedEpisode
 from redrive.domain.durations import format_timestamp
 from redrive.domain.incident import Incident, IncidentEntry
@@ -21,6 +22,7 @@ EVENT_TYPES = frozenset(
         "queue.paused", "queue.resumed", "cron.triggered", "cron.skipped",
         "incident.opened", "incident.regressed", "incident.resolved",
         "redrive.started", "redrive.completed", "redrive.cancelled",
+        "alert.fired", "alert.acknowledged", "alert.resolved",
     }
 )  # fmt: skip
 SOURCE = "ojs://redrive"
@@ -121,6 +123,25 @@ def arrival_events(entries: list[IncidentEntry], incidents: list[Incident]) -> l
         elif entry.regressed(incident):
             events.append(incident_event("incident.regressed", incident, entry.queues[0]))
     return events
+
+
+def alert_event(kind: str, alert: Alert) -> Event:
+    """`alert.fired`, `alert.acknowledged` or `alert.resolved`, about one alert as it is after
+    the change."""
+    data: dict[str, Any] = {
+        "alert_id": alert.id,
+        "rule": alert.rule,
+        "severity": alert.severity,
+        "queue": alert.queue,
+        "key": alert.key,
+        "state": alert.state,
+        "message": alert.message,
+        "count": alert.count,
+        "first_fired_at": format_timestamp(alert.first_fired_at),
+        "last_fired_at": format_timestamp(alert.last_fired_at),
+        "acknowledged_by": alert.acknowledged_by,
+    }
+    return Event(kind, alert.tenant_id, alert.queue, None, alert.id, data)
 
 
 def event_envelope(event_id: str, time: int, event: Event) -> dict[str, Any]:

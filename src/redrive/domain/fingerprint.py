@@ -236,6 +236,16 @@ class KeyPath:
                 return _MISSING
         return _MISSING if value is None else value
 
+    def text_of(self, job: Job) -> str | None:
+        """The value as text (a string as it is, anything else as compact JSON); None when the
+        job has none."""
+        value = self.value_of(job)
+        if value is _MISSING:
+            return None
+        if isinstance(value, str):
+            return value
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
 
 def parse_key_path(text: object, field: str = "fingerprint_keys") -> KeyPath:
     if not isinstance(text, str):

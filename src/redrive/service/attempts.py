@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from redrive.domain import lifecycle
+from redrive.domain.alerts import aggregate_key
 from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import DeadLetter, new_dead_letter
 from redrive.domain.errors import InvalidRequest, NotFound, OjsError
@@ -116,8 +117,9 @@ async def record_failures(
             fingerprint = runtime.options.fingerprinter.fingerprint(outcome.job)
             episode_id = runtime.new_id(now)
             dead = new_dead_letter(
-                episode_id, outcome.job, outcome.dead_letter_reason, now, fingerprint
-            )
+                episode_id, outcome.job, outcome.dead_letter_reason, now, fingerprint,
+                aggregate_key(runtime.options.alerts, outcome.job, runtime.options.redactor),
+            )  # fmt: skip
             found.append((dead, fingerprint))
             runtime.metrics.dead_letter_added[(dead.job.queue, dead.job.type)] += 1
     entries = entries_of(found)

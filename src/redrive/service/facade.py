@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from redrive.domain.caller import SYSTEM
+from redrive.service.alerts import AlertService
 from redrive.service.audit import AuditService
 from redrive.service.crons import CronService
 from redrive.service.dead_letters import DeadLetterService
@@ -42,8 +43,15 @@ class Service:
         self.legal_holds = LegalHoldService(runtime)
         self.replay = ReplayService(runtime, self.dead_letters)
         self.redrives = RedriveService(runtime, self.dead_letters)
+        self.alerts = AlertService(runtime)
         self.sweeper = Sweeper(
-            runtime, self.crons, self.retention, self.replay, self.incidents, self.redrives
+            runtime,
+            self.crons,
+            self.retention,
+            self.replay,
+            self.incidents,
+            self.redrives,
+            self.alerts,
         )
         self.webhooks = WebhookService(runtime, self.workers)
         self.schemas = SchemaService(runtime)

@@ -18,6 +18,8 @@ class MetricsSnapshot:
     queue_depth: dict[tuple[str, str], int]
     # queue -> dead letters held now (status `dead`)
     dead_letters_by_queue: dict[str, int]
+    # (rule, severity, state) -> open alerts (firing or acknowledged) now
+    open_alerts: dict[tuple[str, str, str], int]
 
 
 @dataclass(frozen=True)
@@ -41,10 +43,12 @@ class MetricsService:
         async with self.runtime.store.transaction(SYSTEM) as transaction:
             depth = await transaction.count_jobs(None, None)
             dead = await transaction.dead_letter_stats(None)
+            alerts = await transaction.count_open_alerts(None)
         return MetricsSnapshot(
             counters=copy.deepcopy(self.runtime.metrics),
             queue_depth=dict(depth),
             dead_letters_by_queue=dict(dead.by_queue),
+            open_alerts=alerts,
         )
 
     async def health(self) -> HealthStatus:

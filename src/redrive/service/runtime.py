@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from redrive.domain.alerts import AlertConfig
 from redrive.domain.events import Event, event_envelope
 from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, Fingerprinter
 from redrive.domain.identifiers import uuid7
@@ -54,6 +55,9 @@ class ServiceOptions:
     redrive_auto_close: bool = False
     # Bring a dead letter's payload up to its type's current schema version when it is redriven.
     upcasters: Upcasters = field(default_factory=Upcasters)
+    # The alert rules' thresholds, and how often they are evaluated.
+    alerts: AlertConfig = field(default_factory=AlertConfig)
+    alert_interval_ms: int = 15_000
 
 
 @dataclass

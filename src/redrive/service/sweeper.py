@@ -1,6 +1,6 @@
 """Clock-driven work: promote due jobs, expire TTLs, reap lost leases, fire crons, trim events and
 the webhook delivery log, prune dead letters, fingerprint dead letters from before incidents, and
-advance running redrive tasks.
+advance running redrive tasks, and evaluate the alert rules.
 
 Every task runs in its own transaction behind a lock, so with many replicas on one PostgreSQL
 database each task runs in one replica at a time.
@@ -22,6 +22,7 @@ from redrive.ports import (
     WebhookStore,
 )
 from redrive.service import locks
+from redrive.service.alerts import AlertService, Evaluation
 from redrive.service.attempts import record_failures
 from redrive.service.crons import CronService
 from redrive.service.incidents import BACKFILL_BATCH, IncidentService
@@ -53,6 +54,7 @@ class Sweeper:
         replay: ReplayService,
         incidents: IncidentService,
         redrives: RedriveService,
+        alerts: AlertService,
     ) -> None:
         self.runtime = runtime
         self.crons = crons
@@ -60,6 +62,8 @@ class Sweeper:
         self.replay = replay
         self.incidents = incidents
         self.redrives = redrives
+        self.alerts = alerts
+        self.next_alerts_at = runtime.now()
         self.next_prune_at = retention.next_prune_at()
         self.next_backfill_at = runtime.now()
         self.tasks: dict[str, Task] = {
@@ -82,7 +86,20 @@ class Sweeper:
             moved["prune"] = await self.prune()
         if self.runtime.now() >= self.next_backfill_at:
             moved["backfill"] = await self.backfill()
+        if self.runtime.now() >= self.next_alerts_at:
+            evaluation = await self.evaluate_alerts()
+            moved["alerts"] = -1 if evaluation is None else len(evaluation.fired)
         return moved
+
+    async def evaluate_alerts(self) -> Evaluation | None:
+        """Evaluate the alert rules once (None where another replica holds the lock); the next
+        evaluation after the alert interval."""
+        self.next_alerts_at = self.runtime.now() + self.runtime.options.alert_interval_ms
+        now = self.runtime.now()
+        async with self.runtime.store.transaction(SYSTEM) as transaction:
+            if not await transaction.try_lock(locks.ALERTS):
+                return None
+            return await self.alerts.evaluate(transaction, now)
 
     async def backfill(self) -> int:
         """A batch of dead letters from before incidents; the next one at the next sweep while

@@ -171,6 +171,7 @@ def dead_letter_record(dead_letter: DeadLetter) -> dict[str, Any]:
         "fingerprint": dead_letter.fingerprint,
         "fingerprint_version": dead_letter.fingerprint_version,
         "incident_id": dead_letter.incident_id,
+        "aggregate_key": dead_letter.aggregate_key,
     }
 
 
@@ -188,6 +189,7 @@ def dead_letter_from_row(row: dict[str, Any]) -> DeadLetter:
         fingerprint=row["fingerprint"],
         fingerprint_version=row["fingerprint_version"],
         incident_id=row["incident_id"],
+        aggregate_key=row.get("aggregate_key"),
     )
 
 

@@ -80,7 +80,8 @@ class SqlRetention(SqlBase, RetentionStore):
 
     async def restore_dead_letter(self, row: dict[str, Any]) -> bool:
         await self._run("delete_archived_tombstone", id=row["id"])
-        restored = await self.executor.rows("restore_dead_letter", row)
+        # An archive written before migration 0014 has no aggregate key.
+        restored = await self.executor.rows("restore_dead_letter", {"aggregate_key": None, **row})
         if restored:
             self._tally([row], 1)
         return bool(restored)

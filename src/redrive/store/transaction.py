@@ -17,12 +17,14 @@ Each part implements one port of `redrive.ports` over the dialect's named statem
 - `store/redrives.py`: redrive tasks, their pinned dead letters and queues (`RedriveTaskStore`)
 - `store/legal_holds.py`: legal holds (`LegalHoldStore`)
 - `store/schemas.py`: job schemas (`SchemaStore`)
+- `store/alerts.py`: alerts and the counts their evaluation reads (`AlertStore`)
 """
 
 from __future__ import annotations
 
 from redrive.ports import Transaction
 from redrive.store.administration import SqlCrons, SqlMaintenance, SqlQueues, SqlWorkers
+from redrive.store.alerts import SqlAlerts
 from redrive.store.audit import SqlAudit
 from redrive.store.base import Executor, SqlBase
 from redrive.store.dead_letters import SqlDeadLetters
@@ -55,6 +57,7 @@ class SqlTransaction(
     SqlRedriveTasks,
     SqlLegalHolds,
     SqlSchemas,
+    SqlAlerts,
     SqlBase,
     Transaction,
 ):

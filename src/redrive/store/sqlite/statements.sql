@@ -223,14 +223,16 @@ WHERE paused AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 -- one call (the executor returns the last one's rows, the incidents as they are after it).
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
-    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id
+    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
+    aggregate_key
 )
 SELECT
     value ->> '$.id', value ->> '$.job_id', value ->> '$.tenant_id', value ->> '$.queue',
     value ->> '$.type', value ->> '$.error_type', value ->> '$.reason',
     value ->> '$.discarded_at', value ->> '$.status', value -> '$.job', value ->> '$.moved_at',
     value ->> '$.moved_by', value ->> '$.args', value ->> '$.replay_count',
-    value ->> '$.fingerprint', value ->> '$.fingerprint_version', value ->> '$.incident_id'
+    value ->> '$.fingerprint', value ->> '$.fingerprint_version', value ->> '$.incident_id',
+    value ->> '$.aggregate_key'
 FROM json_each(:rows) ORDER BY key;
 {incident_upsert};
 
@@ -389,11 +391,12 @@ DELETE FROM dead_letters WHERE id = :id AND status = 'archived';
 -- name: restore_dead_letter
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
-    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id
+    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
+    aggregate_key
 ) VALUES (
     :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status,
     :job, :moved_at, :moved_by, :args, :replay_count, :fingerprint, :fingerprint_version,
-    :incident_id
+    :incident_id, :aggregate_key
 ) ON CONFLICT DO NOTHING
 RETURNING id;
 
@@ -676,6 +679,7 @@ DELETE FROM webhook_subscriptions;
 DELETE FROM redrive_task_items;
 DELETE FROM redrive_task_queues;
 DELETE FROM redrive_tasks;
+DELETE FROM alerts;
 
 -- name: insert_api_key
 INSERT INTO api_keys (
@@ -1008,3 +1012,87 @@ ON CONFLICT (tenant_id, type, version) DO UPDATE SET
 
 -- name: select_job_schema
 SELECT * FROM job_schemas WHERE tenant_id = :tenant_id AND type = :type AND version = :version;
+-- name: select_dead_letter_arrivals
+-- Dead letters (in any status now) that arrived since :since, per queue: how many within the
+-- quiet period and how many within the spike window (covered by dead_letters_arrivals).
+SELECT tenant_id, queue,
+       SUM(CASE WHEN discarded_at >= :quiet_start THEN 1 ELSE 0 END) AS in_quiet_period,
+       SUM(CASE WHEN discarded_at >= :window_start THEN 1 ELSE 0 END) AS in_window
+FROM dead_letters INDEXED BY dead_letters_arrivals
+WHERE discarded_at >= :since
+GROUP BY tenant_id, queue;
+
+-- name: count_queue_arrivals
+-- For each {tenant_id, queue} of :queues, the dead letters that arrived in [:start, :end)
+-- (covered by dead_letters_queue_arrivals).
+SELECT wanted.value ->> '$.tenant_id' AS tenant_id, wanted.value ->> '$.queue' AS queue,
+       (SELECT COUNT(*) FROM dead_letters INDEXED BY dead_letters_queue_arrivals
+        WHERE dead_letters.tenant_id = wanted.value ->> '$.tenant_id'
+          AND dead_letters.queue = wanted.value ->> '$.queue'
+          AND discarded_at >= :start AND discarded_at < :end) AS count
+FROM json_each(:queues) AS wanted;
+
+-- name: select_dead_type_counts
+-- Dead letters dead now per (tenant, queue, job type), from the tallies, above :above.
+SELECT tenant_id, queue, type AS key, SUM(count) AS count FROM dead_letter_tallies
+GROUP BY tenant_id, queue, type
+HAVING SUM(count) > :above;
+
+-- name: select_aggregate_counts
+-- Dead letters dead now per (tenant, queue, aggregate key), for the keys of those that arrived
+-- since :since and those of open aggregate alerts, where at least :at_least share the key
+-- (recent arrivals by dead_letters_arrivals, each key counted on dead_letters_by_aggregate_key).
+WITH candidates AS (
+    SELECT DISTINCT tenant_id, queue, aggregate_key FROM dead_letters
+    WHERE discarded_at >= :since AND aggregate_key IS NOT NULL
+    UNION
+    SELECT tenant_id, queue, key FROM alerts WHERE rule = 'aggregate' AND state <> 'resolved'
+), counted AS (
+    SELECT candidates.tenant_id, candidates.queue, candidates.aggregate_key AS key,
+           (SELECT COUNT(*) FROM dead_letters
+            WHERE dead_letters.status = 'dead' AND dead_letters.aggregate_key IS NOT NULL
+              AND dead_letters.tenant_id = candidates.tenant_id
+              AND dead_letters.queue = candidates.queue
+              AND dead_letters.aggregate_key = candidates.aggregate_key) AS count
+    FROM candidates
+)
+SELECT tenant_id, queue, key, count FROM counted WHERE count >= :at_least;
+
+-- name: select_open_alerts
+SELECT * FROM alerts WHERE state <> 'resolved' ORDER BY id;
+
+-- name: insert_alert
+INSERT INTO alerts (
+    id, tenant_id, rule, severity, queue, key, state, message, count, first_fired_at,
+    last_fired_at, updated_at, acknowledged_at, acknowledged_by, resolved_at
+) VALUES (
+    :id, :tenant_id, :rule, :severity, :queue, :key, :state, :message, :count, :first_fired_at,
+    :last_fired_at, :updated_at, :acknowledged_at, :acknowledged_by, :resolved_at
+)
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: update_alert
+-- Guarded by the state it was decided from: no row means it changed meanwhile.
+UPDATE alerts SET
+    state = :state, message = :message, count = :count, last_fired_at = :last_fired_at,
+    updated_at = :updated_at, acknowledged_at = :acknowledged_at,
+    acknowledged_by = :acknowledged_by, resolved_at = :resolved_at
+WHERE id = :id AND state = :expected_state AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
+
+-- name: select_alerts
+SELECT * FROM alerts
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
+ORDER BY first_fired_at DESC, id DESC
+LIMIT :limit;
+
+-- name: select_alert
+SELECT * FROM alerts WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+
+-- name: count_open_alerts
+-- Open alerts per (rule, severity, state): the gauges and the dashboard's banner.
+SELECT rule, severity, state, COUNT(*) AS count FROM alerts
+WHERE state <> 'resolved' AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+GROUP BY rule, severity, state;
