@@ -326,6 +326,14 @@ FROM picked WHERE dead_letters.id = picked.id
 RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
     dead_letters.error_type, CAST('dead' AS text) AS status, dead_letters.incident_id;
 
+-- name: archive_dead_letters_by_age
+-- The whole rows an age prune archives: dead letters and their history (not the tombstones).
+SELECT * FROM dead_letters
+WHERE status NOT IN ('pruned', 'archived') AND discarded_at < :before AND {not_held}
+  AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+LIMIT :limit
+    FOR UPDATE SKIP LOCKED;
+
 -- name: prune_oldest_dead_letters
 -- The oldest dead letters past the floor (:before; NULL: any), tombstoned as above.
 WITH picked AS MATERIALIZED (
@@ -342,14 +350,6 @@ UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by,
 FROM picked WHERE dead_letters.id = picked.id
 RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
     dead_letters.error_type, CAST('dead' AS text) AS status, dead_letters.incident_id;
-
--- name: archive_dead_letters_by_age
--- The whole rows an age prune archives: dead letters and their history (not the tombstones).
-SELECT * FROM dead_letters
-WHERE status NOT IN ('pruned', 'archived') AND discarded_at < :before AND {not_held}
-  AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
-LIMIT :limit
-    FOR UPDATE SKIP LOCKED;
 
 -- name: archive_oldest_dead_letters
 SELECT * FROM dead_letters
@@ -692,6 +692,7 @@ DELETE FROM redrive_task_items;
 DELETE FROM redrive_task_queues;
 DELETE FROM redrive_tasks;
 DELETE FROM alerts;
+DELETE FROM legal_holds;
 
 -- name: insert_api_key
 INSERT INTO api_keys (
@@ -788,6 +789,7 @@ DELETE FROM dashboard_sessions WHERE token_hash = :token_hash;
 DELETE FROM dashboard_sessions
 WHERE expires_at <= :now
     OR key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL OR expires_at <= :now);
+
 -- name: insert_webhook_subscription
 INSERT INTO webhook_subscriptions (
     id, tenant_id, url, events, active, description, secret_sealed, previous_secret_sealed,
@@ -851,6 +853,141 @@ DELETE FROM webhook_deliveries WHERE id IN (
 );
 
 -- Redrive tasks (migration 0012) ------------------------------------------------------------
+
+-- name: select_dead_letter_arrivals
+-- Dead letters (in any status now) that arrived since :since, per queue: how many within the
+-- quiet period and how many within the spike window (index-only on dead_letters_arrivals).
+SELECT tenant_id, queue,
+       SUM(CASE WHEN discarded_at >= :quiet_start THEN 1 ELSE 0 END) AS in_quiet_period,
+       SUM(CASE WHEN discarded_at >= :window_start THEN 1 ELSE 0 END) AS in_window
+FROM dead_letters
+WHERE discarded_at >= :since
+GROUP BY tenant_id, queue;
+
+-- name: count_queue_arrivals
+-- For each {tenant_id, queue} of :queues, the dead letters that arrived in [:start, :end)
+-- (index-only on dead_letters_queue_arrivals).
+SELECT wanted.tenant_id, wanted.queue,
+       (SELECT COUNT(*) FROM dead_letters
+        WHERE dead_letters.tenant_id = wanted.tenant_id AND dead_letters.queue = wanted.queue
+          AND discarded_at >= :start AND discarded_at < :end) AS count
+FROM jsonb_to_recordset(CAST(:queues AS jsonb)) AS wanted(tenant_id text, queue text);
+
+-- name: select_dead_type_counts
+-- Dead letters dead now per (tenant, queue, job type), from the tallies, above :above.
+SELECT tenant_id, queue, type AS key, SUM(count) AS count FROM dead_letter_tallies
+GROUP BY tenant_id, queue, type
+HAVING SUM(count) > :above;
+
+-- name: select_aggregate_counts
+-- Dead letters dead now per (tenant, queue, aggregate key), for the keys of those that arrived
+-- since :since and those of open aggregate alerts, where at least :at_least share the key
+-- (recent arrivals by dead_letters_arrivals, each key counted on dead_letters_by_aggregate_key).
+WITH candidates AS (
+    SELECT DISTINCT tenant_id, queue, aggregate_key FROM dead_letters
+    WHERE discarded_at >= CAST(:since AS bigint) AND aggregate_key IS NOT NULL
+    UNION
+    SELECT tenant_id, queue, key FROM alerts WHERE rule = 'aggregate' AND state <> 'resolved'
+), counted AS (
+    SELECT candidates.tenant_id, candidates.queue, candidates.aggregate_key AS key,
+           (SELECT COUNT(*) FROM dead_letters
+            WHERE dead_letters.status = 'dead' AND dead_letters.aggregate_key IS NOT NULL
+              AND dead_letters.tenant_id = candidates.tenant_id
+              AND dead_letters.queue = candidates.queue
+              AND dead_letters.aggregate_key = candidates.aggregate_key) AS count
+    FROM candidates
+)
+SELECT tenant_id, queue, key, count FROM counted WHERE count >= :at_least;
+
+-- name: select_open_alerts
+SELECT * FROM alerts WHERE state <> 'resolved' ORDER BY id;
+
+-- name: insert_alert
+INSERT INTO alerts (
+    id, tenant_id, rule, severity, queue, key, state, message, count, first_fired_at,
+    last_fired_at, updated_at, acknowledged_at, acknowledged_by, resolved_at
+) VALUES (
+    :id, :tenant_id, :rule, :severity, :queue, :key, :state, :message, :count, :first_fired_at,
+    :last_fired_at, :updated_at, :acknowledged_at, :acknowledged_by, :resolved_at
+)
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: update_alert
+-- Guarded by the state it was decided from: no row means it changed meanwhile.
+UPDATE alerts SET
+    state = :state, message = :message, count = :count, last_fired_at = :last_fired_at,
+    updated_at = :updated_at, acknowledged_at = :acknowledged_at,
+    acknowledged_by = :acknowledged_by, resolved_at = :resolved_at
+WHERE id = :id AND state = :expected_state
+  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
+
+-- name: select_alerts
+SELECT * FROM alerts
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+  AND (CAST(:states AS text[]) IS NULL OR state = ANY(CAST(:states AS text[])))
+ORDER BY first_fired_at DESC, id DESC
+LIMIT :limit;
+
+-- name: select_alert
+SELECT * FROM alerts
+WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
+
+-- name: count_open_alerts
+-- Open alerts per (rule, severity, state): the gauges and the dashboard's banner.
+SELECT rule, severity, state, COUNT(*) AS count FROM alerts
+WHERE state <> 'resolved' AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+GROUP BY rule, severity, state;
+
+-- name: upsert_job_schema
+INSERT INTO job_schemas (tenant_id, type, version, schema, registered_at, registered_by)
+VALUES (:tenant_id, :type, :version, CAST(:schema AS jsonb), :registered_at, :registered_by)
+ON CONFLICT (tenant_id, type, version) DO UPDATE SET
+    schema = excluded.schema, registered_at = excluded.registered_at,
+    registered_by = excluded.registered_by;
+
+-- name: select_job_schema
+SELECT * FROM job_schemas WHERE tenant_id = :tenant_id AND type = :type AND version = :version;
+
+-- name: count_prunable_dead_letters
+-- The dead letters a count prune of the scope may remove: older than the floor (:before; NULL
+-- when they are archived) and under no legal hold; counting stops at :limit.
+SELECT COUNT(*) AS count FROM (
+    SELECT 1 FROM dead_letters
+    WHERE status = 'dead' AND (CAST(:before AS bigint) IS NULL OR discarded_at < :before) AND {not_held}
+      AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+    LIMIT :limit
+) AS prunable;
+
+-- name: count_held_dead_letters
+-- How many dead letters matching the filter legal holds keep (what a purge skipped).
+SELECT COUNT(*) AS count FROM dead_letters
+WHERE status = :status AND {dead_letter_filter} AND NOT {not_held};
+
+-- name: insert_legal_hold
+INSERT INTO legal_holds (
+    id, tenant_id, scope, job_id, incident_id, queue, type, error_type, reason, created_at,
+    created_by
+) VALUES (
+    :id, :tenant_id, :scope, :job_id, :incident_id, :queue, :type, :error_type, :reason,
+    :created_at, :created_by
+);
+
+-- name: select_legal_holds
+-- A tenant's holds (every tenant's for NULL), newest first; only the active ones unless :all.
+SELECT * FROM legal_holds
+WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND (CAST(:all AS boolean) OR released_at IS NULL)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: select_legal_hold
+SELECT * FROM legal_holds WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
+
+-- name: release_legal_hold
+UPDATE legal_holds SET released_at = :now, released_by = :released_by
+WHERE id = :id AND released_at IS NULL AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
 
 -- name: insert_redrive_task
 INSERT INTO redrive_tasks (
@@ -921,71 +1058,6 @@ SELECT * FROM redrive_tasks WHERE state = 'running' ORDER BY id LIMIT :limit;
 -- Guarded by the state the change was decided from: no row means someone changed it meanwhile.
 UPDATE redrive_tasks SET state = :state, updated_at = :now, updated_by = :changed_by,
     paced_until = :paced_until, finished_at = :finished_at
--- name: select_dead_letter_arrivals
--- Dead letters (in any status now) that arrived since :since, per queue: how many within the
--- quiet period and how many within the spike window (index-only on dead_letters_arrivals).
-SELECT tenant_id, queue,
-       SUM(CASE WHEN discarded_at >= :quiet_start THEN 1 ELSE 0 END) AS in_quiet_period,
-       SUM(CASE WHEN discarded_at >= :window_start THEN 1 ELSE 0 END) AS in_window
-FROM dead_letters
-WHERE discarded_at >= :since
-GROUP BY tenant_id, queue;
-
--- name: count_queue_arrivals
--- For each {tenant_id, queue} of :queues, the dead letters that arrived in [:start, :end)
--- (index-only on dead_letters_queue_arrivals).
-SELECT wanted.tenant_id, wanted.queue,
-       (SELECT COUNT(*) FROM dead_letters
-        WHERE dead_letters.tenant_id = wanted.tenant_id AND dead_letters.queue = wanted.queue
-          AND discarded_at >= :start AND discarded_at < :end) AS count
-FROM jsonb_to_recordset(CAST(:queues AS jsonb)) AS wanted(tenant_id text, queue text);
-
--- name: select_dead_type_counts
--- Dead letters dead now per (tenant, queue, job type), from the tallies, above :above.
-SELECT tenant_id, queue, type AS key, SUM(count) AS count FROM dead_letter_tallies
-GROUP BY tenant_id, queue, type
-HAVING SUM(count) > :above;
-
--- name: select_aggregate_counts
--- Dead letters dead now per (tenant, queue, aggregate key), for the keys of those that arrived
--- since :since and those of open aggregate alerts, where at least :at_least share the key
--- (recent arrivals by dead_letters_arrivals, each key counted on dead_letters_by_aggregate_key).
-WITH candidates AS (
-    SELECT DISTINCT tenant_id, queue, aggregate_key FROM dead_letters
-    WHERE discarded_at >= CAST(:since AS bigint) AND aggregate_key IS NOT NULL
-    UNION
-    SELECT tenant_id, queue, key FROM alerts WHERE rule = 'aggregate' AND state <> 'resolved'
-), counted AS (
-    SELECT candidates.tenant_id, candidates.queue, candidates.aggregate_key AS key,
-           (SELECT COUNT(*) FROM dead_letters
-            WHERE dead_letters.status = 'dead' AND dead_letters.aggregate_key IS NOT NULL
-              AND dead_letters.tenant_id = candidates.tenant_id
-              AND dead_letters.queue = candidates.queue
-              AND dead_letters.aggregate_key = candidates.aggregate_key) AS count
-    FROM candidates
-)
-SELECT tenant_id, queue, key, count FROM counted WHERE count >= :at_least;
-
--- name: select_open_alerts
-SELECT * FROM alerts WHERE state <> 'resolved' ORDER BY id;
-
--- name: insert_alert
-INSERT INTO alerts (
-    id, tenant_id, rule, severity, queue, key, state, message, count, first_fired_at,
-    last_fired_at, updated_at, acknowledged_at, acknowledged_by, resolved_at
-) VALUES (
-    :id, :tenant_id, :rule, :severity, :queue, :key, :state, :message, :count, :first_fired_at,
-    :last_fired_at, :updated_at, :acknowledged_at, :acknowledged_by, :resolved_at
-)
-ON CONFLICT DO NOTHING
-RETURNING *;
-
--- name: update_alert
--- Guarded by the state it was decided from: no row means it changed meanwhile.
-UPDATE alerts SET
-    state = :state, message = :message, count = :count, last_fired_at = :last_fired_at,
-    updated_at = :updated_at, acknowledged_at = :acknowledged_at,
-    acknowledged_by = :acknowledged_by, resolved_at = :resolved_at
 WHERE id = :id AND state = :expected_state
   AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 RETURNING *;
@@ -1048,66 +1120,3 @@ SELECT queue, task_id FROM redrive_task_queues
 WHERE queue = ANY(CAST(:queues AS text[]))
   AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 ORDER BY queue;
--- name: count_prunable_dead_letters
--- The dead letters a count prune of the scope may remove: older than the floor (:before; NULL
--- when they are archived) and under no legal hold; counting stops at :limit.
-SELECT COUNT(*) AS count FROM (
-    SELECT 1 FROM dead_letters
-    WHERE status = 'dead' AND (CAST(:before AS bigint) IS NULL OR discarded_at < :before) AND {not_held}
-      AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
-    LIMIT :limit
-) AS prunable;
-
--- name: count_held_dead_letters
--- How many dead letters matching the filter legal holds keep (what a purge skipped).
-SELECT COUNT(*) AS count FROM dead_letters
-WHERE status = :status AND {dead_letter_filter} AND NOT {not_held};
-
--- name: insert_legal_hold
-INSERT INTO legal_holds (
-    id, tenant_id, scope, job_id, incident_id, queue, type, error_type, reason, created_at,
-    created_by
-) VALUES (
-    :id, :tenant_id, :scope, :job_id, :incident_id, :queue, :type, :error_type, :reason,
-    :created_at, :created_by
-);
-
--- name: select_legal_holds
--- A tenant's holds (every tenant's for NULL), newest first; only the active ones unless :all.
-SELECT * FROM legal_holds
-WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id) AND (CAST(:all AS boolean) OR released_at IS NULL)
-ORDER BY created_at DESC, id DESC
-LIMIT :limit;
-
--- name: select_legal_hold
-SELECT * FROM legal_holds WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
-
--- name: release_legal_hold
-UPDATE legal_holds SET released_at = :now, released_by = :released_by
-WHERE id = :id AND released_at IS NULL AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
-RETURNING *;
--- name: upsert_job_schema
-INSERT INTO job_schemas (tenant_id, type, version, schema, registered_at, registered_by)
-VALUES (:tenant_id, :type, :version, CAST(:schema AS jsonb), :registered_at, :registered_by)
-ON CONFLICT (tenant_id, type, version) DO UPDATE SET
-    schema = excluded.schema, registered_at = excluded.registered_at,
-    registered_by = excluded.registered_by;
-
--- name: select_job_schema
-SELECT * FROM job_schemas WHERE tenant_id = :tenant_id AND type = :type AND version = :version;
--- name: select_alerts
-SELECT * FROM alerts
-WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
-  AND (CAST(:states AS text[]) IS NULL OR state = ANY(CAST(:states AS text[])))
-ORDER BY first_fired_at DESC, id DESC
-LIMIT :limit;
-
--- name: select_alert
-SELECT * FROM alerts
-WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
-
--- name: count_open_alerts
--- Open alerts per (rule, severity, state): the gauges and the dashboard's banner.
-SELECT rule, severity, state, COUNT(*) AS count FROM alerts
-WHERE state <> 'resolved' AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
-GROUP BY rule, severity, state;

@@ -335,6 +335,13 @@ UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by,
 WHERE status = 'dead' AND id IN (SELECT id FROM picked)
 RETURNING id, tenant_id, queue, type, error_type, 'dead' AS status, incident_id;
 
+-- name: archive_dead_letters_by_age
+-- The whole rows an age prune archives: dead letters and their history (not the tombstones).
+SELECT * FROM dead_letters
+WHERE status NOT IN ('pruned', 'archived') AND discarded_at < :before AND {not_held}
+  AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+LIMIT :limit;
+
 -- name: prune_oldest_dead_letters
 -- The oldest dead letters past the floor (:before; NULL: any), tombstoned as above.
 WITH picked AS MATERIALIZED (
@@ -349,13 +356,6 @@ UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by,
         '$.error', NULL, '$.extra', json('{}'), '$.result', NULL)
 WHERE status = 'dead' AND id IN (SELECT id FROM picked)
 RETURNING id, tenant_id, queue, type, error_type, 'dead' AS status, incident_id;
-
--- name: archive_dead_letters_by_age
--- The whole rows an age prune archives: dead letters and their history (not the tombstones).
-SELECT * FROM dead_letters
-WHERE status NOT IN ('pruned', 'archived') AND discarded_at < :before AND {not_held}
-  AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
-LIMIT :limit;
 
 -- name: archive_oldest_dead_letters
 SELECT * FROM dead_letters
@@ -680,6 +680,7 @@ DELETE FROM redrive_task_items;
 DELETE FROM redrive_task_queues;
 DELETE FROM redrive_tasks;
 DELETE FROM alerts;
+DELETE FROM legal_holds;
 
 -- name: insert_api_key
 INSERT INTO api_keys (
@@ -775,6 +776,7 @@ DELETE FROM dashboard_sessions WHERE token_hash = :token_hash;
 DELETE FROM dashboard_sessions
 WHERE expires_at <= :now
     OR key_id IN (SELECT id FROM api_keys WHERE revoked_at IS NOT NULL OR expires_at <= :now);
+
 -- name: insert_webhook_subscription
 INSERT INTO webhook_subscriptions (
     id, tenant_id, url, events, active, description, secret_sealed, previous_secret_sealed,
@@ -831,6 +833,140 @@ DELETE FROM webhook_deliveries WHERE id IN (
 );
 
 -- Redrive tasks (migration 0012) ------------------------------------------------------------
+
+-- name: select_dead_letter_arrivals
+-- Dead letters (in any status now) that arrived since :since, per queue: how many within the
+-- quiet period and how many within the spike window (covered by dead_letters_arrivals).
+SELECT tenant_id, queue,
+       SUM(CASE WHEN discarded_at >= :quiet_start THEN 1 ELSE 0 END) AS in_quiet_period,
+       SUM(CASE WHEN discarded_at >= :window_start THEN 1 ELSE 0 END) AS in_window
+FROM dead_letters INDEXED BY dead_letters_arrivals
+WHERE discarded_at >= :since
+GROUP BY tenant_id, queue;
+
+-- name: count_queue_arrivals
+-- For each {tenant_id, queue} of :queues, the dead letters that arrived in [:start, :end)
+-- (covered by dead_letters_queue_arrivals).
+SELECT wanted.value ->> '$.tenant_id' AS tenant_id, wanted.value ->> '$.queue' AS queue,
+       (SELECT COUNT(*) FROM dead_letters INDEXED BY dead_letters_queue_arrivals
+        WHERE dead_letters.tenant_id = wanted.value ->> '$.tenant_id'
+          AND dead_letters.queue = wanted.value ->> '$.queue'
+          AND discarded_at >= :start AND discarded_at < :end) AS count
+FROM json_each(:queues) AS wanted;
+
+-- name: select_dead_type_counts
+-- Dead letters dead now per (tenant, queue, job type), from the tallies, above :above.
+SELECT tenant_id, queue, type AS key, SUM(count) AS count FROM dead_letter_tallies
+GROUP BY tenant_id, queue, type
+HAVING SUM(count) > :above;
+
+-- name: select_aggregate_counts
+-- Dead letters dead now per (tenant, queue, aggregate key), for the keys of those that arrived
+-- since :since and those of open aggregate alerts, where at least :at_least share the key
+-- (recent arrivals by dead_letters_arrivals, each key counted on dead_letters_by_aggregate_key).
+WITH candidates AS (
+    SELECT DISTINCT tenant_id, queue, aggregate_key FROM dead_letters
+    WHERE discarded_at >= :since AND aggregate_key IS NOT NULL
+    UNION
+    SELECT tenant_id, queue, key FROM alerts WHERE rule = 'aggregate' AND state <> 'resolved'
+), counted AS (
+    SELECT candidates.tenant_id, candidates.queue, candidates.aggregate_key AS key,
+           (SELECT COUNT(*) FROM dead_letters
+            WHERE dead_letters.status = 'dead' AND dead_letters.aggregate_key IS NOT NULL
+              AND dead_letters.tenant_id = candidates.tenant_id
+              AND dead_letters.queue = candidates.queue
+              AND dead_letters.aggregate_key = candidates.aggregate_key) AS count
+    FROM candidates
+)
+SELECT tenant_id, queue, key, count FROM counted WHERE count >= :at_least;
+
+-- name: select_open_alerts
+SELECT * FROM alerts WHERE state <> 'resolved' ORDER BY id;
+
+-- name: insert_alert
+INSERT INTO alerts (
+    id, tenant_id, rule, severity, queue, key, state, message, count, first_fired_at,
+    last_fired_at, updated_at, acknowledged_at, acknowledged_by, resolved_at
+) VALUES (
+    :id, :tenant_id, :rule, :severity, :queue, :key, :state, :message, :count, :first_fired_at,
+    :last_fired_at, :updated_at, :acknowledged_at, :acknowledged_by, :resolved_at
+)
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: update_alert
+-- Guarded by the state it was decided from: no row means it changed meanwhile.
+UPDATE alerts SET
+    state = :state, message = :message, count = :count, last_fired_at = :last_fired_at,
+    updated_at = :updated_at, acknowledged_at = :acknowledged_at,
+    acknowledged_by = :acknowledged_by, resolved_at = :resolved_at
+WHERE id = :id AND state = :expected_state AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
+
+-- name: select_alerts
+SELECT * FROM alerts
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
+ORDER BY first_fired_at DESC, id DESC
+LIMIT :limit;
+
+-- name: select_alert
+SELECT * FROM alerts WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+
+-- name: count_open_alerts
+-- Open alerts per (rule, severity, state): the gauges and the dashboard's banner.
+SELECT rule, severity, state, COUNT(*) AS count FROM alerts
+WHERE state <> 'resolved' AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+GROUP BY rule, severity, state;
+
+-- name: upsert_job_schema
+INSERT INTO job_schemas (tenant_id, type, version, schema, registered_at, registered_by)
+VALUES (:tenant_id, :type, :version, :schema, :registered_at, :registered_by)
+ON CONFLICT (tenant_id, type, version) DO UPDATE SET
+    schema = excluded.schema, registered_at = excluded.registered_at,
+    registered_by = excluded.registered_by;
+
+-- name: select_job_schema
+SELECT * FROM job_schemas WHERE tenant_id = :tenant_id AND type = :type AND version = :version;
+
+-- name: count_prunable_dead_letters
+-- The dead letters a count prune of the scope may remove: older than the floor (:before; NULL
+-- when they are archived) and under no legal hold; counting stops at :limit.
+SELECT COUNT(*) AS count FROM (
+    SELECT 1 FROM dead_letters
+    WHERE status = 'dead' AND (:before IS NULL OR discarded_at < :before) AND {not_held}
+      AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+    LIMIT :limit
+) AS prunable;
+
+-- name: count_held_dead_letters
+-- How many dead letters matching the filter legal holds keep (what a purge skipped).
+SELECT COUNT(*) AS count FROM dead_letters
+WHERE status = :status AND {dead_letter_filter} AND NOT {not_held};
+
+-- name: insert_legal_hold
+INSERT INTO legal_holds (
+    id, tenant_id, scope, job_id, incident_id, queue, type, error_type, reason, created_at,
+    created_by
+) VALUES (
+    :id, :tenant_id, :scope, :job_id, :incident_id, :queue, :type, :error_type, :reason,
+    :created_at, :created_by
+);
+
+-- name: select_legal_holds
+-- A tenant's holds (every tenant's for NULL), newest first; only the active ones unless :all.
+SELECT * FROM legal_holds
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND (:all OR released_at IS NULL)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: select_legal_hold
+SELECT * FROM legal_holds WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+
+-- name: release_legal_hold
+UPDATE legal_holds SET released_at = :now, released_by = :released_by
+WHERE id = :id AND released_at IS NULL AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
 
 -- name: insert_redrive_task
 INSERT INTO redrive_tasks (
@@ -965,134 +1101,3 @@ LIMIT :limit;
 SELECT queue, task_id FROM redrive_task_queues
 WHERE queue IN (SELECT value FROM json_each(:queues)) AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 ORDER BY queue;
--- name: count_prunable_dead_letters
--- The dead letters a count prune of the scope may remove: older than the floor (:before; NULL
--- when they are archived) and under no legal hold; counting stops at :limit.
-SELECT COUNT(*) AS count FROM (
-    SELECT 1 FROM dead_letters
-    WHERE status = 'dead' AND (:before IS NULL OR discarded_at < :before) AND {not_held}
-      AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
-    LIMIT :limit
-) AS prunable;
-
--- name: count_held_dead_letters
--- How many dead letters matching the filter legal holds keep (what a purge skipped).
-SELECT COUNT(*) AS count FROM dead_letters
-WHERE status = :status AND {dead_letter_filter} AND NOT {not_held};
-
--- name: insert_legal_hold
-INSERT INTO legal_holds (
-    id, tenant_id, scope, job_id, incident_id, queue, type, error_type, reason, created_at,
-    created_by
-) VALUES (
-    :id, :tenant_id, :scope, :job_id, :incident_id, :queue, :type, :error_type, :reason,
-    :created_at, :created_by
-);
-
--- name: select_legal_holds
--- A tenant's holds (every tenant's for NULL), newest first; only the active ones unless :all.
-SELECT * FROM legal_holds
-WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND (:all OR released_at IS NULL)
-ORDER BY created_at DESC, id DESC
-LIMIT :limit;
-
--- name: select_legal_hold
-SELECT * FROM legal_holds WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
-
--- name: release_legal_hold
-UPDATE legal_holds SET released_at = :now, released_by = :released_by
-WHERE id = :id AND released_at IS NULL AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
-RETURNING *;
--- name: upsert_job_schema
-INSERT INTO job_schemas (tenant_id, type, version, schema, registered_at, registered_by)
-VALUES (:tenant_id, :type, :version, :schema, :registered_at, :registered_by)
-ON CONFLICT (tenant_id, type, version) DO UPDATE SET
-    schema = excluded.schema, registered_at = excluded.registered_at,
-    registered_by = excluded.registered_by;
-
--- name: select_job_schema
-SELECT * FROM job_schemas WHERE tenant_id = :tenant_id AND type = :type AND version = :version;
--- name: select_dead_letter_arrivals
--- Dead letters (in any status now) that arrived since :since, per queue: how many within the
--- quiet period and how many within the spike window (covered by dead_letters_arrivals).
-SELECT tenant_id, queue,
-       SUM(CASE WHEN discarded_at >= :quiet_start THEN 1 ELSE 0 END) AS in_quiet_period,
-       SUM(CASE WHEN discarded_at >= :window_start THEN 1 ELSE 0 END) AS in_window
-FROM dead_letters INDEXED BY dead_letters_arrivals
-WHERE discarded_at >= :since
-GROUP BY tenant_id, queue;
-
--- name: count_queue_arrivals
--- For each {tenant_id, queue} of :queues, the dead letters that arrived in [:start, :end)
--- (covered by dead_letters_queue_arrivals).
-SELECT wanted.value ->> '$.tenant_id' AS tenant_id, wanted.value ->> '$.queue' AS queue,
-       (SELECT COUNT(*) FROM dead_letters INDEXED BY dead_letters_queue_arrivals
-        WHERE dead_letters.tenant_id = wanted.value ->> '$.tenant_id'
-          AND dead_letters.queue = wanted.value ->> '$.queue'
-          AND discarded_at >= :start AND discarded_at < :end) AS count
-FROM json_each(:queues) AS wanted;
-
--- name: select_dead_type_counts
--- Dead letters dead now per (tenant, queue, job type), from the tallies, above :above.
-SELECT tenant_id, queue, type AS key, SUM(count) AS count FROM dead_letter_tallies
-GROUP BY tenant_id, queue, type
-HAVING SUM(count) > :above;
-
--- name: select_aggregate_counts
--- Dead letters dead now per (tenant, queue, aggregate key), for the keys of those that arrived
--- since :since and those of open aggregate alerts, where at least :at_least share the key
--- (recent arrivals by dead_letters_arrivals, each key counted on dead_letters_by_aggregate_key).
-WITH candidates AS (
-    SELECT DISTINCT tenant_id, queue, aggregate_key FROM dead_letters
-    WHERE discarded_at >= :since AND aggregate_key IS NOT NULL
-    UNION
-    SELECT tenant_id, queue, key FROM alerts WHERE rule = 'aggregate' AND state <> 'resolved'
-), counted AS (
-    SELECT candidates.tenant_id, candidates.queue, candidates.aggregate_key AS key,
-           (SELECT COUNT(*) FROM dead_letters
-            WHERE dead_letters.status = 'dead' AND dead_letters.aggregate_key IS NOT NULL
-              AND dead_letters.tenant_id = candidates.tenant_id
-              AND dead_letters.queue = candidates.queue
-              AND dead_letters.aggregate_key = candidates.aggregate_key) AS count
-    FROM candidates
-)
-SELECT tenant_id, queue, key, count FROM counted WHERE count >= :at_least;
-
--- name: select_open_alerts
-SELECT * FROM alerts WHERE state <> 'resolved' ORDER BY id;
-
--- name: insert_alert
-INSERT INTO alerts (
-    id, tenant_id, rule, severity, queue, key, state, message, count, first_fired_at,
-    last_fired_at, updated_at, acknowledged_at, acknowledged_by, resolved_at
-) VALUES (
-    :id, :tenant_id, :rule, :severity, :queue, :key, :state, :message, :count, :first_fired_at,
-    :last_fired_at, :updated_at, :acknowledged_at, :acknowledged_by, :resolved_at
-)
-ON CONFLICT DO NOTHING
-RETURNING *;
-
--- name: update_alert
--- Guarded by the state it was decided from: no row means it changed meanwhile.
-UPDATE alerts SET
-    state = :state, message = :message, count = :count, last_fired_at = :last_fired_at,
-    updated_at = :updated_at, acknowledged_at = :acknowledged_at,
-    acknowledged_by = :acknowledged_by, resolved_at = :resolved_at
-WHERE id = :id AND state = :expected_state AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
-RETURNING *;
-
--- name: select_alerts
-SELECT * FROM alerts
-WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
-  AND (:states IS NULL OR state IN (SELECT value FROM json_each(:states)))
-ORDER BY first_fired_at DESC, id DESC
-LIMIT :limit;
-
--- name: select_alert
-SELECT * FROM alerts WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
-
--- name: count_open_alerts
--- Open alerts per (rule, severity, state): the gauges and the dashboard's banner.
-SELECT rule, severity, state, COUNT(*) AS count FROM alerts
-WHERE state <> 'resolved' AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
-GROUP BY rule, severity, state;
