@@ -14,6 +14,7 @@ from redrive.domain.errors import InvalidRequest
 from redrive.domain.fingerprint import Fingerprinter, parse_custom_keys
 from redrive.domain.redaction import Redactor
 from redrive.domain.retention import RetentionPolicy, parse_policy_changes
+from redrive.domain.root_cause import ClassificationRule, parse_rules
 from redrive.domain.secret_box import KEY_BYTES, SecretBox, parse_key
 from redrive.domain.webhook_delivery import DeliveryOptions
 from redrive.maintenance.loop import SweepLoop
@@ -101,6 +102,13 @@ async def open_ready_store(settings: Settings) -> tuple[Store, list[str]]:
         await store.close()
         raise
     return store, applied
+
+
+def classification_rules(settings: Settings) -> tuple[ClassificationRule, ...]:
+    try:
+        return parse_rules(settings.classification_rules)
+    except InvalidRequest as error:
+        raise ConfigurationError(f"REDRIVE_CLASSIFICATION_RULES: {error.message}") from error
 
 
 def fingerprinter(settings: Settings, secrets: Redactor) -> Fingerprinter:
@@ -200,6 +208,8 @@ def service_options(settings: Settings) -> ServiceOptions:
         webhooks=delivery_options(settings),
         secret_box=secret_box(settings),
         webhook_log_retention_ms=settings.webhook_log_retention_seconds * 1000,
+        classification_rules=classification_rules(settings),
+        strict_redrive=settings.strict_redrive,
     )
 
 

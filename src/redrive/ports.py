@@ -17,6 +17,7 @@ from redrive.domain.keys import ApiKey
 from redrive.domain.records import CronRecord, QueueRecord, WorkerRecord
 from redrive.domain.replay import ReplayRule
 from redrive.domain.retention import ArchiveRecord, PolicyRecord
+from redrive.domain.root_cause import RootCause, Unexplained
 from redrive.domain.sessions import DashboardSession
 from redrive.domain.webhook_delivery import DeliveryQuery, DeliveryRecord
 from redrive.domain.webhooks import Listener, SealedSecrets, Subscription
@@ -183,6 +184,25 @@ class IncidentStore(Protocol):
         """None when the incident is no longer in `change.expected_state` (or not the tenant's)."""
         ...
 
+    async def classify_incident(
+        self, incident_id: str, classification: str, classified_by: str, tenant_id: str | None
+    ) -> Incident | None: ...
+    async def get_root_cause(self, incident_id: str, tenant_id: str | None) -> RootCause | None: ...
+    async def save_root_cause(self, root_cause: RootCause) -> RootCause | None:
+        """None when the record's revision moved on meanwhile (a concurrent edit)."""
+        ...
+
+    async def unexplained_incidents(
+        self, filters: DeadLetterFilter, limit: int
+    ) -> list[Unexplained]:
+        """The incidents dead letters matching `filters` belong to that lack a root cause with a
+        fix reference or are poison pills (at most `limit`), and one with id None when some
+        matching dead letters belong to no incident."""
+        ...
+
+    async def unexplained_among(
+        self, incident_ids: list[str], tenant_id: str | None
+    ) -> list[Unexplained]: ...
     async def unfingerprinted_dead_letters(self, limit: int) -> list[DeadLetter]: ...
     async def fingerprint_dead_letters(self, dead_letters: list[DeadLetter]) -> set[str]:
         """Write the episodes' fingerprints and incidents; the ids written (the others were

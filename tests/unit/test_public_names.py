@@ -54,6 +54,7 @@ CLIENT_NAMES = [
     "RetentionPolicies",
     "RetentionPolicy",
     "RetryPolicy",
+    "RootCauseRecord",
     "ServerError",
     "SyncClient",
     "UnauthenticatedError",

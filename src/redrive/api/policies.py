@@ -118,6 +118,9 @@ POLICIES: dict[str, Policy] = {
     "incidents.resolve": Policy(OPERATE),
     "incidents.ignore": Policy(OPERATE),
     "incidents.reopen": Policy(OPERATE),
+    "incidents.get_root_cause": Policy(READ),
+    "incidents.put_root_cause": Policy(OPERATE),
+    "incidents.classify": Policy(OPERATE),
     # API keys
     "keys.create_key": Policy(ADMINISTER),
     "keys.list_keys": Policy(ADMINISTER),

@@ -21,6 +21,7 @@ from redrive.api.dead_letter_requests import (
     bulk_request,
     list_filter,
     purge_request,
+    retry_request,
 )
 from redrive.api.http import ojs, read_json
 from redrive.api.query import limit_page, numbered_page
@@ -33,7 +34,6 @@ from redrive.api.serialise import (
     timestamp,
 )
 from redrive.domain.cursor import encode_cursor
-from redrive.domain.dead_letter import parse_override
 from redrive.ports import Page
 from redrive.service.dead_letters import BulkResult
 
@@ -121,8 +121,10 @@ def build_router(prefix: str) -> APIRouter:
     @router.post(
         "/retry",
         summary="Retry every dead letter matching a filter",
+        description="Needs a filter, and a root cause with a fix reference for every incident "
+        "it touches (409 root_cause_required names those that lack one)",
         openapi_extra=openapi.body("BulkRequest", required=False),
-        responses=openapi.outcomes(400),
+        responses=openapi.outcomes(400, 409),
     )
     async def bulk_retry(request: Request) -> Response:
         service = service_of(request)
@@ -155,13 +157,17 @@ def build_router(prefix: str) -> APIRouter:
 
     @router.post(
         "/{job_id}/retry",
-        summary="Retry one dead letter, optionally modified",
+        summary="Retry one dead letter, optionally modified, with an optional reason",
+        description="A poison pill's retry is refused (409 poison_pill) unless an admin sends "
+        "force: true with a reason; with REDRIVE_STRICT_REDRIVE its incident needs a root cause",
         openapi_extra=openapi.body("RetryRequest", required=False),
-        responses=openapi.outcomes(400, 404),
+        responses=openapi.outcomes(400, 403, 404, 409),
     )
     async def retry(job_id: str, request: Request) -> Response:
-        override = parse_override(await read_json(request, required=False))
-        job = await service_of(request).dead_letters.retry(caller_of(request), job_id, override)
+        override, intent = retry_request(await read_json(request, required=False))
+        job = await service_of(request).dead_letters.retry(
+            caller_of(request), job_id, override, intent
+        )
         document = job_document(job)
         document["re_enqueued_at"] = timestamp(job.enqueued_at)
         return ojs({"job": document})

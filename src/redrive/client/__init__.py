@@ -29,7 +29,7 @@ from redrive.client.errors import (
     UnauthenticatedError,
     UnreachableError,
 )
-from redrive.client.incidents import Incident, IncidentDetail
+from redrive.client.incidents import Incident, IncidentDetail, RootCauseRecord
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.requests import DeadLetterFilter, JobSpec
 from redrive.client.transport import DEFAULT_URL
@@ -69,6 +69,7 @@ __all__ = [
     "RetentionPolicies",
     "RetentionPolicy",
     "RetryPolicy",
+    "RootCauseRecord",
     "ServerError",
     "SyncClient",
     "UnauthenticatedError",

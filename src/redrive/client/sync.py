@@ -22,7 +22,7 @@ from redrive.client.dead_letters import (
     RetentionPolicy,
 )
 from redrive.client.errors import RedriveError
-from redrive.client.incidents import Incident, IncidentDetail
+from redrive.client.incidents import Incident, IncidentDetail, RootCauseRecord
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.requests import DeadLetterFilter, Delay, JobSpec, Moment
 from redrive.client.transport import DEFAULT_TIMEOUT, DEFAULT_URL
@@ -630,3 +630,25 @@ class SyncClient:
     def reopen_incident(self, incident_id: str) -> Incident:
         """Reopen an acknowledged, resolved or ignored incident."""
         return self._run(self._client.reopen_incident(incident_id))
+
+    def root_cause(self, incident_id: str) -> RootCauseRecord:
+        """An incident's root-cause record and its Markdown."""
+        return self._run(self._client.root_cause(incident_id))
+
+    def record_root_cause(
+        self,
+        incident_id: str,
+        category: str,
+        root_cause: str,
+        fix_reference: str | None = None,
+    ) -> RootCauseRecord:
+        """Write an incident's root cause (category: infrastructure, contract, business or
+        poison_pill) and the fix applied; a redrive of more than one dead letter needs one with
+        a fix reference for every incident it touches."""
+        coroutine = self._client.record_root_cause(incident_id, category, root_cause, fix_reference)
+        return self._run(coroutine)
+
+    def classify_incident(self, incident_id: str, classification: str) -> Incident:
+        """Set an incident's class: infrastructure, contract, business, poison_pill or
+        unclassified."""
+        return self._run(self._client.classify_incident(incident_id, classification))

@@ -56,6 +56,8 @@ class Action(StrEnum):
     INCIDENT_RESOLVE = "incident.resolve"
     INCIDENT_IGNORE = "incident.ignore"
     INCIDENT_REOPEN = "incident.reopen"
+    INCIDENT_CLASSIFY = "incident.classify"
+    INCIDENT_ROOT_CAUSE = "incident.root_cause"  # each edit, with what it wrote
 
 
 class Outcome(StrEnum):

@@ -14,6 +14,7 @@ from redrive.domain.identifiers import uuid7
 from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 from redrive.domain.retention import RetentionPolicy
 from redrive.domain.retry import RetryPolicy
+from redrive.domain.root_cause import ClassificationRule
 from redrive.domain.secret_box import SecretBox
 from redrive.domain.webhook_delivery import DeliveryOptions, delivery_job
 from redrive.domain.webhooks import DELIVERY_TYPE, WEBHOOK_QUEUE, Listener, wants
@@ -48,6 +49,10 @@ class ServiceOptions:
     # Seals webhook signing secrets; None: no server key, so no subscription can be made.
     secret_box: SecretBox | None = None
     webhook_log_retention_ms: int = 7 * 86_400_000
+    # Classify incidents as they open (before the built-in rules, domain/root_cause.py).
+    classification_rules: tuple[ClassificationRule, ...] = ()
+    # Single retries need a root cause with a fix reference too (bulk ones always do).
+    strict_redrive: bool = False
 
 
 @dataclass

@@ -21,7 +21,7 @@ from redrive.store.codec import (
 )
 
 
-def _filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
+def filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
     """Every filter attribute, bound by its own name (the SQL fragment names each one)."""
     return {item.name: getattr(filters, item.name) for item in fields(DeadLetterFilter)}
 
@@ -70,20 +70,20 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             offset=page.offset,
             cursor_at=page.cursor_at,
             cursor_id=page.cursor_id,
-            **_filter_parameters(filters),
+            **filter_parameters(filters),
         )
         return [dead_letter_from_row(row) for row in rows]
 
     async def count_dead_letters(self, filters: DeadLetterFilter) -> int:
         if filters.counted_by_tallies:
             return sum((await self.count_dead_letters_by_queue(filters)).values())
-        rows = await self._rows("count_dead_letters", **_filter_parameters(filters))
+        rows = await self._rows("count_dead_letters", **filter_parameters(filters))
         return int(rows[0]["count"])
 
     async def count_dead_letters_by_queue(self, filters: DeadLetterFilter) -> dict[str, int]:
         """From the tallies when they count the set exactly, else by counting rows."""
         if not filters.counted_by_tallies:
-            rows = await self._rows("count_dead_letters_by_queue", **_filter_parameters(filters))
+            rows = await self._rows("count_dead_letters_by_queue", **filter_parameters(filters))
             return {row["queue"]: int(row["count"]) for row in rows}
         rows = await self._rows("select_dead_letter_tallies", tenant_id=filters.tenant_id)
         wanted = {"queue": filters.queue, "type": filters.type, "error_type": filters.error_type}
@@ -102,7 +102,7 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         """Flip up to `limit` dead episodes matching the filter (newest first) to `status` in
         one statement and take them off the tallies and their incidents' counts; returns those
         this call moved."""
-        parameters = _filter_parameters(filters)
+        parameters = filter_parameters(filters)
         del parameters["status"]  # the filter selects dead episodes; :moved_to is where they go
         rows = await self._rows(
             "move_dead_letters", limit=limit, moved_to=status, now=now, moved_by=moved_by,
