@@ -637,6 +637,7 @@ async def test_concurrent_entries_into_one_incident_lose_no_count_and_make_one_i
     assert await count_rows(service, opened) == 1
 
     # Two operators retry half each at once: every dead letter leaves the count once.
+    await explain_incidents(client)
     retry = {"filter": {"incident": incident["id"]}, "confirm": True, "limit": count // 2}
     results = await asyncio.gather(
         client.post("/ojs/v1/dead-letter/retry", json=retry),
