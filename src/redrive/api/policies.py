@@ -156,6 +156,8 @@ POLICIES: dict[str, Policy] = {
     "dashboard.incidents": Policy(READ),
     "dashboard.incident": Policy(READ),
     "dashboard.change_incident": Policy(OPERATE),
+    "dashboard.record_root_cause": Policy(OPERATE),
+    "dashboard.classify_incident": Policy(OPERATE),
     # webhooks
     "webhooks.list_subscriptions": Policy(READ),
     "webhooks.get_subscription": Policy(READ),
