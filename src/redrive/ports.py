@@ -200,6 +200,10 @@ class IncidentStore(Protocol):
         matching dead letters belong to no incident."""
         ...
 
+    async def dead_letters_by_class(self) -> dict[str, int]:
+        """Dead letters held now per incident class (of every tenant the caller sees)."""
+        ...
+
     async def unexplained_among(
         self, incident_ids: list[str], tenant_id: str | None
     ) -> list[Unexplained]: ...

@@ -375,3 +375,16 @@ async def test_replay_rules_leave_business_and_poison_pill_incidents_alone(
     assert (await get_job(client, network))["state"] == "available"
     assert (await get_job(client, declined))["state"] == "discarded"
     assert (await get_job(client, pill))["state"] == "discarded"
+
+
+async def test_metrics_count_dead_letters_per_incident_class(client: httpx.AsyncClient) -> None:
+    await kill_job(client, "net", "net.call", "ConnectionError")
+    await kill_job(client, "net", "net.call", "ConnectionError")
+    await kill_job(client, "mail", "mail.send", "KeyError")
+    declined = await kill_job(client, "pay", "charge.card", "CardDeclined")
+    assert (await client.post(f"/ojs/v1/dead-letter/{declined}/retry")).status_code == 200
+    text = (await client.get("/metrics")).text
+    assert "# TYPE ojs_dead_letter_by_incident_class gauge" in text
+    assert 'ojs_dead_letter_by_incident_class{class="infrastructure"} 2' in text
+    assert 'ojs_dead_letter_by_incident_class{class="contract"} 1' in text
+    assert 'ojs_dead_letter_by_incident_class{class="business"} 0' in text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from redrive.domain.caller import SYSTEM
 from redrive.service.runtime import Metrics, Runtime
@@ -18,6 +18,8 @@ class MetricsSnapshot:
     queue_depth: dict[tuple[str, str], int]
     # queue -> dead letters held now (status `dead`)
     dead_letters_by_queue: dict[str, int]
+    # incident class -> dead letters held now in incidents of that class
+    dead_letters_by_class: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -41,10 +43,12 @@ class MetricsService:
         async with self.runtime.store.transaction(SYSTEM) as transaction:
             depth = await transaction.count_jobs(None, None)
             dead = await transaction.dead_letter_stats(None)
+            by_class = await transaction.dead_letters_by_class()
         return MetricsSnapshot(
             counters=copy.deepcopy(self.runtime.metrics),
             queue_depth=dict(depth),
             dead_letters_by_queue=dict(dead.by_queue),
+            dead_letters_by_class=by_class,
         )
 
     async def health(self) -> HealthStatus:

@@ -122,3 +122,7 @@ class SqlIncidents(SqlBase, IncidentStore):
             tenant_id=tenant_id,
         )
         return [Unexplained(row["id"], row["message"], row["classification"]) for row in rows]
+
+    async def dead_letters_by_class(self) -> dict[str, int]:
+        rows = await self._rows("count_dead_by_incident_class")
+        return {row["classification"]: int(row["count"]) for row in rows}

@@ -518,6 +518,10 @@ UPDATE incidents SET classification = :classification, classified_by = :classifi
 WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 RETURNING *;
 
+-- name: count_dead_by_incident_class
+-- Dead letters held now per incident class, across tenants (one row per incident read).
+SELECT classification, SUM(dead_count) AS count FROM incidents GROUP BY classification;
+
 -- name: select_root_cause
 SELECT * FROM root_causes
 WHERE incident_id = :incident_id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
