@@ -565,6 +565,13 @@ RETURNING *;
  FROM incidents
  WHERE (CAST(:tenant_id AS text) IS NULL OR incidents.tenant_id = :tenant_id)
    AND incidents.dead_count > 0
+   -- What the incident row alone rules out (its queues only ever widen), before any probe.
+   AND (CAST(:incident_id AS text) IS NULL OR incidents.id = :incident_id)
+   AND (CAST(:type AS text) IS NULL OR incidents.type = :type)
+   AND (CAST(:type_prefix AS text) IS NULL OR starts_with(incidents.type, :type_prefix))
+   AND (CAST(:queue AS text) IS NULL
+        OR incidents.queues @> jsonb_build_array(CAST(:queue AS text)))
+   AND (CAST(:fingerprint AS text) IS NULL OR incidents.fingerprint = :fingerprint)
    AND (incidents.classification = 'poison_pill' OR NOT EXISTS (
        SELECT 1 FROM root_causes
        WHERE root_causes.incident_id = incidents.id AND root_causes.fix_reference IS NOT NULL))

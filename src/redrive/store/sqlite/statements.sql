@@ -552,6 +552,13 @@ SELECT * FROM (
     FROM incidents
     WHERE (:tenant_id IS NULL OR incidents.tenant_id = :tenant_id)
       AND incidents.dead_count > 0
+      -- What the incident row alone rules out (its queues only ever widen), before any probe.
+      AND (:incident_id IS NULL OR incidents.id = :incident_id)
+      AND (:type IS NULL OR incidents.type = :type)
+      AND (:type_prefix IS NULL OR substr(incidents.type, 1, length(:type_prefix)) = :type_prefix)
+      AND (:queue IS NULL OR EXISTS (
+          SELECT 1 FROM json_each(incidents.queues) WHERE value = :queue))
+      AND (:fingerprint IS NULL OR incidents.fingerprint = :fingerprint)
       AND (incidents.classification = 'poison_pill' OR NOT EXISTS (
           SELECT 1 FROM root_causes
           WHERE root_causes.incident_id = incidents.id AND root_causes.fix_reference IS NOT NULL))
