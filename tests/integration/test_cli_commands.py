@@ -273,7 +273,7 @@ def test_filter_pairs_select_like_the_flags(database_url: str) -> None:
 
 
 def test_single_retry_with_changes_and_delete(database_url: str) -> None:
-    first, second = seed(database_url, ("email.send", "mail", "SmtpError", 2))
+    first, second, third = seed(database_url, ("email.send", "mail", "SmtpError", 3))
     retried = redrive(
         database_url, "dlq", "retry", first, "--queue", "mail-fixed", "--priority", "9",
         "--meta", "fixed=yes", "--args", '["new@b.c"]', "--json",
@@ -289,6 +289,13 @@ def test_single_retry_with_changes_and_delete(database_url: str) -> None:
     assert mixed.exit_code == 2 and "leave out the ID" in mixed.stderr
     bulk_change = redrive(database_url, "dlq", "retry", "--priority", "3")
     assert bulk_change.exit_code == 2
+    bulk_reason = redrive(database_url, "dlq", "retry", "--queue", "mail", "--reason", "x")
+    assert bulk_reason.exit_code == 2
+    because = redrive(database_url, "dlq", "retry", third, "--reason", "reproducing", "--json")
+    assert json_of(because)["state"] == "available"
+    [record] = json_of(redrive(database_url, "audit", "ls", "--action", "dead_letter.retry",
+                               "--limit", "1", "--json"))["records"]  # fmt: skip
+    assert record["target"]["reason"] == "reproducing"
 
     removed = redrive(database_url, "dlq", "rm", second)
     assert removed.exit_code == 0 and dead_count(database_url) == 0

@@ -271,9 +271,12 @@ class SyncClient:
         meta: Mapping[str, Any] | None = None,
         args: list[Any] | None = None,
         retry: RetryPolicy | Mapping[str, Any] | None = None,
+        reason: str | None = None,
+        force: bool = False,
     ) -> Job:
         """Put a dead letter back to work (attempt 0), optionally changed: queue, priority and
-        args replace; meta and retry merge over what it had."""
+        args replace; meta and retry merge over what it had. `reason` is kept in the audit log;
+        `force` (an admin, with a reason) overrides a poison pill's refusal."""
         coroutine = self._client.retry_dead_letter(
             job_id,
             queue=queue,
@@ -281,6 +284,8 @@ class SyncClient:
             meta=meta,
             args=args,
             retry=retry,
+            reason=reason,
+            force=force,
         )
         return self._run(coroutine)
 
