@@ -201,6 +201,8 @@ async def test_a_root_cause_keeps_its_author_its_dates_and_every_edit(
         "- **Category**: contract",
         f"- **Author**: alice (last edited by bob on {body['root_cause']['updated_at'][:10]})",
     ]
+    events = await client.get("/ojs/v1/events", params={"types": "incident.root_cause_recorded"})
+    assert [event["data"]["incident_id"] for event in events.json()["events"]] == [incident_id] * 2
     history = await audited(service, Action.INCIDENT_ROOT_CAUSE)
     assert [(item["revision"], item["fix_reference"]) for item in history] == [
         (2, "PR 7"), (1, None)
