@@ -390,3 +390,24 @@ async def test_metrics_count_dead_letters_per_incident_class(client: httpx.Async
     assert 'ojs_dead_letter_by_incident_class{class="infrastructure"} 2' in text
     assert 'ojs_dead_letter_by_incident_class{class="contract"} 1' in text
     assert 'ojs_dead_letter_by_incident_class{class="business"} 0' in text
+
+
+async def test_a_filter_by_error_type_alone_finds_its_incidents_from_its_dead_letters(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """The error-type path of the check reads the incidents from the dead letters it matches."""
+    smtp = [await kill_job(client, queue, "mail.send", "SmtpError") for queue in ("a", "b")]
+    await kill_job(client, "a", "report.build", "SmtpError")  # another type: another incident
+    await kill_job(client, "a", "mail.send", "TimeoutError")  # another error: not touched
+    by_type = {await incident_of(client, smtp[0])}
+    refused = await bulk_retry(client, error_type="SmtpError")
+    named = assert_error(refused, 409, "root_cause_required")["details"]["incidents"]
+    assert len(named) == 2 and by_type <= {item["id"] for item in named}
+    for item in named:
+        await explain(client, item["id"])
+    assert (await bulk_retry(client, error_type="SmtpError")).json()["succeeded"] == 3
+    await forget_incidents(service, "error_type = 'TimeoutError'")
+    refused = await bulk_retry(client, error_type="TimeoutError")
+    assert assert_error(refused, 409, "root_cause_required")["details"]["incidents"] == [
+        {"id": None, "message": None, "class": None}
+    ]

@@ -106,9 +106,16 @@ class SqlIncidents(SqlBase, IncidentStore):
     async def unexplained_incidents(
         self, filters: DeadLetterFilter, limit: int
     ) -> list[Unexplained]:
-        rows = await self._rows(
-            "select_unexplained_incidents", limit=limit, **filter_parameters(filters)
+        # An error type alone: read the few incidents from its index rather than probe each.
+        by_error = filters.error_type is not None and all(
+            value is None
+            for value in (filters.incident_id, filters.queue, filters.type,
+                          filters.type_prefix, filters.fingerprint)
+        )  # fmt: skip
+        named = (
+            "select_unexplained_incidents_by_error" if by_error else "select_unexplained_incidents"
         )
+        rows = await self._rows(named, limit=limit, **filter_parameters(filters))
         return [Unexplained(row["id"], row["message"], row["classification"]) for row in rows]
 
     async def unexplained_among(

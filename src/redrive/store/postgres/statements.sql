@@ -586,6 +586,25 @@ SELECT NULL, NULL, NULL WHERE EXISTS (
     SELECT 1 FROM dead_letters
     WHERE status = :status AND dead_letters.incident_id IS NULL AND {dead_letter_filter});
 
+-- name: select_unexplained_incidents_by_error
+-- The same for a filter that names an error type and nothing an incident row could rule out:
+-- the incidents its dead letters belong to are read from those dead letters (the error-type
+-- index), then the ones left to explain kept; probing every incident would read them all.
+WITH touched AS MATERIALIZED (
+    SELECT DISTINCT incident_id FROM dead_letters WHERE status = :status AND {dead_letter_filter}
+)
+(SELECT incidents.id AS id, incidents.message AS message,
+        incidents.classification AS classification
+ FROM incidents JOIN touched ON touched.incident_id = incidents.id
+ WHERE (CAST(:tenant_id AS text) IS NULL OR incidents.tenant_id = :tenant_id)
+   AND (incidents.classification = 'poison_pill' OR NOT EXISTS (
+       SELECT 1 FROM root_causes
+       WHERE root_causes.incident_id = incidents.id AND root_causes.fix_reference IS NOT NULL))
+ ORDER BY incidents.dead_count DESC, incidents.id
+ LIMIT :limit)
+UNION ALL
+SELECT NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM touched WHERE incident_id IS NULL);
+
 -- name: select_unexplained_among
 -- Of these incidents (:ids), those that lack a root cause with a fix reference or are poison
 -- pills (an id with no incident row is left out: the caller names it).
