@@ -19,6 +19,7 @@ from redrive.domain.errors import InvalidRequest
 from redrive.domain.fingerprint import Fingerprinter, parse_custom_keys, parse_key_path
 from redrive.domain.redaction import Redactor
 from redrive.domain.retention import RetentionPolicy, parse_policy_changes
+from redrive.domain.root_cause import ClassificationRule, parse_rules
 from redrive.domain.secret_box import KEY_BYTES, SecretBox, parse_key
 from redrive.domain.upcasting import Upcasters, parse_declared
 from redrive.domain.webhook_delivery import DeliveryOptions
@@ -107,6 +108,13 @@ async def open_ready_store(settings: Settings) -> tuple[Store, list[str]]:
         await store.close()
         raise
     return store, applied
+
+
+def classification_rules(settings: Settings) -> tuple[ClassificationRule, ...]:
+    try:
+        return parse_rules(settings.classification_rules)
+    except InvalidRequest as error:
+        raise ConfigurationError(f"REDRIVE_CLASSIFICATION_RULES: {error.message}") from error
 
 
 def fingerprinter(settings: Settings, secrets: Redactor) -> Fingerprinter:
@@ -280,6 +288,8 @@ def service_options(settings: Settings) -> ServiceOptions:
         upcasters=upcasters(settings),
         alerts=alert_config(settings, secrets),
         alert_interval_ms=settings.alert_interval_seconds * 1000,
+        classification_rules=classification_rules(settings),
+        strict_redrive=settings.strict_redrive,
     )
 
 

@@ -21,6 +21,7 @@ from redrive.domain.records import CronRecord, QueueRecord, WorkerRecord
 from redrive.domain.redrive import ItemOutcome, RedriveOutcome, RedriveTask
 from redrive.domain.replay import ReplayRule
 from redrive.domain.retention import ArchiveRecord, PolicyRecord
+from redrive.domain.root_cause import RootCause, Unexplained
 from redrive.domain.sessions import DashboardSession
 from redrive.domain.webhook_delivery import DeliveryQuery, DeliveryRecord
 from redrive.domain.webhooks import Listener, SealedSecrets, Subscription
@@ -190,6 +191,29 @@ class IncidentStore(Protocol):
         """None when the incident is no longer in `change.expected_state` (or not the tenant's)."""
         ...
 
+    async def classify_incident(
+        self, incident_id: str, classification: str, classified_by: str, tenant_id: str | None
+    ) -> Incident | None: ...
+    async def get_root_cause(self, incident_id: str, tenant_id: str | None) -> RootCause | None: ...
+    async def save_root_cause(self, root_cause: RootCause) -> RootCause | None:
+        """None when the record's revision moved on meanwhile (a concurrent edit)."""
+        ...
+
+    async def unexplained_incidents(
+        self, filters: DeadLetterFilter, limit: int
+    ) -> list[Unexplained]:
+        """The incidents dead letters matching `filters` belong to that lack a root cause with a
+        fix reference or are poison pills (at most `limit`), and one with id None when some
+        matching dead letters belong to no incident."""
+        ...
+
+    async def dead_letters_by_class(self) -> dict[str, int]:
+        """Dead letters held now per incident class (of every tenant the caller sees)."""
+        ...
+
+    async def unexplained_among(
+        self, incident_ids: list[str], tenant_id: str | None
+    ) -> list[Unexplained]: ...
     async def unfingerprinted_dead_letters(self, limit: int) -> list[DeadLetter]: ...
     async def fingerprint_dead_letters(self, dead_letters: list[DeadLetter]) -> set[str]:
         """Write the episodes' fingerprints and incidents; the ids written (the others were

@@ -105,6 +105,18 @@ class Settings(BaseSettings):
         "redrive.Upcasters registry (merged with REDRIVE_UPCASTERS_FILE; a step in both is "
         "refused)",
     )
+    classification_rules: list[Any] = Field(
+        [],
+        description="rules that classify incidents as they open, tried in order before the "
+        'built-in ones: a JSON array of {"class": infrastructure|contract|business|'
+        'poison_pill, and any of "type" (exact; ending in * a prefix), "error_type" (regular '
+        'expression, the whole type), "message" (regular expression, found anywhere)}',
+    )
+    strict_redrive: bool = Field(
+        False,
+        description="single dead-letter retries need a root cause with a fix reference too "
+        "(a redrive of more than one dead letter always does)",
+    )
     secret_key: SecretStr | None = Field(
         None,
         description="base64 of 32 random bytes (`openssl rand -base64 32`), the same on every "

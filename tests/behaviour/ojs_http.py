@@ -8,7 +8,10 @@ from typing import Any
 import httpx
 import psycopg
 
+from redrive.domain.caller import Caller
 from redrive.domain.identifiers import uuid7
+from redrive.domain.incident import IncidentQuery
+from redrive.domain.root_cause import parse_root_cause
 from redrive.service.facade import Service
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
@@ -177,3 +180,33 @@ async def count_rows(service: Service, sql: str) -> int:
         row = await cursor.fetchone()
     assert row is not None
     return int(row[0])
+
+
+ROOT_CAUSE = {"category": "infrastructure", "root_cause": "the relay was down",
+              "fix_reference": "PR #1"}  # fmt: skip
+
+
+async def explain_incidents(
+    client: httpx.AsyncClient, headers: dict[str, str] | None = None
+) -> list[str]:
+    """Record a root cause with a fix reference for every incident of the tenant (the redrive
+    policy asks it of a bulk retry); their ids."""
+    response = await client.get("/ojs/v1/admin/incidents", params={"limit": "500"}, headers=headers)
+    assert response.status_code == 200, response.text
+    ids = [str(item["id"]) for item in response.json()["incidents"]]
+    for incident_id in ids:
+        written = await client.put(
+            f"/ojs/v1/admin/incidents/{incident_id}/root-cause", json=ROOT_CAUSE, headers=headers
+        )
+        assert written.status_code == 200, written.text
+    return ids
+
+
+async def explain_all(service: Service, caller: Caller) -> list[str]:
+    """The same through the service, for tests that call it directly."""
+    ids = [incident.id for incident in await service.incidents.search(
+        caller, IncidentQuery(limit=500))]  # fmt: skip
+    written = parse_root_cause(ROOT_CAUSE)
+    for incident_id in ids:
+        await service.incidents.record_root_cause(caller, incident_id, written)
+    return ids

@@ -202,6 +202,12 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PATCH", "/ojs/v1/cron/{name}"): {"enabled": False},
     ("POST", "/ojs/v1/admin/keys"): {"name": "new", "role": "admin"},
     ("POST", "/ojs/v1/admin/incidents/{incident_id}/resolve"): {"fix_reference": "PR 1"},
+    ("PUT", "/ojs/v1/admin/incidents/{incident_id}/root-cause"): {
+        "category": "contract",
+        "root_cause": "bad payloads",
+        "fix_reference": "PR 2",
+    },
+    ("POST", "/ojs/v1/admin/incidents/{incident_id}/classify"): {"class": "poison_pill"},
     ("POST", "/ojs/v1/webhooks/subscriptions"): {"url": "https://a.example/x", "events": ["*"]},
     ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"): {"active": False},
     ("POST", "/ojs/v1/dead-letter/redrives"): {"filter": {"type": "mail.send"}},
@@ -234,6 +240,16 @@ async def call(world: World, method: str, path: str, headers: dict[str, str]) ->
     )
 
 
+async def incident_states(service: Service) -> list[tuple[object, ...]]:
+    """Each incident's state, counts, class and root-cause record."""
+    found = []
+    for incident in await service.incidents.search(SETUP, IncidentQuery()):
+        _, root_cause = await service.incidents.root_cause(SETUP, incident.id)
+        found.append((incident.id, incident.state, incident.dead_count,
+                      incident.classification, repr(root_cause)))  # fmt: skip
+    return sorted(found)
+
+
 async def state(service: Service) -> tuple[object, ...]:
     """Everything a refused request could have changed, read across tenants."""
     dead, total = await service.dead_letters.search(
@@ -248,10 +264,7 @@ async def state(service: Service) -> tuple[object, ...]:
         sorted((k.id, k.revoked_at) for k in await service.keys.list(SETUP, True)),
         (await service.retention.policies(SETUP)).updated,
         (await service.queues.totals(SETUP))["total_jobs"],
-        sorted(
-            (incident.id, incident.state, incident.dead_count)
-            for incident in await service.incidents.search(SETUP, IncidentQuery())
-        ),
+        await incident_states(service),
         sorted(repr(item) for item in await service.webhooks.subscriptions(SETUP)),
         sorted(repr(task) for task in await service.redrives.search(SETUP)),
         sorted(repr(hold) for hold in await service.legal_holds.list(SETUP, True)),
@@ -354,6 +367,9 @@ OBJECT_ROUTES = [
     ("POST", "/ojs/v1/admin/incidents/{incident_id}/reopen"),
     ("GET", "/ojs/v1/admin/alerts/{alert_id}"),
     ("POST", "/ojs/v1/admin/alerts/{alert_id}/acknowledge"),
+    ("GET", "/ojs/v1/admin/incidents/{incident_id}/root-cause"),
+    ("PUT", "/ojs/v1/admin/incidents/{incident_id}/root-cause"),
+    ("POST", "/ojs/v1/admin/incidents/{incident_id}/classify"),
     ("GET", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
     ("PATCH", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),
     ("DELETE", "/ojs/v1/webhooks/subscriptions/{subscription_id}"),

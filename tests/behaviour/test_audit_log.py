@@ -25,7 +25,14 @@ from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
-from tests.behaviour.ojs_http import assert_error, enqueue, fetch, forbid_server_errors, kill_job
+from tests.behaviour.ojs_http import (
+    assert_error,
+    enqueue,
+    explain_incidents,
+    fetch,
+    forbid_server_errors,
+    kill_job,
+)
 from tests.support.callers import ACROSS_TENANTS, CALLER
 from tests.support.clock import ManualClock
 
@@ -105,6 +112,7 @@ async def bulk_retry(client: httpx.AsyncClient) -> httpx.Response:
     await kill_job(client, queue="mail")
     await kill_job(client, queue="mail")
     await kill_job(client, queue="other")
+    await explain_incidents(client)  # one incident: one root-cause record
     body = {"filter": {"queue": "mail"}, "confirm": True}
     return await client.post("/ojs/v1/dead-letter/retry", json=body)
 
@@ -201,7 +209,7 @@ ACTIONS: list[tuple[Act, Action, dict[str, Any], int]] = [
     (cancel_job, Action.JOB_CANCEL, {"state_before": "available"}, 1),
 ]
 SETUP_RECORDS: dict[Act, int] = dict.fromkeys(
-    [update_rule, delete_rule, remove_retention, disable_cron, delete_cron], 1
+    [update_rule, delete_rule, remove_retention, disable_cron, delete_cron, bulk_retry], 1
 )
 
 
@@ -250,7 +258,8 @@ async def test_a_retry_of_one_names_the_job_and_the_worker_protocol_is_not_audit
 
 async def test_a_bulk_action_names_its_filter(client: httpx.AsyncClient) -> None:
     await bulk_retry(client)
-    [record] = await records(client)
+    record, explained = await records(client)
+    assert explained["action"] == "incident.root_cause"
     assert record["target"] == {"filter": {"queue": "mail", "status": "dead"}, "limit": None}
 
 

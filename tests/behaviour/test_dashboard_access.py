@@ -61,6 +61,12 @@ FORMS: dict[tuple[str, str], dict[str, str]] = {
     ("POST", "/ui/rules"): {"name": "made", "filter": '{"queue": "mail"}'},
     ("POST", "/ui/rules/{rule_id}"): {"enabled": "on"},
     ("POST", "/ui/retention"): {"max_count": "1"},
+    ("POST", "/ui/incidents/{incident_id}/root-cause"): {
+        "category": "contract",
+        "root_cause": "bad payloads",
+        "fix_reference": "PR 3",
+    },
+    ("POST", "/ui/incidents/{incident_id}/classify"): {"class": "business"},
 }
 QUERIES: dict[tuple[str, str], dict[str, str]] = {
     ("GET", "/ui/dead-letters/bulk"): {"do": "retry-filter"},
@@ -211,6 +217,9 @@ OBJECT_ROUTES = [
     ("POST", "/ui/rules/{rule_id}"),
     ("POST", "/ui/rules/{rule_id}/delete"),
     ("POST", "/ui/alerts/{alert_id}/acknowledge"),
+    ("GET", "/ui/incidents/{incident_id}"),
+    ("POST", "/ui/incidents/{incident_id}/root-cause"),
+    ("POST", "/ui/incidents/{incident_id}/classify"),
 ]
 
 
@@ -231,3 +240,19 @@ def test_the_matrix_walks_every_protected_dashboard_route() -> None:
     paths: set[Any] = {path for _, path, _ in ROUTES}
     assert {"/ui", "/ui/dead-letters/bulk/delete", "/ui/retention/{queue}/delete"} <= paths
     assert len(ROUTES) >= 19
+
+
+async def test_a_viewer_sees_the_root_cause_but_no_form_to_change_it(dashboard: Dashboard) -> None:
+    incident_path = dashboard.path("/ui/incidents/{incident_id}")
+    async with dashboard.browser("admin") as browser:
+        fields = {"csrf_token": CSRF_TOKEN, "category": "contract", "root_cause": "v2 payloads",
+                  "fix_reference": "PR 9"}  # fmt: skip
+        written = await browser.post(
+            f"{incident_path}/root-cause", data=fields, headers={"origin": BASE_URL}
+        )
+        assert written.status_code == 303, written.text[:300]
+    async with dashboard.browser("viewer") as browser:
+        page = await browser.get(incident_path)
+    assert page.status_code == 200
+    assert '<dd data-testid="root-cause-fix">PR 9</dd>' in page.text
+    assert "Record the root cause" not in page.text and ">Classify</button>" not in page.text

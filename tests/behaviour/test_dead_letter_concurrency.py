@@ -18,9 +18,16 @@ from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
-from tests.behaviour.ojs_http import count_rows, fetch, forbid_server_errors, kill_job
+from tests.behaviour.ojs_http import (
+    count_rows,
+    explain_all,
+    fetch,
+    forbid_server_errors,
+    kill_job,
+)
 from tests.behaviour.test_dead_letters import make_dead_letters
 from tests.conftest import open_test_store
+from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -96,6 +103,7 @@ async def test_two_replicas_bulk_retrying_the_same_thousand_redrive_each_once(
 ) -> None:
     """In requests of a burst each (what completes within a request), from both at once."""
     ids = await make_dead_letters(service, THOUSAND, "crowd")
+    await explain_all(service, CALLER)
     body = {"filter": {"queue": "crowd"}, "confirm": True, "limit": BURST}
     async with replica(database_url, clock, seed=11) as (_, other):
         results: list[dict[str, Any]] = []
@@ -167,6 +175,7 @@ async def test_two_replicas_retrying_and_purging_the_same_set_split_it(
 ) -> None:
     """Each dead letter is either retried or purged, never both and never neither."""
     ids = await make_dead_letters(service, 600, "split")
+    await explain_all(service, CALLER)
     async with replica(database_url, clock, seed=13) as (_, other):
         retry, purge = await asyncio.gather(
             client.post(

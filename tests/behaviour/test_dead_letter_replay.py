@@ -12,6 +12,7 @@ from redrive.service.facade import Service
 from tests.behaviour.ojs_http import (
     ack,
     assert_error,
+    explain_incidents,
     fetch_one,
     forbid_server_errors,
     get_job,
@@ -315,6 +316,7 @@ async def test_a_job_retried_out_of_the_queue_that_dies_again_lists_both_episode
     assert first["incident_id"] != dead["incident_id"]  # it died of another error this time
 
     clock.advance(MINUTE)
+    await explain_incidents(client)
     bulk = await client.post(
         "/ojs/v1/dead-letter/retry",
         json={"filter": {"queue": "twice"}, "confirm": True},

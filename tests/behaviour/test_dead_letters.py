@@ -20,6 +20,8 @@ from tests.behaviour.ojs_http import (
     assert_error,
     count_rows,
     enqueue,
+    explain_all,
+    explain_incidents,
     fetch,
     fetch_one,
     forbid_server_errors,
@@ -489,6 +491,7 @@ async def test_bulk_retry_of_a_filtered_set_retries_exactly_those(
     client: httpx.AsyncClient, clock: ManualClock
 ) -> None:
     ids = await populate(client, clock)
+    await explain_incidents(client)
     response = await client.post(
         "/ojs/v1/dead-letter/retry",
         json={"filter": {"error_type": "SmtpError"}, "confirm": True},
@@ -517,6 +520,7 @@ async def test_bulk_retry_and_purge_with_a_limit_move_only_the_newest(
     client: httpx.AsyncClient, clock: ManualClock
 ) -> None:
     ids = await populate(client, clock)
+    await explain_incidents(client)
     mail = {"queue": "mail"}
     preview = await client.post(
         "/ojs/v1/dead-letter/retry", json={"filter": mail, "dry_run": True, "limit": 2}
@@ -551,6 +555,7 @@ async def test_bulk_retry_by_type_prefix_on_the_admin_path(
     client: httpx.AsyncClient, clock: ManualClock
 ) -> None:
     ids = await populate(client, clock)
+    await explain_incidents(client)
     response = await client.post(
         "/ojs/v1/admin/dead-letter/retry",
         json={"filter": {"job_type": "report.*"}, "confirm": True},
@@ -559,16 +564,20 @@ async def test_bulk_retry_by_type_prefix_on_the_admin_path(
     assert sorted(await dead_ids(client)) == sorted([ids["c"], ids["d"], ids["e"]])
 
 
-async def test_bulk_retry_of_everything_needs_confirm_and_then_takes_all(
+async def test_bulk_retry_of_everything_is_refused_whatever_confirm_says(
     client: httpx.AsyncClient, clock: ManualClock
 ) -> None:
+    """Seed 003 RULE-040-040: mass redrive without filters is prohibited, even with every
+    incident explained; a dry run may still count everything."""
     ids = await populate(client, clock)
-    response = await client.post("/ojs/v1/admin/jobs/bulk/retry", json={"confirm": True})
-    assert response.status_code == 200, response.text
-    assert response.json()["succeeded"] == 5
-    assert await dead_ids(client) == []
-    fetched = await fetch(client, ["mail", "billing"], count=10)
-    assert sorted(job["id"] for job in fetched) == sorted(ids.values())
+    await explain_incidents(client)
+    for path in ("/ojs/v1/admin/jobs/bulk/retry", "/ojs/v1/dead-letter/retry"):
+        for body in ({"confirm": True}, {"filter": {}, "confirm": True}, {"confirm": False}):
+            response = await client.post(path, json=body)
+            assert assert_error(response, 400, "invalid_request")["details"]["field"] == "filter"
+    counted = await client.post("/ojs/v1/dead-letter/retry", json={"dry_run": True})
+    assert counted.json()["matched"] == 5
+    assert sorted(await dead_ids(client)) == sorted(ids.values())
 
 
 async def make_dead_letters(service: Service, count: int, queue: str) -> list[str]:
@@ -598,6 +607,7 @@ async def test_concurrent_bulk_retries_redrive_each_dead_letter_once(
 ) -> None:
     ids = await make_dead_letters(service, 200, "crowd")
     request = BulkRequest(parse_filter({"queue": "crowd"}, service.now()), confirm=True)
+    await explain_all(service, CALLER)
     results = await asyncio.gather(
         service.dead_letters.bulk_retry(acting_as("operator-1"), request),
         service.dead_letters.bulk_retry(acting_as("operator-2"), request),

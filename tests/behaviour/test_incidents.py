@@ -29,6 +29,7 @@ from tests.behaviour.ojs_http import (
     assert_error,
     count_rows,
     enqueue,
+    explain_incidents,
     fetch,
     fetch_one,
     forbid_server_errors,
@@ -197,6 +198,11 @@ async def test_a_bulk_retry_by_incident_moves_only_its_dead_letters(
     declined = await die(client, "card_declined", "CardError")
     incident = await incident_of(client, timeouts[0])
     body = {"filter": {"incident": incident}, "confirm": True}
+    refused = await client.post("/ojs/v1/dead-letter/retry", json=body)
+    named = assert_error(refused, 409, "root_cause_required")["details"]["incidents"]
+    assert [item["id"] for item in named] == [incident]
+    assert await counts(client, incident) == (3, 3)
+    await explain_incidents(client)
     result = (await client.post("/ojs/v1/dead-letter/retry", json=body)).json()
     assert result["succeeded"] == 3
     assert await counts(client, incident) == (0, 3)
@@ -219,6 +225,7 @@ async def test_now_dead_follows_retry_delete_bulk_retry_and_purge_while_total_st
     assert await counts(client, incident) == (4, 6)
     assert (await service.dead_letters.retry_selected(CALLER, [jobs[2]])).moved == [jobs[2]]
     assert await counts(client, incident) == (3, 6)
+    await explain_incidents(client)
     retried = await client.post(
         "/ojs/v1/dead-letter/retry",
         json={"filter": {"queue": "billing"}, "confirm": True, "limit": 1},
@@ -630,6 +637,7 @@ async def test_concurrent_entries_into_one_incident_lose_no_count_and_make_one_i
     assert await count_rows(service, opened) == 1
 
     # Two operators retry half each at once: every dead letter leaves the count once.
+    await explain_incidents(client)
     retry = {"filter": {"incident": incident["id"]}, "confirm": True, "limit": count // 2}
     results = await asyncio.gather(
         client.post("/ojs/v1/dead-letter/retry", json=retry),

@@ -15,6 +15,7 @@ from redrive.domain.envelope import read_envelope
 from redrive.ports import Store
 from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
+from tests.behaviour.ojs_http import explain_all
 from tests.support.callers import CALLER, acting_as
 from tests.support.clock import ManualClock
 
@@ -82,6 +83,7 @@ async def test_bulk_retry_revives_in_place_and_from_snapshots_alike(
     clock.advance(1_000)
     now = clock.now_ms()
 
+    await explain_all(service, CALLER)
     request = BulkRequest(parse_filter({"queue": "billing"}, now), confirm=True)
     result = await service.dead_letters.bulk_retry(acting_as("ops"), request)
 

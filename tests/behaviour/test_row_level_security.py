@@ -253,8 +253,8 @@ def test_every_table_with_a_tenant_id_has_forced_row_level_security_and_the_poli
     tables = owner_rows(database, TENANT_TABLES)
     names = {row[0] for row in tables}
     assert {"jobs", "dead_letters", "events", "queues", "dead_letter_policies", "api_keys",
-            "incidents", "redrive_tasks", "redrive_task_items",
-            "redrive_task_queues", "legal_holds", "alerts"} <= names  # fmt: skip
+            "incidents", "redrive_tasks", "redrive_task_items", "redrive_task_queues",
+            "legal_holds", "alerts", "root_causes"} <= names  # fmt: skip
     unprotected = sorted(name for name, enabled, forced in tables if not (enabled and forced))
     assert unprotected == [], "tenant tables without forced row-level security"
     policies = owner_rows(

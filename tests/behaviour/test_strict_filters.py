@@ -13,6 +13,7 @@ from tests.behaviour.ojs_http import (
     assert_error,
     count_rows,
     enqueue,
+    explain_incidents,
     fetch,
     forbid_server_errors,
     kill_job,
@@ -169,6 +170,7 @@ async def test_a_well_formed_filter_still_retries_exactly_its_set(
     client: httpx.AsyncClient, service: Service
 ) -> None:
     ids = await two_queues_of_dead_letters(client)
+    await explain_incidents(client)
     response = await client.post(
         "/ojs/v1/dead-letter/retry", json={"filter": {"queue": "qa"}, "confirm": True}
     )

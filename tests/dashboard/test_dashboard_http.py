@@ -22,7 +22,7 @@ from redrive.domain.retention import PolicyChanges
 from redrive.ports import Page
 from redrive.service.facade import Service
 from redrive.settings import Settings
-from tests.behaviour.ojs_http import kill_job
+from tests.behaviour.ojs_http import explain_all, kill_job
 from tests.dashboard.conftest import (
     BASE_URL,
     hidden_fields,
@@ -220,6 +220,7 @@ async def test_bulk_retry_of_a_filter_does_exactly_what_the_dry_run_showed(
 ) -> None:
     mail = [await kill_job(dashboard, queue="mail", job_type="mail.send") for _ in range(3)]
     sms = [await kill_job(dashboard, queue="sms", job_type="sms.send") for _ in range(2)]
+    await explain_all(service, CALLER)
     await session_token(dashboard)
     confirm = await dashboard.get(
         "/ui/dead-letters/bulk", params={"do": "retry-filter", "type": "mail"}

@@ -95,3 +95,40 @@ async def test_an_incident_page_changes_state_with_its_buttons(
 async def test_an_unknown_incident_is_a_not_found_page(dashboard: httpx.AsyncClient) -> None:
     response = await dashboard.get("/ui/incidents/inc_" + "0" * 24)
     assert response.status_code == 404
+
+
+async def test_an_operator_records_the_root_cause_and_the_class_on_the_incident_page(
+    dashboard: httpx.AsyncClient, service: Service
+) -> None:
+    incident = await incident_of(dashboard, await die(dashboard))
+    path = f"/ui/incidents/{incident}"
+    page = await dashboard.get(path)
+    assert 'data-testid="no-root-cause"' in page.text
+    assert '<dd data-testid="class">infrastructure (by the rules)</dd>' in page.text
+    assert ">Record the root cause</button>" in page.text and ">Classify</button>" in page.text
+
+    token = await session_token(dashboard)
+    empty = await post_form(dashboard, f"{path}/root-cause", {"csrf_token": token,
+                            "category": "contract", "root_cause": " "})  # fmt: skip
+    assert empty.status_code == 400 and "root_cause must be a non-empty string" in empty.text
+    fields = {"csrf_token": token, "category": "contract", "root_cause": "v2 payloads",
+              "fix_reference": "PR #77"}  # fmt: skip
+    recorded = await post_form(dashboard, f"{path}/root-cause", fields)
+    assert recorded.status_code == 303, recorded.text
+    shown = await dashboard.get(recorded.headers["location"])
+    assert "Root cause of incident" in shown.text
+    assert '<dd data-testid="root-cause-fix">PR #77</dd>' in shown.text
+    assert '<dd data-testid="class">contract (by <span class="mono">dashboard</span>)</dd>' in (
+        shown.text
+    )
+    classified = await post_form(dashboard, f"{path}/classify",
+                                 {"csrf_token": token, "class": "poison_pill"})  # fmt: skip
+    assert classified.status_code == 303
+    shown = await dashboard.get(classified.headers["location"])
+    assert "archive and discard" in shown.text
+    bad = await post_form(dashboard, f"{path}/classify", {"csrf_token": token, "class": "x"})
+    assert bad.status_code == 400
+    records = await service.audit.list(ACROSS_TENANTS, AuditQuery())
+    assert [r.action for r in records if r.action.startswith("incident.")] == [
+        "incident.classify", "incident.root_cause"  # the category classified it: one record
+    ]  # fmt: skip

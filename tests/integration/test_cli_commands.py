@@ -65,6 +65,17 @@ def seed(database_url: str, *groups: tuple[str, str, str, int]) -> list[str]:
     return asyncio.run(main())
 
 
+def explain(database_url: str) -> None:
+    """A root cause with a fix for every incident (a bulk retry needs it), written by the CLI."""
+    listed = json_of(redrive(database_url, "incidents", "ls", "--json"))["incidents"]
+    for item in listed:
+        written = redrive(
+            database_url, "incidents", "rca", item["id"], "--category", "contract",
+            "--root-cause", "a bad release", "--fix", "PR #1",
+        )  # fmt: skip
+        assert written.exit_code == 0, written.output
+
+
 def dead_count(database_url: str) -> int:
     return int(json_of(redrive(database_url, "dlq", "stats", "--json"))["total"])
 
@@ -161,6 +172,7 @@ def test_bulk_retry_asks_with_the_exact_count_and_dry_run_changes_nothing(
 ) -> None:
     mail = seed(database_url, ("email.send", "mail", "SmtpError", 3))
     seed(database_url, ("report.build", "reports", "Timeout", 2))
+    explain(database_url)
 
     dry = redrive(database_url, "dlq", "retry", "--queue", "mail", "--dry-run", "--json")
     preview = json_of(dry)
@@ -198,6 +210,7 @@ def test_bulk_retry_acts_on_the_counted_set_only(
     """A dead letter arriving while the prompt waits is not swept into the confirmed retry."""
     seed(database_url, ("email.send", "mail", "SmtpError", 2))
     late: list[str] = []
+    explain(database_url)
 
     def another_dies_while_asking(question: str) -> None:
         assert "Retry 2 dead letter(s)" in question
@@ -216,6 +229,7 @@ def test_bulk_retry_goes_in_requests_of_a_limited_size(
     """Each request moves at most BULK_REQUEST (a step of the progress bar); all of them go."""
     seed(database_url, ("email.send", "mail", "SmtpError", 5))
     monkeypatch.setattr("redrive.cli.dead_letters.BULK_REQUEST", 2)
+    explain(database_url)
     limits: list[int | None] = []
     retry_dead_letters = Client.retry_dead_letters
 
@@ -234,6 +248,7 @@ def test_bulk_retry_goes_in_requests_of_a_limited_size(
 def test_filter_pairs_select_like_the_flags(database_url: str) -> None:
     mail = seed(database_url, ("email.send", "mail", "SmtpError", 2))
     seed(database_url, ("report.build", "reports", "Timeout", 1))
+    explain(database_url)
     listed = json_of(
         redrive(database_url, "dlq", "ls", "--filter", "error_type=SmtpError", "--json")
     )
@@ -258,7 +273,7 @@ def test_filter_pairs_select_like_the_flags(database_url: str) -> None:
 
 
 def test_single_retry_with_changes_and_delete(database_url: str) -> None:
-    first, second = seed(database_url, ("email.send", "mail", "SmtpError", 2))
+    first, second, third = seed(database_url, ("email.send", "mail", "SmtpError", 3))
     retried = redrive(
         database_url, "dlq", "retry", first, "--queue", "mail-fixed", "--priority", "9",
         "--meta", "fixed=yes", "--args", '["new@b.c"]', "--json",
@@ -274,6 +289,13 @@ def test_single_retry_with_changes_and_delete(database_url: str) -> None:
     assert mixed.exit_code == 2 and "leave out the ID" in mixed.stderr
     bulk_change = redrive(database_url, "dlq", "retry", "--priority", "3")
     assert bulk_change.exit_code == 2
+    bulk_reason = redrive(database_url, "dlq", "retry", "--queue", "mail", "--reason", "x")
+    assert bulk_reason.exit_code == 2
+    because = redrive(database_url, "dlq", "retry", third, "--reason", "reproducing", "--json")
+    assert json_of(because)["state"] == "available"
+    [record] = json_of(redrive(database_url, "audit", "ls", "--action", "dead_letter.retry",
+                               "--limit", "1", "--json"))["records"]  # fmt: skip
+    assert record["target"]["reason"] == "reproducing"
 
     removed = redrive(database_url, "dlq", "rm", second)
     assert removed.exit_code == 0 and dead_count(database_url) == 0

@@ -108,6 +108,18 @@ def test_from_enqueue_to_the_dead_letter_queue_and_back_out(server: RedriveServe
     assert shown.returncode == 0 and "SmtpError" in shown.stdout and "smtp refused" in shown.stdout
     declined = redrive(server, "dlq", "retry", "--queue", "mail")
     assert declined.returncode == 130 and "Retry 1 dead letter(s)" in declined.stderr
+    refused = redrive(server, "dlq", "retry", "--queue", "mail", "--yes", "--json")
+    assert refused.returncode != 0 and "root_cause_required" in refused.stderr
+    incident = json.loads(redrive(server, "dlq", "show", job_id, "--json").stdout)["incident_id"]
+    written = redrive(
+        server, "incidents", "rca", incident, "--category", "infrastructure",
+        "--root-cause", "the relay refused mail", "--fix", "PR #42",
+    )  # fmt: skip
+    assert written.returncode == 0, written.stderr
+    template = redrive(server, "incidents", "rca", incident, "--markdown")
+    assert template.returncode == 0, template.stderr
+    assert template.stdout.startswith("## DLE Incident: email.send\n")
+    assert "- **Root Cause**: the relay refused mail\n- **Fix Applied**: PR #42" in template.stdout
     retried = redrive(server, "dlq", "retry", "--queue", "mail", "--yes", "--json")
     assert retried.returncode == 0, retried.stderr
     assert json.loads(retried.stdout)["retried"] == 1

@@ -122,6 +122,13 @@ def test_the_client_changes_states_and_follows_a_regression(database_url: str) -
         detail = await client.get_incident(incident.id)
         assert detail.incident.state == "regressed"
         assert [dead.incident_id for dead in detail.dead_letters] == [incident.id] * 2
+        with pytest.raises(ConflictError, match="root_cause_required"):
+            await client.retry_dead_letters(DeadLetterFilter(incident=incident.id))
+        written = await client.record_root_cause(
+            incident.id, "infrastructure", "stripe was slow", "deploy 2026-01-05"
+        )
+        assert written.root_cause is not None and written.root_cause["revision"] == 1
+        assert "- **Fix Applied**: deploy 2026-01-05" in written.markdown
         retried = await client.retry_dead_letters(DeadLetterFilter(incident=incident.id))
         assert retried.succeeded == 2
         assert (await client.get_incident(incident.id)).incident.dead_count == 0

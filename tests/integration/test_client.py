@@ -123,6 +123,8 @@ async def test_list_filter_and_iterate_follow_cursors(redrive: Client) -> None:
 async def test_bulk_retry_and_purge_dry_run_first(redrive: Client) -> None:
     mail = [await kill(redrive, queue="mail") for _ in range(3)]
     other = [await kill(redrive, "report.build", "reports", "Timeout") for _ in range(2)]
+    for incident in (await redrive.incidents()).items:
+        await redrive.record_root_cause(incident.id, "contract", "a bad release", "PR #1")
 
     preview = await redrive.retry_dead_letters(DeadLetterFilter(queue="mail"), dry_run=True)
     assert preview.dry_run and preview.matched == 3 and sorted(preview.sample) == sorted(mail)

@@ -25,12 +25,13 @@ from redrive.api.dead_letter_requests import (
     NUMBERED_PAGING,
     bulk_request,
     query_values,
+    retry_request,
 )
 from redrive.api.key_requests import key_request
 from redrive.api.redrive_requests import start_request
 from redrive.api.routes_admin import JOB_SEARCH_KEYS
 from redrive.api.routes_dead_letter_admin import confirm_prune
-from redrive.api.routes_incidents import no_changes, resolution
+from redrive.api.routes_incidents import classification, no_changes, resolution, root_cause_body
 from redrive.api.routes_jobs import job_requests
 from redrive.api.worker_requests import (
     ack_request,
@@ -75,7 +76,7 @@ PARSERS: dict[str, Parser] = {
     "DeadLetterFilter": lambda body: parse_filter(body, NOW),
     "BulkRequest": lambda body: bulk_request(body, NOW),
     "RetryOverride": parse_override,
-    "RetryRequest": parse_override,
+    "RetryRequest": retry_request,
     "RetentionPolicyChanges": parse_policy_changes,
     "PruneRequest": confirm_prune,
     "ReplayRuleFilter": lambda body: parse_rule_changes({"filter": body}, NOW),
@@ -86,6 +87,8 @@ PARSERS: dict[str, Parser] = {
     "KeyRequest": lambda body: key_request(body, Caller.across_tenants("test", Role.ADMIN)),
     "IncidentChange": no_changes,
     "IncidentResolution": resolution,
+    "IncidentClassification": classification,
+    "RootCause": root_cause_body,
     "WebhookSubscription": lambda body: parse_subscription(body, allow_private=False),
     "WebhookSubscriptionChanges": lambda body: parse_changes(body, allow_private=False),
     "WebhookSecretRotation": parse_rotation,
@@ -124,6 +127,11 @@ ACCEPTED: list[tuple[str, object]] = [
     ("KeyRequest", {"name": "ops", "role": "admin", "tenant": "acme", "all_tenants": True}),
     ("IncidentChange", {}),
     ("IncidentResolution", {"fix_reference": "PR #123"}),
+    ("IncidentClassification", {"class": "poison_pill"}),
+    ("RootCause", {"category": "contract", "root_cause": "v2 payloads", "fix_reference": "PR 9"}),
+    ("RootCause", {"category": "business", "root_cause": "declined", "fix_reference": None}),
+    ("RetryRequest", {"args": [2], "reason": "debugging", "force": True}),
+    ("RetryRequest", {"override": {"queue": "q"}, "reason": "moved"}),
     ("WebhookSubscription", HOOK),
     ("WebhookSubscription", {**HOOK, "secret": "whk_test_secret_001", "active": False}),
     ("WebhookSubscription", {**HOOK, "events": ["*"], "description": None}),
@@ -179,6 +187,13 @@ REFUSED: list[tuple[str, object]] = [
     ("IncidentChange", {"fix_reference": "PR #1"}),
     ("IncidentChange", []),
     ("IncidentResolution", {}),
+    ("IncidentClassification", {"class": "weather"}),
+    ("IncidentClassification", {}),
+    ("RootCause", {"category": "unclassified", "root_cause": "x"}),
+    ("RootCause", {"category": "contract"}),
+    ("RootCause", {"category": "contract", "root_cause": 7}),
+    ("RetryRequest", {"reason": 7}),
+    ("RetryRequest", {"force": "yes"}),
     ("IncidentResolution", {"fix_reference": ""}),
     ("IncidentResolution", {"fix_reference": "   "}),
     ("IncidentResolution", {"fix_reference": 7}),

@@ -59,6 +59,7 @@ CLIENT_NAMES = [
     "RetentionPolicies",
     "RetentionPolicy",
     "RetryPolicy",
+    "RootCauseRecord",
     "ServerError",
     "SyncClient",
     "UnauthenticatedError",

@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from starlette.requests import Request
 
 from redrive.api.http import refuse_unknown
+from redrive.domain.dead_letter import RetryOverride, parse_override
 from redrive.domain.dead_letter_filter import DeadLetterFilter, parse_filter
 from redrive.domain.errors import InvalidRequest
-from redrive.service.dead_letters import BulkRequest
+from redrive.domain.root_cause import check_reason
+from redrive.service.dead_letters import BulkRequest, RetryIntent
 
 BULK_KEYS = ("filter", "confirm", "dry_run", "limit")
 KEYSET_PAGING = frozenset({"limit", "offset", "cursor"})
@@ -107,3 +109,20 @@ def purge_request(request: Request, body: object, now: int) -> BulkRequest:
         dry_run=_flag(values.get("dry_run", False), "dry_run"),
         limit=_limit(values.get("limit")),
     )
+
+
+INTENT_KEYS = ("reason", "force")
+
+
+def retry_request(raw: object) -> tuple[RetryOverride, RetryIntent]:
+    """A single retry's body: the override (at the top level or under `override`), and why:
+    `reason` (text, kept in the audit log) and `force` (true: an admin overrides a poison
+    pill's refusal; needs a reason)."""
+    if not isinstance(raw, dict):
+        return parse_override(raw), RetryIntent()
+    rest = {key: value for key, value in raw.items() if key not in INTENT_KEYS}
+    reason = None if raw.get("reason") is None else check_reason(raw["reason"])
+    force = raw.get("force", False)
+    if not isinstance(force, bool):
+        raise InvalidRequest("force must be true or false", {"field": "force"})
+    return parse_override(rest or None), RetryIntent(reason, force)

@@ -74,6 +74,12 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
         "ojs_dead_letter_total", "gauge", "Dead letters currently held",
         [(_labels(queue=q), float(n)) for q, n in sorted(dead_by_queue.items())],
     )  # fmt: skip
+    by_class = sorted(snapshot.dead_letters_by_class.items())
+    lines += _family(
+        "ojs_dead_letter_by_incident_class", "gauge",
+        "Dead letters currently held, per class of their incident",
+        [(_labels(**{"class": name}), float(count)) for name, count in by_class],
+    )  # fmt: skip
     lines += _family(
         "ojs_queue_depth", "gauge", "Jobs per queue and state",
         [(_labels(queue=q, state=s), float(n)) for (q, s), n in sorted(depth.items())],

@@ -65,6 +65,9 @@ from redrive.domain.replay import MAX_REPLAYS_LIMIT, RULE_KEYS
 from redrive.domain.replay import NAME_PATTERN as RULE_NAME_PATTERN
 from redrive.domain.retention import MAX_COUNT_LIMIT, PRUNING_POLICIES
 from redrive.domain.retry import BACKOFF_STRATEGIES, EXHAUSTION_ACTIONS, MAX_ATTEMPTS
+from redrive.domain.root_cause import CATEGORIES as ROOT_CAUSE_CATEGORIES
+from redrive.domain.root_cause import CLASSES as INCIDENT_CLASSES
+from redrive.domain.root_cause import MAX_REASON, MAX_ROOT_CAUSE
 from redrive.domain.upcasting import MAX_VERSION
 from redrive.domain.webhook_delivery import DEFAULT_PAGE as DELIVERY_PAGE
 from redrive.domain.webhook_delivery import DELIVERY_QUERY_KEYS, DeliveryStatus
@@ -301,13 +304,18 @@ OVERRIDE_SCHEMAS: dict[str, Schema] = {
     "meta": typed("object", "merged over the job's meta"),
     "retry": {"allOf": [ref("RetryPolicy")], "description": "merged over the job's policy"},
 }
-RETRY_BODY: Schema = {
-    "description": "the changes at the top level or under `override`, not both",
-    "anyOf": [
-        ref("RetryOverride"),
-        obj({"override": ref("RetryOverride")}, "override", closed=True),
-    ],
+RETRY_INTENT: dict[str, Schema] = {
+    "reason": typed("string", "why (kept in the audit log)", minLength=1, maxLength=MAX_REASON),
+    "force": typed("boolean", "an admin's override of a poison pill's refusal (with a reason)"),
 }
+RETRY_BODY: Schema = {
+    "description": "the changes at the top level or under `override`, not both; and why",
+    "anyOf": [
+        obj({**keyed("RetryOverride", OVERRIDE_KEYS, OVERRIDE_SCHEMAS), **RETRY_INTENT},
+            closed=True),
+        obj({"override": ref("RetryOverride"), **RETRY_INTENT}, "override", closed=True),
+    ],
+}  # fmt: skip
 RETENTION_CHANGES = obj(
     {
         "max_age": typed("string", "an ISO 8601 duration such as P180D"),
@@ -503,6 +511,23 @@ SCHEMAS: dict[str, Schema] = {
         },
         "fix_reference",
         closed=True,
+    ),
+    "RootCause": obj(
+        {
+            "category": {"enum": list(ROOT_CAUSE_CATEGORIES)},
+            "root_cause": typed("string", "what went wrong", minLength=1, maxLength=MAX_ROOT_CAUSE),
+            "fix_reference": typed(
+                ["string", "null"],
+                "the fix applied: a PR, a deployment, a ticket (a redrive needs one)",
+                maxLength=MAX_FIX_REFERENCE,
+            ),
+        },
+        "category",
+        "root_cause",
+        closed=True,
+    ),
+    "IncidentClassification": obj(
+        {"class": {"enum": list(INCIDENT_CLASSES)}}, "class", closed=True
     ),
     "WebhookSubscription": obj(
         keyed("WebhookSubscription", SUBSCRIPTION_KEYS, WEBHOOK_SCHEMAS),

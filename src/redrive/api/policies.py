@@ -132,6 +132,9 @@ POLICIES: dict[str, Policy] = {
     "alerts.list_alerts": Policy(READ),
     "alerts.get_alert": Policy(READ),
     "alerts.acknowledge": Policy(OPERATE),
+    "incidents.get_root_cause": Policy(READ),
+    "incidents.put_root_cause": Policy(OPERATE),
+    "incidents.classify": Policy(OPERATE),
     # API keys
     "keys.create_key": Policy(ADMINISTER),
     "keys.list_keys": Policy(ADMINISTER),
@@ -179,6 +182,8 @@ POLICIES: dict[str, Policy] = {
     "redrives.cancel_redrive": Policy(OPERATE),
     "dashboard.alerts": Policy(READ),
     "dashboard.acknowledge_alert": Policy(OPERATE),
+    "dashboard.record_root_cause": Policy(OPERATE),
+    "dashboard.classify_incident": Policy(OPERATE),
     # webhooks
     "webhooks.list_subscriptions": Policy(READ),
     "webhooks.get_subscription": Policy(READ),

@@ -134,9 +134,10 @@ async def jobs(request: Request) -> Response:
 @router.post(
     "/jobs/bulk/{action}",
     summary="Bulk retry or purge of dead-lettered jobs",
-    description="`action` is retry, or delete (purge is another name for it)",
+    description="`action` is retry, or delete (purge is another name for it); a retry needs a "
+    "filter and a root cause with a fix reference for every incident it touches",
     openapi_extra=openapi.body("BulkRequest", required=False),
-    responses=openapi.outcomes(400),
+    responses=openapi.outcomes(400, 409),
 )
 async def bulk(action: str, request: Request) -> Response:
     if action not in ("retry", "delete", "purge"):

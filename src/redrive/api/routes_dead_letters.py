@@ -22,6 +22,7 @@ from redrive.api.dead_letter_requests import (
     dry_run_query,
     list_filter,
     purge_request,
+    retry_request,
 )
 from redrive.api.http import OJS_MEDIA_TYPE, ojs, read_json
 from redrive.api.query import limit_page, numbered_page
@@ -36,7 +37,6 @@ from redrive.api.serialise import (
     upcast_document,
 )
 from redrive.domain.cursor import encode_cursor
-from redrive.domain.dead_letter import parse_override
 from redrive.domain.redrive import RedriveTask
 from redrive.ports import Page
 from redrive.service.dead_letters import BulkResult
@@ -144,11 +144,13 @@ def build_router(prefix: str) -> APIRouter:
     @router.post(
         "/retry",
         summary="Retry every dead letter matching a filter",
-        description="Up to a minute's worth of the default redrive rate (100) moves within the "
-        "request; a larger set starts a paced redrive task and answers 202 with it. Each job is "
-        "requeued upcast to its type's current schema version; when one match would not upcast, "
-        "nothing moves (422). A dry run lists the sample's `upcasts` (the changes each would "
-        "get) and, in `errors`, matches whose upcast fails.",
+        description="Needs a filter, and a root cause with a fix reference for every incident "
+        "it touches (409 root_cause_required names those that lack one). Up to a minute's worth "
+        "of the default redrive rate (100) moves within the request; a larger set starts a paced "
+        "redrive task and answers 202 with it. Each job is requeued upcast to its type's current "
+        "schema version; when one match would not upcast, nothing moves (422). A dry run lists "
+        "the sample's `upcasts` (the changes each would get) and, in `errors`, matches whose "
+        "upcast fails.",
         openapi_extra=openapi.body("BulkRequest", required=False),
         responses={**openapi.outcomes(400, 409, 422), 202: openapi.success(202, OJS_MEDIA_TYPE)},
     )
@@ -186,24 +188,26 @@ def build_router(prefix: str) -> APIRouter:
 
     @router.post(
         "/{job_id}/retry",
-        summary="Retry one dead letter, optionally modified",
+        summary="Retry one dead letter, optionally modified, with an optional reason",
         description="Requeues the job upcast to its type's current schema version (422 when an "
         "upcaster fails or a step is missing: the dead letter stays dead). `?dry_run=true` "
-        "answers the job it would requeue and the upcast's changes, moving nothing.",
+        "answers the job it would requeue and the upcast's changes, moving nothing. A poison "
+        "pill's retry is refused (409 poison_pill) unless an admin sends force: true with a "
+        "reason; with REDRIVE_STRICT_REDRIVE its incident needs a root cause.",
         openapi_extra={
             **openapi.body("RetryRequest", required=False),
             **openapi.query([openapi.parameter("dry_run", {"type": "boolean", "default": False})]),
         },
-        responses=openapi.outcomes(400, 404, 422),
+        responses=openapi.outcomes(400, 403, 404, 409, 422),
     )
     async def retry(job_id: str, request: Request) -> Response:
-        override = parse_override(await read_json(request, required=False))
+        override, intent = retry_request(await read_json(request, required=False))
         dead_letters = service_of(request).dead_letters
         if dry_run_query(request):
             preview = await dead_letters.retry_preview(caller_of(request), job_id, override)
             would_be = {"job": job_document(preview.after), "upcast": upcast_document(preview)}
             return ojs({"dry_run": True, **would_be})
-        job = await dead_letters.retry(caller_of(request), job_id, override)
+        job = await dead_letters.retry(caller_of(request), job_id, override, intent)
         document = job_document(job)
         document["re_enqueued_at"] = timestamp(job.enqueued_at)
         return ojs({"job": document})

@@ -1,6 +1,6 @@
 """Incident routes: list incidents (filters, two orders, keyset pages), one incident with its
-newest dead letters, and the state changes: acknowledge, resolve with a fix reference, ignore,
-reopen."""
+newest dead letters, the state changes (acknowledge, resolve with a fix reference, ignore,
+reopen), its class, and its root-cause record."""
 
 from __future__ import annotations
 
@@ -15,17 +15,26 @@ from redrive.api.callers import caller_of
 from redrive.api.dead_letter_requests import query_values
 from redrive.api.http import ojs, read_json, refuse_unknown
 from redrive.api.routes_jobs import service_of
-from redrive.api.serialise import dead_letter_document, incident_document
+from redrive.api.serialise import dead_letter_document, incident_document, root_cause_document
 from redrive.domain.errors import InvalidRequest
 from redrive.domain.incident import (
+    Incident,
     Transition,
     check_fix_reference,
     encode_incident_cursor,
     parse_incident_query,
 )
+from redrive.domain.root_cause import (
+    RootCause,
+    RootCauseInput,
+    check_class,
+    markdown,
+    parse_root_cause,
+)
 
 router = APIRouter(prefix="/ojs/v1/admin/incidents", tags=["incidents"])
 RESOLUTION_KEYS = ("fix_reference",)
+CLASSIFICATION_KEYS = ("class",)
 
 
 def _object(body: object) -> dict[str, Any]:
@@ -50,6 +59,18 @@ def resolution(body: object) -> str:
     values = _object(body)
     refuse_unknown(values, RESOLUTION_KEYS)
     return check_fix_reference(values.get("fix_reference"))
+
+
+def classification(body: object) -> str:
+    """A classification's body: `{"class": "contract"}`."""
+    values = _object(body)
+    refuse_unknown(values, CLASSIFICATION_KEYS)
+    return check_class(values.get("class"))
+
+
+def root_cause_body(body: object) -> RootCauseInput:
+    """A root-cause record's body (domain/root_cause.py parse_root_cause)."""
+    return parse_root_cause(_object(body))
 
 
 async def changed(request: Request, incident_id: str, transition: Transition) -> Response:
@@ -133,3 +154,58 @@ async def ignore(incident_id: str, request: Request) -> Response:
 )
 async def reopen(incident_id: str, request: Request) -> Response:
     return await changed(request, incident_id, Transition.REOPEN)
+
+
+def root_cause_answer(incident: Incident, found: RootCause | None) -> Response:
+    """The incident, its record, and the seed's RCA Markdown template filled in."""
+    text = markdown(incident.type, incident.first_seen_at, incident.total_count,
+                    incident.message, found, None)  # fmt: skip
+    return ojs(
+        {
+            "incident": incident_document(incident),
+            "root_cause": root_cause_document(found),
+            "markdown": text,
+        }
+    )
+
+
+@router.get(
+    "/{incident_id}/root-cause",
+    summary="An incident's root-cause record (null until someone writes one)",
+    responses=openapi.outcomes(404),
+)
+async def get_root_cause(incident_id: str, request: Request) -> Response:
+    incident, found = await service_of(request).incidents.root_cause(
+        caller_of(request), incident_id
+    )
+    return root_cause_answer(incident, found)
+
+
+@router.put(
+    "/{incident_id}/root-cause",
+    summary="Write an incident's root-cause record: category, root cause, fix reference",
+    description="The author is the caller; each edit is kept in the audit log. The category "
+    "becomes the incident's class. A redrive of more than one dead letter needs a record with "
+    "a fix reference for every incident it touches.",
+    openapi_extra=openapi.body("RootCause"),
+    responses=openapi.outcomes(400, 404, 409),
+)
+async def put_root_cause(incident_id: str, request: Request) -> Response:
+    written = root_cause_body(await read_json(request))
+    incident, saved = await service_of(request).incidents.record_root_cause(
+        caller_of(request), incident_id, written
+    )
+    return root_cause_answer(incident, saved)
+
+
+@router.post(
+    "/{incident_id}/classify",
+    summary="Set an incident's class: infrastructure, contract, business, poison_pill or "
+    "unclassified",
+    openapi_extra=openapi.body("IncidentClassification"),
+    responses=openapi.outcomes(400, 404),
+)
+async def classify(incident_id: str, request: Request) -> Response:
+    wanted = classification(await read_json(request))
+    incident = await service_of(request).incidents.classify(caller_of(request), incident_id, wanted)
+    return ojs({"incident": incident_document(incident)})

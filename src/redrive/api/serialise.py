@@ -12,6 +12,7 @@ from redrive.domain.incident import Incident
 from redrive.domain.job import Job
 from redrive.domain.keys import ApiKey
 from redrive.domain.records import CronRecord, WorkerRecord
+from redrive.domain.root_cause import ACTIONS, RootCause
 from redrive.domain.upcasting import Upcast
 from redrive.ports import StoredEvent
 
@@ -124,6 +125,26 @@ def incident_document(incident: Incident) -> dict[str, Any]:
         "fix_reference": incident.fix_reference,
         "state_changed_at": format_timestamp(incident.state_changed_at),
         "state_changed_by": incident.state_changed_by,
+        "class": incident.classification,
+        "classified_by": incident.classified_by,
+        "default_action": ACTIONS[incident.classification],
+    }
+
+
+def root_cause_document(root_cause: RootCause | None) -> dict[str, Any] | None:
+    """An incident's root-cause record (None: nobody wrote one yet)."""
+    if root_cause is None:
+        return None
+    return {
+        "incident_id": root_cause.incident_id,
+        "category": root_cause.category,
+        "root_cause": root_cause.root_cause,
+        "fix_reference": root_cause.fix_reference,
+        "created_by": root_cause.created_by,
+        "created_at": format_timestamp(root_cause.created_at),
+        "updated_by": root_cause.updated_by,
+        "updated_at": format_timestamp(root_cause.updated_at),
+        "revision": root_cause.revision,
     }
 
 

@@ -336,6 +336,10 @@ def retry(
     priority: int | None = typer.Option(None, "--priority", help="with ID: new priority"),
     meta: list[str] | None = META,
     args_json: str | None = typer.Option(None, "--args", help="with ID: replacement args (JSON)"),
+    reason: str | None = typer.Option(None, "--reason", help="with ID: why (in the audit log)"),
+    force: bool = typer.Option(
+        False, "--force", help="with ID and --reason: an admin overrides a poison pill's refusal"
+    ),
     job_type: str | None = TYPE,
     error_type: str | None = ERROR_TYPE,
     since: str | None = SINCE,
@@ -358,8 +362,9 @@ def retry(
         job_type, error_type, since, until, args_contains, args_match, incident, fingerprint,
     )  # fmt: skip
     if job_id is None:
-        if priority is not None or meta or args_json is not None:
-            fail("--priority, --meta and --args change one dead letter: give its ID", EXIT_USAGE)
+        if priority is not None or meta or args_json is not None or reason or force:
+            fail("--priority, --meta, --args, --reason and --force are for one dead letter: "
+                 "give its ID", EXIT_USAGE)  # fmt: skip
         filters = _with_pairs(_filter(queue, *filter_flags), pairs)
         bulk(target, filters, "retry", (dry_run, yes, as_json))
         return
@@ -385,8 +390,9 @@ def retry(
 
     async def call(client: Client) -> Job:
         return await client.retry_dead_letter(
-            job_id, queue=queue, priority=priority, meta=changes, args=args
-        )
+            job_id, queue=queue, priority=priority, meta=changes, args=args, reason=reason,
+            force=force,
+        )  # fmt: skip
 
     job = run(target, call)
     if as_json:

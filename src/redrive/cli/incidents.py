@@ -1,5 +1,6 @@
-"""`redrive incidents ls|show|ack|resolve|ignore|reopen`: dead letters grouped by the fingerprint
-of their error, and the state operators keep on each group."""
+"""`redrive incidents ls|show|ack|resolve|ignore|reopen|classify|rca`: dead letters grouped by
+the fingerprint of their error, the state and class operators keep on each group, and its
+root-cause record (written, read, or printed as the RCA Markdown template)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ INCIDENT_ID = typer.Argument(..., metavar="ID", help="an incident id (inc_...)")
 
 def incident_rows(incident: Incident) -> list[tuple[str, object]]:
     return [
-        ("id", incident.id), ("state", incident.state), ("type", incident.type),
+        ("id", incident.id), ("state", incident.state), ("class", incident.classification),
+        ("type", incident.type),
         ("error type", incident.error_type), ("message", incident.message),
         ("dead now", str(incident.dead_count)), ("ever", str(incident.total_count)),
         ("queues", ", ".join(incident.queues)), ("first seen", incident.first_seen_at),
@@ -166,3 +168,71 @@ def reopen(
     """Reopen an acknowledged, resolved or ignored incident."""
     target = Target(url, database, tenant)
     _changed(target, lambda client: client.reopen_incident(incident_id), as_json)
+
+
+@incidents.command("classify")
+def classify(
+    incident_id: str = INCIDENT_ID,
+    classification: str = typer.Argument(
+        ..., metavar="CLASS", help="infrastructure, contract, business, poison_pill, unclassified"
+    ),
+    url: str = URL,
+    database: str | None = DATABASE,
+    tenant: str | None = TENANT,
+    as_json: bool = JSON,
+) -> None:
+    """Set an incident's class (its default action follows: see `incidents show`)."""
+    target = Target(url, database, tenant)
+    incident = run(target, lambda client: client.classify_incident(incident_id, classification))
+    if as_json:
+        print_json(incident.raw)
+        return
+    say(f"{incident.id}: {incident.classification}")
+
+
+@incidents.command("rca")
+def root_cause(
+    incident_id: str = INCIDENT_ID,
+    category: str | None = typer.Option(
+        None, "--category", help="write: infrastructure, contract, business or poison_pill"
+    ),
+    cause: str | None = typer.Option(None, "--root-cause", help="write: what went wrong"),
+    fix: str | None = typer.Option(
+        None, "--fix", metavar="REF", help="write: the fix applied (a PR, deployment, ticket)"
+    ),
+    markdown: bool = typer.Option(False, "--markdown", help="print the RCA Markdown template"),
+    url: str = URL,
+    database: str | None = DATABASE,
+    tenant: str | None = TENANT,
+    as_json: bool = JSON,
+) -> None:
+    """Show an incident's root-cause record, or write it (--category and --root-cause, with
+    --fix once the fix is out: a redrive of more than one dead letter needs it)."""
+    target = Target(url, database, tenant)
+    if category is not None or cause is not None or fix is not None:
+        if category is None or cause is None:
+            raise typer.BadParameter("writing a root cause needs --category and --root-cause")
+        found = run(
+            target,
+            lambda client: client.record_root_cause(incident_id, category, cause, fix),
+        )
+    else:
+        found = run(target, lambda client: client.root_cause(incident_id))
+    if markdown:
+        stdout().print(found.markdown, markup=False, highlight=False, end="")
+        return
+    if as_json:
+        print_json({"incident": found.incident.raw, "root_cause": found.root_cause})
+        return
+    record = found.root_cause
+    if record is None:
+        say(f"{found.incident.id}: no root cause recorded yet")
+        return
+    rows: list[tuple[str, object]] = [
+        ("incident", found.incident.id), ("category", record.get("category")),
+        ("root cause", record.get("root_cause")), ("fix", record.get("fix_reference")),
+        ("written", f"{record.get('created_at')} by {record.get('created_by')}"),
+        ("last edit", f"{record.get('updated_at')} by {record.get('updated_by')} "
+                      f"(revision {record.get('revision')})"),
+    ]  # fmt: skip
+    stdout().print(fields_table(f"root cause of {found.incident.id}", rows))

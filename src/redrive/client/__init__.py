@@ -31,7 +31,7 @@ from redrive.client.errors import (
     UnauthenticatedError,
     UnreachableError,
 )
-from redrive.client.incidents import Incident, IncidentDetail
+from redrive.client.incidents import Incident, IncidentDetail, RootCauseRecord
 from redrive.client.legal_holds import LegalHold
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.redrives import RedriveTask
@@ -76,6 +76,7 @@ __all__ = [
     "RetentionPolicies",
     "RetentionPolicy",
     "RetryPolicy",
+    "RootCauseRecord",
     "ServerError",
     "SyncClient",
     "UnauthenticatedError",

@@ -248,10 +248,15 @@ class Client(
         meta: Mapping[str, Any] | None = None,
         args: list[Any] | None = None,
         retry: RetryPolicy | Mapping[str, Any] | None = None,
+        reason: str | None = None,
+        force: bool = False,
     ) -> Job:
         """Put a dead letter back to work (attempt 0), optionally changed: queue, priority and
-        args replace; meta and retry merge over what it had."""
+        args replace; meta and retry merge over what it had. `reason` is kept in the audit log;
+        `force` (an admin, with a reason) overrides a poison pill's refusal."""
         body = override_document(queue, priority, meta, args, retry)
+        body |= {"reason": reason} if reason is not None else {}
+        body |= {"force": True} if force else {}
         payload = await self._request("POST", f"{DEAD_LETTER}/{job_id}/retry", body or None)
         return Job.from_document(document_of(payload, "job"))
 

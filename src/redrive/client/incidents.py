@@ -1,5 +1,6 @@
 """Incidents in the client: typed results (an incident, one with its dead letters) and the
-operations on them (list, get, acknowledge, resolve with a fix reference, ignore, reopen)."""
+operations on them (list, get, acknowledge, resolve with a fix reference, ignore, reopen,
+classify), and their root-cause records (read, write, as Markdown)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ class Incident:
     state_changed_at: str | None
     state_changed_by: str | None
     raw: dict[str, Any] = field(repr=False)
+    classification: str = "unclassified"
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> Incident:
@@ -58,6 +60,7 @@ class Incident:
             state_changed_at=text_of(document, "state_changed_at"),
             state_changed_by=text_of(document, "state_changed_by"),
             raw=document,
+            classification=str(document.get("class", "unclassified")),
         )
 
 
@@ -76,6 +79,26 @@ class IncidentDetail:
             [DeadLetter.from_document(item) for item in items if isinstance(item, dict)]
             if isinstance(items, list)
             else [],
+        )
+
+
+@dataclass(frozen=True)
+class RootCauseRecord:
+    """An incident with its root-cause record (`root_cause` None until someone writes one:
+    then `category`, `root_cause`, `fix_reference`, who wrote it and when, in the dict) and the
+    seed's Markdown template filled in."""
+
+    incident: Incident
+    root_cause: dict[str, Any] | None
+    markdown: str
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> RootCauseRecord:
+        record = document.get("root_cause")
+        return cls(
+            Incident.from_document(document_of(document, "incident")),
+            record if isinstance(record, dict) else None,
+            str(document.get("markdown") or ""),
         )
 
 
@@ -141,3 +164,23 @@ class IncidentOperations(Connection):
     ) -> Incident:
         payload = await self._request("POST", f"{INCIDENTS}/{incident_id}/{action}", body)
         return Incident.from_document(document_of(payload, "incident"))
+
+    async def root_cause(self, incident_id: str) -> RootCauseRecord:
+        """An incident's root-cause record and its Markdown."""
+        payload = await self._request("GET", f"{INCIDENTS}/{incident_id}/root-cause")
+        return RootCauseRecord.from_document(payload)
+
+    async def record_root_cause(
+        self, incident_id: str, category: str, root_cause: str, fix_reference: str | None = None
+    ) -> RootCauseRecord:
+        """Write an incident's root cause (category: infrastructure, contract, business or
+        poison_pill) and the fix applied; a redrive of more than one dead letter needs one with
+        a fix reference for every incident it touches."""
+        body = {"category": category, "root_cause": root_cause, "fix_reference": fix_reference}
+        payload = await self._request("PUT", f"{INCIDENTS}/{incident_id}/root-cause", body)
+        return RootCauseRecord.from_document(payload)
+
+    async def classify_incident(self, incident_id: str, classification: str) -> Incident:
+        """Set an incident's class: infrastructure, contract, business, poison_pill or
+        unclassified."""
+        return await self._change(incident_id, "classify", {"class": classification})

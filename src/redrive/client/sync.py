@@ -24,7 +24,7 @@ from redrive.client.dead_letters import (
     UpcastPreview,
 )
 from redrive.client.errors import RedriveError
-from redrive.client.incidents import Incident, IncidentDetail
+from redrive.client.incidents import Incident, IncidentDetail, RootCauseRecord
 from redrive.client.legal_holds import LegalHold
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.redrives import RedriveTask
@@ -275,9 +275,12 @@ class SyncClient:
         meta: Mapping[str, Any] | None = None,
         args: list[Any] | None = None,
         retry: RetryPolicy | Mapping[str, Any] | None = None,
+        reason: str | None = None,
+        force: bool = False,
     ) -> Job:
         """Put a dead letter back to work (attempt 0), optionally changed: queue, priority and
-        args replace; meta and retry merge over what it had."""
+        args replace; meta and retry merge over what it had. `reason` is kept in the audit log;
+        `force` (an admin, with a reason) overrides a poison pill's refusal."""
         coroutine = self._client.retry_dead_letter(
             job_id,
             queue=queue,
@@ -285,6 +288,8 @@ class SyncClient:
             meta=meta,
             args=args,
             retry=retry,
+            reason=reason,
+            force=force,
         )
         return self._run(coroutine)
 
@@ -659,6 +664,28 @@ class SyncClient:
     def reopen_incident(self, incident_id: str) -> Incident:
         """Reopen an acknowledged, resolved or ignored incident."""
         return self._run(self._client.reopen_incident(incident_id))
+
+    def root_cause(self, incident_id: str) -> RootCauseRecord:
+        """An incident's root-cause record and its Markdown."""
+        return self._run(self._client.root_cause(incident_id))
+
+    def record_root_cause(
+        self,
+        incident_id: str,
+        category: str,
+        root_cause: str,
+        fix_reference: str | None = None,
+    ) -> RootCauseRecord:
+        """Write an incident's root cause (category: infrastructure, contract, business or
+        poison_pill) and the fix applied; a redrive of more than one dead letter needs one with
+        a fix reference for every incident it touches."""
+        coroutine = self._client.record_root_cause(incident_id, category, root_cause, fix_reference)
+        return self._run(coroutine)
+
+    def classify_incident(self, incident_id: str, classification: str) -> Incident:
+        """Set an incident's class: infrastructure, contract, business, poison_pill or
+        unclassified."""
+        return self._run(self._client.classify_incident(incident_id, classification))
 
     def start_redrive(
         self,

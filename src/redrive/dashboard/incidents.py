@@ -1,5 +1,6 @@
 """The dashboard's incident pages: the list (filters, two orders, older pages), one incident with
-its newest dead letters and the state buttons, and those buttons' posts."""
+its newest dead letters, the state buttons, its class and its root-cause record (a form for
+operators, read-only for viewers), and those forms' posts."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from redrive.domain.incident import (
     encode_incident_cursor,
     parse_incident_query,
 )
+from redrive.domain.root_cause import ACTIONS, CATEGORIES, CLASSES, check_class, parse_root_cause
 from redrive.service.facade import Service
 
 Handler = Callable[..., Awaitable[Response]]
@@ -63,7 +65,12 @@ def add_incident_routes(router: APIRouter, service: Service, wrap: Wrapper) -> N
     @wrap
     async def incident(incident_id: str, request: Request) -> Response:
         found, recent = await service.incidents.get(caller_of(request), incident_id)
+        _, root_cause = await service.incidents.root_cause(caller_of(request), incident_id)
         context = {
+            "root_cause": root_cause,
+            "classes": CLASSES,
+            "categories": CATEGORIES,
+            "action": ACTIONS[found.classification],
             "page": "incidents",
             "title": f"Incident {found.type}",
             "incident": found,
@@ -77,6 +84,32 @@ def add_incident_routes(router: APIRouter, service: Service, wrap: Wrapper) -> N
             "now": service.now(),
         }
         return render(request, "incident.html", context)
+
+    @router.post("/incidents/{incident_id}/root-cause")
+    @wrap
+    async def record_root_cause(incident_id: str, request: Request) -> Response:
+        form, refusal = await guarded_form(request)
+        if form is None:
+            return refusal or Response(status_code=403)
+        fix = (form.get("fix_reference") or "").strip() or None
+        values = {"category": form.get("category"), "root_cause": form.get("root_cause")}
+        written = parse_root_cause({**values, "fix_reference": fix})
+        changed, _ = await service.incidents.record_root_cause(
+            caller_of(request), incident_id, written
+        )
+        message = f"Root cause of incident {changed.id} ({changed.type}) recorded."
+        return redirect(request, f"{PREFIX}/incidents/{changed.id}", message)
+
+    @router.post("/incidents/{incident_id}/classify")
+    @wrap
+    async def classify_incident(incident_id: str, request: Request) -> Response:
+        form, refusal = await guarded_form(request)
+        if form is None:
+            return refusal or Response(status_code=403)
+        wanted = check_class(form.get("class"))
+        changed = await service.incidents.classify(caller_of(request), incident_id, wanted)
+        message = f"Incident {changed.id} ({changed.type}) classified as {wanted}."
+        return redirect(request, f"{PREFIX}/incidents/{changed.id}", message)
 
     @router.post("/incidents/{incident_id}/{action}")
     @wrap

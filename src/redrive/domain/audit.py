@@ -64,6 +64,8 @@ class Action(StrEnum):
     REDRIVE_CANCEL = "redrive.cancel"
     JOB_SCHEMA_REGISTER = "job_schema.register"
     ALERT_ACKNOWLEDGE = "alert.acknowledge"
+    INCIDENT_CLASSIFY = "incident.classify"
+    INCIDENT_ROOT_CAUSE = "incident.root_cause"  # each edit, with what it wrote
 
 
 class Outcome(StrEnum):

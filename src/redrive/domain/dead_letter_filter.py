@@ -63,6 +63,9 @@ class DeadLetterFilter:
     replay_count_below: int | None = None
     incident_id: str | None = None
     fingerprint: str | None = None
+    # Replay rules only: leave out dead letters of incidents that need a manual decision
+    # (business, poison_pill: domain/root_cause.py MANUAL_CLASSES).
+    automatic_only: bool | None = None
 
     @property
     def is_empty(self) -> bool:

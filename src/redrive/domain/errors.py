@@ -101,3 +101,20 @@ def at_index(error: OjsError, field: str, index: int) -> OjsError:
     error.details = {**error.details, "index": index}
     error.message = f"{field}[{index}]: {error.message}"
     return error
+
+
+class RootCauseRequired(Conflict):
+    """A redrive touching incidents without a root-cause record and fix reference (409)."""
+
+    code = "root_cause_required"
+    hint = (
+        "record each named incident's root cause and fix reference "
+        "(PUT /ojs/v1/admin/incidents/{id}/root-cause), then redrive again"
+    )
+
+
+class PoisonPill(Conflict):
+    """A redrive of dead letters whose incident is classified as a poison pill (409)."""
+
+    code = "poison_pill"
+    hint = "poison pills are archived and discarded; an admin may override with a reason"

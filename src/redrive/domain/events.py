@@ -23,6 +23,7 @@ EVENT_TYPES = frozenset(
         "incident.opened", "incident.regressed", "incident.resolved",
         "redrive.started", "redrive.completed", "redrive.cancelled",
         "alert.fired", "alert.acknowledged", "alert.resolved",
+        "incident.classified", "incident.root_cause_recorded",
     }
 )  # fmt: skip
 SOURCE = "ojs://redrive"
@@ -93,8 +94,9 @@ def failure_events(job: Job, dead_letter_reason: str | None) -> list[Event]:
 
 
 def incident_event(kind: str, incident: Incident, queue: str | None = None) -> Event:
-    """`incident.opened`, `incident.regressed` (in the queue of the dead letter that did it) or
-    `incident.resolved`, about one incident as it is after the change."""
+    """`incident.opened`, `incident.regressed` (in the queue of the dead letter that did it),
+    `incident.resolved`, `incident.classified` or `incident.root_cause_recorded`, about one
+    incident as it is after the change."""
     data: dict[str, Any] = {
         "incident_id": incident.id,
         "job_type": incident.type,
@@ -107,6 +109,7 @@ def incident_event(kind: str, incident: Incident, queue: str | None = None) -> E
         "queues": list(incident.queues),
         "changed_by": incident.state_changed_by,
         "fix_reference": incident.fix_reference,
+        "class": incident.classification,
     }
     return Event(kind, incident.tenant_id, queue, incident.type, incident.id, data)
 

@@ -10,7 +10,7 @@ transactions that move dead letters in and out.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -18,6 +18,7 @@ from redrive.domain.cursor import decode_cursor, encode_cursor
 from redrive.domain.dead_letter import DEAD, DeadLetter
 from redrive.domain.errors import Conflict, InvalidRequest
 from redrive.domain.fingerprint import Fingerprint
+from redrive.domain.root_cause import UNCLASSIFIED, ClassificationRule, classify
 
 OPEN = "open"
 ACKNOWLEDGED = "acknowledged"
@@ -74,6 +75,8 @@ class Incident:
     state_changed_at: int
     state_changed_by: str
     fix_reference: str | None = None
+    classification: str = UNCLASSIFIED
+    classified_by: str | None = None  # None: the classification rules, when it opened
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ class IncidentEntry:
     queues: tuple[str, ...]
     sample_dead_letter_id: str
     arrival: str
+    classification: str = UNCLASSIFIED  # what the rules say; kept if the incident exists
 
     def opened(self, incident: Incident) -> bool:
         """Whether the upsert of this entry created the incident."""
@@ -106,9 +110,14 @@ class IncidentEntry:
         return incident.state == REGRESSED and incident.state_changed_by == self.arrival
 
 
-def entries_of(found: Iterable[tuple[DeadLetter, Fingerprint]]) -> list[IncidentEntry]:
+def entries_of(
+    found: Iterable[tuple[DeadLetter, Fingerprint]],
+    rules: Sequence[ClassificationRule] = (),
+) -> list[IncidentEntry]:
     """One entry per incident the dead letters belong to, in id order (so that concurrent
-    writers lock incidents in one order); only episodes still `dead` count as dead now."""
+    writers lock incidents in one order), classified by `rules` (then the built-in ones; a new
+    incident takes the class, an existing one keeps its own); only episodes still `dead` count
+    as dead now."""
     groups: dict[str, list[tuple[DeadLetter, Fingerprint]]] = {}
     for dead, fingerprint in found:
         if dead.incident_id is not None:
@@ -133,6 +142,9 @@ def entries_of(found: Iterable[tuple[DeadLetter, Fingerprint]]) -> list[Incident
                 queues=tuple(sorted({dead.job.queue for dead, _ in members})),
                 sample_dead_letter_id=newest.id,
                 arrival=arrival(newest.id),
+                classification=classify(
+                    rules, newest.job.type, first[1].error_type, first[1].message
+                ),
             )
         )
     return entries

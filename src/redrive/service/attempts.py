@@ -122,7 +122,7 @@ async def record_failures(
             )  # fmt: skip
             found.append((dead, fingerprint))
             runtime.metrics.dead_letter_added[(dead.job.queue, dead.job.type)] += 1
-    entries = entries_of(found)
+    entries = entries_of(found, runtime.options.classification_rules)
     incidents = await transaction.enter_dead_letters([dead for dead, _ in found], entries)
     events = [event for _, o in landed for event in failure_events(o.job, o.dead_letter_reason)]
     events += arrival_events(entries, incidents)

@@ -9,7 +9,7 @@ from typing import Any
 
 from redrive.domain import dead_letter as episodes
 from redrive.domain.audit import Action, Outcome
-from redrive.domain.caller import Caller
+from redrive.domain.caller import Caller, Role
 from redrive.domain.dead_letter import (
     DeadLetter,
     DeadLetterStats,
@@ -18,16 +18,18 @@ from redrive.domain.dead_letter import (
     apply_override,
 )
 from redrive.domain.dead_letter_filter import DeadLetterFilter
-from redrive.domain.errors import InvalidRequest, NotFound
+from redrive.domain.errors import Forbidden, InvalidRequest, NotFound
 from redrive.domain.events import episode_event, job_event
 from redrive.domain.job import Job
 from redrive.domain.legal_hold import LegalHeld
 from redrive.domain.redaction import Redactor
+from redrive.domain.root_cause import POISON_PILL
 from redrive.domain.upcasting import Upcast, UpcastFailed, upcast
-from redrive.ports import DeadLetterMoves, Page
+from redrive.ports import DeadLetterMoves, Page, Transaction
 from redrive.service import visibility
 from redrive.service.audit import AuditService
 from redrive.service.legal_holds import active_holds, marked
+from redrive.service.redrive_policy import refuse_unfiltered, require_root_causes
 from redrive.service.runtime import Runtime
 
 BULK_CHUNK = 1000
@@ -63,6 +65,15 @@ class BulkResult:
     # A dry run's sample as it would be redriven: each dead letter's upcast (unchanged when its
     # type has no upcasters or it is already current).
     upcasts: list[Upcast] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RetryIntent:
+    """Why one dead letter is retried (kept in the audit log), and `force`: an admin's override
+    of a poison pill's refusal, which needs a reason."""
+
+    reason: str | None = None
+    force: bool = False
 
 
 @dataclass(frozen=True)
@@ -185,19 +196,37 @@ class DeadLetterService:
         counter[revived.queue] += 1
         return True
 
-    async def retry(self, caller: Caller, job_id: str, override: RetryOverride) -> Job:
+    async def retry(
+        self,
+        caller: Caller,
+        job_id: str,
+        override: RetryOverride,
+        intent: RetryIntent = RetryIntent(),
+    ) -> Job:
+        """Retry one dead letter (for debugging it needs no root cause, unless the server is
+        strict); a poison pill's is refused unless an admin forces it with a reason."""
+        if intent.force and (caller.role != Role.ADMIN or not intent.reason):
+            raise Forbidden(
+                "force (overriding a poison pill's refusal) needs an admin and a reason",
+                {"field": "force"},
+            )
         now = self.runtime.now()
+        tenant = caller.tenant_scope
         async with self.runtime.store.transaction(caller) as transaction:
-            dead = await transaction.get_dead_letter(job_id, caller.tenant_scope)
+            dead = await transaction.get_dead_letter(job_id, tenant)
             if dead is None:
                 raise NotFound("dead letter", job_id)
+            if not intent.force:
+                await self._check_single(transaction, dead, tenant)
             modified = apply_override(dead.job, override)
             modified = upcast(modified, self.runtime.options.upcasters).after
             if not await self.redrive(
                 transaction, dead, modified, episodes.RETRIED, caller.actor, now
             ):
                 raise NotFound("dead letter", job_id)
-            target = {"job_id": job_id, "modified": modified != dead.job}
+            target: dict[str, Any] = {"job_id": job_id, "modified": modified != dead.job}
+            target |= {"reason": intent.reason} if intent.reason else {}
+            target |= {"forced": True} if intent.force else {}
             await self.audit.record(caller, transaction, Action.DEAD_LETTER_RETRY, target, 1)
         return episodes.redrive(modified, now)
 
@@ -206,6 +235,18 @@ class DeadLetterService:
         override) and the same job upcast; UpcastFailed when an upcaster would refuse it."""
         dead, _ = await self.get(caller, job_id)
         return upcast(apply_override(dead.job, override), self.runtime.options.upcasters)
+
+    async def _check_single(
+        self, transaction: Transaction, dead: DeadLetter, tenant: str | None
+    ) -> None:
+        """A strict server asks a single retry for a root cause too; a poison pill's always
+        refused (without force)."""
+        if self.runtime.options.strict_redrive:
+            await require_root_causes(transaction, dead_letters=[dead], tenant_id=tenant)
+        elif dead.incident_id is not None:
+            incident = await transaction.get_incident(dead.incident_id, tenant)
+            if incident is not None and incident.classification == POISON_PILL:
+                await require_root_causes(transaction, dead_letters=[dead], tenant_id=tenant)
 
     async def delete(self, caller: Caller, job_id: str) -> None:
         """Delete the job's dead letter; 409 legal_hold, naming the holds, while one keeps it
@@ -243,10 +284,13 @@ class DeadLetterService:
         forgotten: list[MovedEpisode] = []
         async with self.runtime.store.transaction(caller) as transaction:
             holds = await active_holds(transaction, caller.tenant_scope)
-            for job_id in job_ids:
-                dead = await transaction.get_dead_letter(job_id, caller.tenant_scope)
-                if dead is None:
-                    continue
+            found = [await transaction.get_dead_letter(job_id, caller.tenant_scope)
+                     for job_id in job_ids]  # fmt: skip
+            chosen = [dead for dead in found if dead is not None]
+            if status == episodes.RETRIED and len(chosen) > 1:
+                await require_root_causes(transaction, None, chosen, caller.tenant_scope)
+            for dead in chosen:
+                job_id = dead.job_id
                 if status == episodes.DELETED and any(hold.covers(dead) for hold in holds):
                     held.append(job_id)
                     continue
@@ -342,6 +386,8 @@ class DeadLetterService:
         failure half-way leaves every job either back in its queue or still dead, and the status
         flip makes each episode move once even when several operators or replicas run the same
         bulk operation (each sees only what it moved)."""
+        if action == "retry" and not request.dry_run:
+            refuse_unfiltered(request.filters)
         _check_confirmed(request)
         if request.dry_run:
             return await self._dry_run(caller, request, action)
@@ -350,6 +396,9 @@ class DeadLetterService:
             # would leave the operator a half-done set to untangle).
             raise UpcastFailed(failures[0]["message"], {"job_id": failures[0]["job_id"]})
         filters = request.filters.scoped(caller.tenant_scope)
+        if action == "retry":
+            async with self.runtime.store.transaction(caller) as transaction:
+                await require_root_causes(transaction, filters)
         result = BulkResult(action=action)
         queues: set[str] = set()
         budget = sys.maxsize if request.limit is None else request.limit  # what lanes may take

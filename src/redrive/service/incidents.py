@@ -1,5 +1,6 @@
 """Incident use-cases: list and read incidents, change their state (acknowledge, resolve with a
-fix reference, ignore, reopen), and backfill episodes from before incidents. (Dead letters add
+fix reference, ignore, reopen), classify them, write and read their root-cause records, the
+redrive policy's check for a caller, and backfill episodes from before incidents. (Dead letters add
 to their incidents as they enter: service/attempts.py.)"""
 
 from __future__ import annotations
@@ -8,15 +9,17 @@ from dataclasses import replace
 
 from redrive.domain.audit import Action
 from redrive.domain.caller import SYSTEM, Caller
-from redrive.domain.dead_letter import DeadLetter, fingerprinted
+from redrive.domain.dead_letter import DEAD, DeadLetter, fingerprinted
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.errors import Conflict, NotFound
 from redrive.domain.events import incident_event
 from redrive.domain.incident import Incident, IncidentQuery, Transition, decide, entries_of
+from redrive.domain.root_cause import RootCause, RootCauseInput, record
 from redrive.ports import IncidentStore, Page
 from redrive.service import visibility
 from redrive.service.audit import AuditService
 from redrive.service.legal_holds import marked
+from redrive.service.redrive_policy import require_root_causes
 from redrive.service.runtime import Runtime
 
 RECENT_DEAD_LETTERS = 20
@@ -87,6 +90,101 @@ class IncidentService:
             )
         return changed
 
+    async def _incident(
+        self, transaction: IncidentStore, caller: Caller, incident_id: str
+    ) -> Incident:
+        incident = await transaction.get_incident(incident_id, caller.tenant_scope)
+        if incident is None:
+            raise NotFound("incident", incident_id)
+        return incident
+
+    async def classify(self, caller: Caller, incident_id: str, classification: str) -> Incident:
+        """Set an incident's class (the operator's word wins over the rules'); audited and
+        announced as `incident.classified`."""
+        now = self.runtime.now()
+        async with self.runtime.store.transaction(caller) as transaction:
+            before = await self._incident(transaction, caller, incident_id)
+            changed = await transaction.classify_incident(
+                incident_id, classification, caller.actor, caller.tenant_scope
+            )
+            if changed is None:
+                raise NotFound("incident", incident_id)
+            await self.runtime.emit(
+                transaction, [incident_event("incident.classified", changed)], now
+            )
+            target = {"incident_id": incident_id, "class": classification,
+                      "class_before": before.classification}  # fmt: skip
+            await self.audit.record(
+                caller, transaction, Action.INCIDENT_CLASSIFY, target, 1,
+                tenant_id=before.tenant_id,
+            )  # fmt: skip
+        return changed
+
+    async def root_cause(
+        self, caller: Caller, incident_id: str
+    ) -> tuple[Incident, RootCause | None]:
+        """The incident and its root-cause record (None when nobody wrote one yet)."""
+        async with self.runtime.store.transaction(caller) as transaction:
+            incident = await self._incident(transaction, caller, incident_id)
+            found = await transaction.get_root_cause(incident_id, caller.tenant_scope)
+        return incident, found
+
+    async def record_root_cause(
+        self, caller: Caller, incident_id: str, written: RootCauseInput
+    ) -> tuple[Incident, RootCause]:
+        """Write an incident's root-cause record (the author is the caller); its category
+        becomes the incident's class. Each edit is audited with what it wrote (the history),
+        and announced as `incident.root_cause_recorded`; 409 when someone wrote it meanwhile."""
+        now = self.runtime.now()
+        async with self.runtime.store.transaction(caller) as transaction:
+            incident = await self._incident(transaction, caller, incident_id)
+            existing = await transaction.get_root_cause(incident_id, caller.tenant_scope)
+            wanted = record(existing, incident.id, incident.tenant_id, written, now, caller.actor)
+            saved = await transaction.save_root_cause(wanted)
+            if saved is None:
+                raise Conflict(
+                    f"the root cause of incident {incident_id} was written meanwhile; read it "
+                    "and try again",
+                    {"incident_id": incident_id},
+                )
+            if incident.classification != written.category:
+                incident = (
+                    await transaction.classify_incident(
+                        incident_id, written.category, caller.actor, caller.tenant_scope
+                    )
+                    or incident
+                )
+            await self.runtime.emit(
+                transaction, [incident_event("incident.root_cause_recorded", incident)], now
+            )
+            target = {"incident_id": incident_id, "revision": saved.revision,
+                      "category": saved.category, "root_cause": saved.root_cause,
+                      "fix_reference": saved.fix_reference}  # fmt: skip
+            await self.audit.record(
+                caller, transaction, Action.INCIDENT_ROOT_CAUSE, target, 1,
+                tenant_id=incident.tenant_id,
+            )  # fmt: skip
+        return incident, saved
+
+    async def require_root_causes(
+        self,
+        caller: Caller,
+        filters: DeadLetterFilter | None = None,
+        job_ids: list[str] | None = None,
+    ) -> None:
+        """The redrive policy for a redrive by filter or of chosen jobs (paced redrive tasks call
+        it when they start): 409 `root_cause_required` naming the incidents touched that lack a
+        root cause with a fix reference, or `poison_pill`. See service/redrive_policy.py."""
+        tenant = caller.tenant_scope
+        async with self.runtime.store.transaction(caller) as transaction:
+            chosen = []
+            for job_id in job_ids or []:
+                dead = await transaction.get_dead_letter(job_id, tenant)
+                chosen += [dead] if dead is not None and dead.status == DEAD else []
+            await require_root_causes(
+                transaction, None if filters is None else filters.scoped(tenant), chosen, tenant
+            )
+
     async def backfill_batch(self, transaction: IncidentStore, limit: int = BACKFILL_BATCH) -> int:
         """Fingerprint up to `limit` episodes from before incidents (their errors redacted
         first: they may predate redaction) and count them in their incidents, opening none with
@@ -102,7 +200,11 @@ class IncidentService:
             pairs.append((fingerprinted(dead, fingerprint), fingerprint))
         written = await transaction.fingerprint_dead_letters([dead for dead, _ in pairs])
         await transaction.upsert_incidents(
-            entries_of(pair for pair in pairs if pair[0].id in written), False
+            entries_of(
+                (pair for pair in pairs if pair[0].id in written),
+                self.runtime.options.classification_rules,
+            ),
+            False,
         )
         return len(found)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from redrive.domain.caller import SYSTEM
 from redrive.service.runtime import Metrics, Runtime
@@ -20,6 +20,8 @@ class MetricsSnapshot:
     dead_letters_by_queue: dict[str, int]
     # (rule, severity, state) -> open alerts (firing or acknowledged) now
     open_alerts: dict[tuple[str, str, str], int]
+    # incident class -> dead letters held now in incidents of that class
+    dead_letters_by_class: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -44,11 +46,13 @@ class MetricsService:
             depth = await transaction.count_jobs(None, None)
             dead = await transaction.dead_letter_stats(None)
             alerts = await transaction.count_open_alerts(None)
+            by_class = await transaction.dead_letters_by_class()
         return MetricsSnapshot(
             counters=copy.deepcopy(self.runtime.metrics),
             queue_depth=dict(depth),
             dead_letters_by_queue=dict(dead.by_queue),
             open_alerts=alerts,
+            dead_letters_by_class=by_class,
         )
 
     async def health(self) -> HealthStatus:

@@ -12,12 +12,13 @@ from redrive.domain import dead_letter as episodes
 from redrive.domain import redrive
 from redrive.domain.audit import Action
 from redrive.domain.caller import SYSTEM, Caller
-from redrive.domain.errors import Conflict, InvalidRequest, NotFound
+from redrive.domain.errors import Conflict, NotFound
 from redrive.domain.redrive import RedriveRequest, RedriveTask, task_event
 from redrive.ports import Transaction
 from redrive.service import locks
 from redrive.service.audit import AuditService
 from redrive.service.dead_letters import BulkRequest, BulkResult, DeadLetterService
+from redrive.service.redrive_policy import refuse_unfiltered, require_root_causes
 from redrive.service.runtime import Runtime
 
 RUNNING_BATCH = 100  # running tasks advanced per tick
@@ -44,11 +45,7 @@ class RedriveService:
         """Start a task: pin the dead letters the filter (or incident) matches now, hold their
         queues, and let the maintenance loop move them at the task's rate. Every redrive task
         begins here (the HTTP route, bulk retry past a burst, the dashboard, the CLI)."""
-        if request.filters.is_empty:
-            raise InvalidRequest(
-                "a redrive needs a filter (or an incident): a redrive of everything is refused",
-                {"field": "filter"},
-            )
+        refuse_unfiltered(request.filters)
         rate = redrive.check_rate(request, caller, self.runtime.options.redrive_max_rate)
         filters = request.filters.scoped(caller.tenant_scope)
         now = self.runtime.now()
@@ -66,6 +63,9 @@ class RedriveService:
                 await transaction.get_incident(task.incident_id, caller.tenant_scope) is None
             ):
                 raise NotFound("incident", task.incident_id)
+            # Every incident the task would touch is explained by a root cause with a fix
+            # reference (409 root_cause_required naming those that are not; see redrive_policy).
+            await require_root_causes(transaction, filters)
             await transaction.insert_redrive_task(task)
             limit = sys.maxsize if request.limit is None else request.limit
             pinned = await transaction.pin_redrive_items(task.id, filters, limit)

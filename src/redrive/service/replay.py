@@ -84,7 +84,9 @@ class ReplayService:
         base = parse_filter(rule.filter, now).scoped(rule.tenant_id)
         cutoff = now - rule.delay_ms
         until = cutoff if base.until is None else min(base.until, cutoff)
-        filters = replace(base, until=until, replay_count_below=rule.max_replays)
+        filters = replace(
+            base, until=until, replay_count_below=rule.max_replays, automatic_only=True
+        )
         actor = f"rule:{rule.name}"
         caller = Caller.for_tenant(rule.tenant_id, actor, Role.OPERATOR)
         async with self.runtime.store.transaction(caller) as transaction:

@@ -15,6 +15,7 @@ from redrive.domain.identifiers import uuid7
 from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 from redrive.domain.retention import RetentionPolicy
 from redrive.domain.retry import RetryPolicy
+from redrive.domain.root_cause import ClassificationRule
 from redrive.domain.secret_box import SecretBox
 from redrive.domain.upcasting import Upcasters
 from redrive.domain.webhook_delivery import DeliveryOptions, delivery_job
@@ -58,6 +59,10 @@ class ServiceOptions:
     # The alert rules' thresholds, and how often they are evaluated.
     alerts: AlertConfig = field(default_factory=AlertConfig)
     alert_interval_ms: int = 15_000
+    # Classify incidents as they open (before the built-in rules, domain/root_cause.py).
+    classification_rules: tuple[ClassificationRule, ...] = ()
+    # Single retries need a root cause with a fix reference too (bulk ones always do).
+    strict_redrive: bool = False
 
 
 @dataclass

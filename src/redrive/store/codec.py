@@ -19,6 +19,7 @@ from redrive.domain.records import (
     retry_to_record,
 )
 from redrive.domain.replay import ReplayRule
+from redrive.domain.root_cause import RootCause
 from redrive.ports import StoredEvent
 
 JOB_COLUMNS = (
@@ -220,6 +221,23 @@ def incident_from_row(row: dict[str, Any]) -> Incident:
         state_changed_at=int(row["state_changed_at"]),
         state_changed_by=row["state_changed_by"],
         fix_reference=row["fix_reference"],
+        classification=row["classification"],
+        classified_by=row["classified_by"],
+    )
+
+
+def root_cause_from_row(row: dict[str, Any]) -> RootCause:
+    return RootCause(
+        incident_id=row["incident_id"],
+        tenant_id=row["tenant_id"],
+        category=row["category"],
+        root_cause=row["root_cause"],
+        fix_reference=row["fix_reference"],
+        created_by=row["created_by"],
+        created_at=int(row["created_at"]),
+        updated_by=row["updated_by"],
+        updated_at=int(row["updated_at"]),
+        revision=int(row["revision"]),
     )
 
 

@@ -1,10 +1,15 @@
-"""Incidents: lists, reads, guarded state changes, and the backfill of episodes from before
-incidents (entering dead letters add to their incidents in store/dead_letters.py)."""
+"""Incidents: lists, reads, guarded state changes, classes, root-cause records, which incidents
+a redrive touches that lack one, and the backfill of episodes from before incidents (entering
+dead letters add to their incidents in store/dead_letters.py)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from redrive.domain.dead_letter import DeadLetter
+from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, Sort, StateChange
+from redrive.domain.root_cause import RootCause, Unexplained
 from redrive.ports import IncidentStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import (
@@ -12,7 +17,9 @@ from redrive.store.codec import (
     dump,
     incident_entry_record,
     incident_from_row,
+    root_cause_from_row,
 )
+from redrive.store.dead_letters import filter_parameters
 
 
 class SqlIncidents(SqlBase, IncidentStore):
@@ -75,3 +82,54 @@ class SqlIncidents(SqlBase, IncidentStore):
             for dead in dead_letters
         ]  # fmt: skip
         return {row["id"] for row in await self._rows("fingerprint_dead_letters", rows=dump(rows))}
+
+    async def classify_incident(
+        self, incident_id: str, classification: str, classified_by: str, tenant_id: str | None
+    ) -> Incident | None:
+        rows = await self._rows(
+            "classify_incident",
+            id=incident_id,
+            classification=classification,
+            classified_by=classified_by,
+            tenant_id=tenant_id,
+        )
+        return incident_from_row(rows[0]) if rows else None
+
+    async def get_root_cause(self, incident_id: str, tenant_id: str | None) -> RootCause | None:
+        rows = await self._rows("select_root_cause", incident_id=incident_id, tenant_id=tenant_id)
+        return root_cause_from_row(rows[0]) if rows else None
+
+    async def save_root_cause(self, root_cause: RootCause) -> RootCause | None:
+        rows = await self._rows("save_root_cause", **asdict(root_cause))
+        return root_cause_from_row(rows[0]) if rows else None
+
+    async def unexplained_incidents(
+        self, filters: DeadLetterFilter, limit: int
+    ) -> list[Unexplained]:
+        # An error type alone: read the few incidents from its index rather than probe each.
+        by_error = filters.error_type is not None and all(
+            value is None
+            for value in (filters.incident_id, filters.queue, filters.type,
+                          filters.type_prefix, filters.fingerprint)
+        )  # fmt: skip
+        named = (
+            "select_unexplained_incidents_by_error" if by_error else "select_unexplained_incidents"
+        )
+        rows = await self._rows(named, limit=limit, **filter_parameters(filters))
+        return [Unexplained(row["id"], row["message"], row["classification"]) for row in rows]
+
+    async def unexplained_among(
+        self, incident_ids: list[str], tenant_id: str | None
+    ) -> list[Unexplained]:
+        if not incident_ids:
+            return []
+        rows = await self._rows(
+            "select_unexplained_among",
+            ids=self.executor.list_parameter(incident_ids),
+            tenant_id=tenant_id,
+        )
+        return [Unexplained(row["id"], row["message"], row["classification"]) for row in rows]
+
+    async def dead_letters_by_class(self) -> dict[str, int]:
+        rows = await self._rows("count_dead_by_incident_class")
+        return {row["classification"]: int(row["count"]) for row in rows}

@@ -259,6 +259,9 @@ FROM json_each(:rows) ORDER BY key;
   AND (:replay_count_below IS NULL OR replay_count < :replay_count_below)
   AND (:incident_id IS NULL OR incident_id = :incident_id)
   AND (:fingerprint IS NULL OR fingerprint = :fingerprint)
+  AND (:automatic_only IS NULL OR incident_id IS NULL OR NOT EXISTS (
+      SELECT 1 FROM incidents WHERE incidents.id = dead_letters.incident_id
+        AND incidents.classification IN ('business', 'poison_pill')))
 
 -- name: select_dead_letters
 SELECT * FROM dead_letters
@@ -491,14 +494,14 @@ DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'di
 INSERT INTO incidents (
     id, tenant_id, type, fingerprint, fingerprint_version, error_type, message, state,
     dead_count, total_count, first_seen_at, last_seen_at, queues, sample_dead_letter_id,
-    state_changed_at, state_changed_by
+    state_changed_at, state_changed_by, classification
 )
 SELECT
     value ->> '$.id', value ->> '$.tenant_id', value ->> '$.type', value ->> '$.fingerprint',
     value ->> '$.fingerprint_version', value ->> '$.error_type', value ->> '$.message', 'open',
     value ->> '$.dead_count', value ->> '$.total_count', value ->> '$.first_seen_at',
     value ->> '$.last_seen_at', value -> '$.queues', value ->> '$.sample_dead_letter_id',
-    value ->> '$.first_seen_at', value ->> '$.arrival'
+    value ->> '$.first_seen_at', value ->> '$.arrival', value ->> '$.classification'
 FROM json_each(:incidents) WHERE true
 ORDER BY value ->> '$.id'
 ON CONFLICT (id) DO UPDATE SET
@@ -567,6 +570,101 @@ UPDATE incidents SET
     state_changed_by = :changed_by
 WHERE id = :id AND state = :expected_state AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 RETURNING *;
+
+-- name: classify_incident
+UPDATE incidents SET classification = :classification, classified_by = :classified_by
+WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+RETURNING *;
+
+-- name: count_dead_by_incident_class
+-- Dead letters held now per incident class, across tenants (one row per incident read).
+SELECT classification, SUM(dead_count) AS count FROM incidents GROUP BY classification;
+
+-- name: select_root_cause
+SELECT * FROM root_causes
+WHERE incident_id = :incident_id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+
+-- name: save_root_cause
+-- Guarded by the revision read (0: none yet): no row means someone wrote it meanwhile.
+INSERT INTO root_causes (
+    incident_id, tenant_id, category, root_cause, fix_reference, created_by, created_at,
+    updated_by, updated_at, revision
+) VALUES (
+    :incident_id, :tenant_id, :category, :root_cause, :fix_reference, :created_by, :created_at,
+    :updated_by, :updated_at, :revision
+)
+ON CONFLICT (incident_id) DO UPDATE SET
+    category = excluded.category, root_cause = excluded.root_cause,
+    fix_reference = excluded.fix_reference, updated_by = excluded.updated_by,
+    updated_at = excluded.updated_at, revision = excluded.revision
+WHERE root_causes.revision = excluded.revision - 1
+RETURNING *;
+
+-- name: select_unexplained_incidents
+-- The incidents a redrive by filter would touch that lack a root cause with a fix reference or
+-- are poison pills, and (id NULL) whether it touches dead letters in no incident. Set-based:
+-- one probe of the incident index per incident left to explain, whatever the dead letters.
+SELECT * FROM (
+    SELECT incidents.id AS id, incidents.message AS message,
+           incidents.classification AS classification
+    FROM incidents
+    WHERE (:tenant_id IS NULL OR incidents.tenant_id = :tenant_id)
+      AND incidents.dead_count > 0
+      -- What the incident row alone rules out (its queues only ever widen), before any probe.
+      AND (:incident_id IS NULL OR incidents.id = :incident_id)
+      AND (:type IS NULL OR incidents.type = :type)
+      AND (:type_prefix IS NULL OR substr(incidents.type, 1, length(:type_prefix)) = :type_prefix)
+      AND (:queue IS NULL OR EXISTS (
+          SELECT 1 FROM json_each(incidents.queues) WHERE value = :queue))
+      AND (:fingerprint IS NULL OR incidents.fingerprint = :fingerprint)
+      AND (incidents.classification = 'poison_pill' OR NOT EXISTS (
+          SELECT 1 FROM root_causes
+          WHERE root_causes.incident_id = incidents.id AND root_causes.fix_reference IS NOT NULL))
+      AND EXISTS (
+          SELECT 1 FROM dead_letters
+          WHERE dead_letters.incident_id = incidents.id AND status = :status
+            AND {dead_letter_filter})
+    ORDER BY incidents.dead_count DESC, incidents.id
+    LIMIT :limit
+)
+UNION ALL
+SELECT NULL, NULL, NULL WHERE EXISTS (
+    SELECT 1 FROM dead_letters
+    WHERE status = :status AND dead_letters.incident_id IS NULL AND {dead_letter_filter});
+
+-- name: select_unexplained_incidents_by_error
+-- The same for a filter that names an error type and nothing an incident row could rule out:
+-- the incidents its dead letters belong to are read from those dead letters (the error-type
+-- index), then the ones left to explain kept; probing every incident would read them all.
+WITH touched AS MATERIALIZED (
+    SELECT DISTINCT incident_id FROM dead_letters WHERE status = :status AND {dead_letter_filter}
+)
+SELECT * FROM (
+    SELECT incidents.id AS id, incidents.message AS message,
+           incidents.classification AS classification
+    FROM incidents JOIN touched ON touched.incident_id = incidents.id
+    WHERE (:tenant_id IS NULL OR incidents.tenant_id = :tenant_id)
+      AND (incidents.classification = 'poison_pill' OR NOT EXISTS (
+          SELECT 1 FROM root_causes
+          WHERE root_causes.incident_id = incidents.id AND root_causes.fix_reference IS NOT NULL))
+    ORDER BY incidents.dead_count DESC, incidents.id
+    LIMIT :limit
+)
+UNION ALL
+SELECT NULL, NULL, NULL WHERE EXISTS (SELECT 1 FROM touched WHERE incident_id IS NULL);
+
+-- name: select_unexplained_among
+-- Of these incidents (:ids), those that lack a root cause with a fix reference or are poison
+-- pills (an id with no incident row is left out: the caller names it).
+SELECT incidents.id AS id, incidents.message AS message,
+       incidents.classification AS classification
+FROM incidents
+WHERE incidents.id IN (SELECT value FROM json_each(:ids))
+  AND (:tenant_id IS NULL OR incidents.tenant_id = :tenant_id)
+  AND (incidents.classification = 'poison_pill' OR NOT EXISTS (
+      SELECT 1 FROM root_causes
+      WHERE root_causes.incident_id = incidents.id AND root_causes.fix_reference IS NOT NULL))
+ORDER BY incidents.id;
 
 -- name: select_unfingerprinted_dead_letters
 -- Episodes from before incidents (a partial index holds exactly these), oldest id first.
