@@ -14,7 +14,13 @@ from redrive.api.worker_requests import batch_items, each_parsed, fetch_request,
 from redrive.domain import redrive
 from redrive.domain.caller import Caller, Role
 from redrive.domain.dead_letter_filter import DeadLetterFilter
-from redrive.domain.errors import Conflict, Forbidden, InvalidRequest, OjsError
+from redrive.domain.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    OjsError,
+    RootCauseRequired,
+)
 from redrive.domain.incident import REGRESSED, RESOLVED, Transition, parse_incident_query
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.redrive import RedriveRequest, RedriveTask
@@ -23,6 +29,7 @@ from redrive.service.attempts import AckRequest
 from redrive.service.dead_letters import BulkRequest, BulkResult
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
+from tests.behaviour.ojs_http import explain_all
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
 from tests.support.options import service_options
@@ -33,8 +40,12 @@ POLICY = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
 ERROR = {"type": "StripeTimeout", "message": "stripe API timed out after 30s"}
 
 
-async def kill(service: Service, count: int, queue: str = "billing") -> list[str]:
-    """Enqueue `count` jobs on `queue` that die at their first failure; their ids."""
+async def kill(
+    service: Service, count: int, queue: str = "billing", explained: bool = True
+) -> list[str]:
+    """Enqueue `count` jobs on `queue` that die at their first failure; their ids. Unless told
+    otherwise, their incident then gets a root cause with a fix reference (the redrive policy
+    asks it of every task)."""
     ids: list[str] = []
     while len(ids) < count:
         size = min(500, count - len(ids))
@@ -54,7 +65,23 @@ async def kill(service: Service, count: int, queue: str = "billing") -> list[str
             CALLER, each_parsed(batch_items({"nacks": nacks}, "nacks"), nack_request)
         )
         ids += [job.id for job in jobs]
+    if explained:
+        await explain_all(service, CALLER)
     return ids
+
+
+async def test_a_task_is_refused_while_an_incident_it_touches_has_no_root_cause(
+    service: Service,
+) -> None:
+    ids = await kill(service, 150, explained=False)
+    incident_id = (await service.dead_letters.get(CALLER, ids[0]))[0].incident_id
+    with pytest.raises(RootCauseRequired) as refused:
+        await service.redrives.start(OPERATOR, RedriveRequest(by_queue("billing")))
+    assert [item["id"] for item in refused.value.details["incidents"]] == [incident_id]
+    assert await service.redrives.search(CALLER) == []
+    assert await dead_count(service, "billing") == 150
+    with pytest.raises(InvalidRequest):  # no filter at all: refused whatever else is said
+        await service.redrives.start(OPERATOR, RedriveRequest(DeadLetterFilter()))
 
 
 def by_queue(queue: str) -> DeadLetterFilter:

@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from redrive.service.facade import Service
+from tests.behaviour.ojs_http import explain_all
 from tests.behaviour.test_incidents import die, incident_of
 from tests.dashboard.conftest import post_form, session_token
 from tests.support.callers import ACROSS_TENANTS
@@ -20,6 +21,7 @@ async def test_redrive_with_pacing_from_an_incident_and_steer_it(
 ) -> None:
     incident = await incident_of(dashboard, await die(dashboard))
     await die(dashboard, "stripe API timed out after 99s (POST /v1/charges)")
+    await explain_all(service, ACROSS_TENANTS)  # the redrive policy asks for a root cause
     page = await dashboard.get(f"/ui/incidents/{incident}")
     assert ">Redrive with pacing</button>" in page.text
     empty = await dashboard.get("/ui/redrives")
