@@ -49,6 +49,7 @@ GLOBEX = Caller.for_tenant("globex", "test", Role.ADMIN)
 SEEDED = {"jobs", "dead_letters", "dead_letter_tallies", "events", "queues", "incidents"}
 SEEDED = {
     "jobs", "dead_letters", "dead_letter_tallies", "events", "queues", "webhook_subscriptions",
+    "legal_holds",
 }  # fmt: skip
 TENANT_TABLES = """
 SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity
@@ -122,6 +123,9 @@ async def isolated(database: str) -> AsyncIterator[Isolated]:
             assert made.status_code == 201, made.text
             await enqueue(client, "test.live", headers=headers, queue="mail")
             await kill_job(client, headers=headers)
+            hold = {"filter": {"queue": "mail"}, "reason": f"case of {tenant}"}
+            held = await client.post("/ojs/v1/admin/legal-holds", json=hold, headers=headers)
+            assert held.status_code == 201, held.text
     await seeding.close()
     store = PostgresStore(database, min_size=1, max_size=1)
     await store.open()
