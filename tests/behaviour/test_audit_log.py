@@ -312,7 +312,9 @@ async def test_a_replay_rule_firing_is_recorded_as_the_rule(
 async def test_the_sweeper_prune_is_recorded_in_each_tenant_chain_it_touched(
     client: httpx.AsyncClient, service: Service, clock: ManualClock
 ) -> None:
-    assert (await client.put(RETENTION, json={"max_age": "PT1H"})).status_code == 200
+    assert (
+        await client.put(RETENTION, json={"max_age": "PT1H", "min_age": "P0D"})
+    ).status_code == 200
     await kill_job(client, queue="mail")
     await kill_job(client, queue="mail", headers={"X-OJS-Tenant": "acme"})
     clock.advance(2 * 3_600_000)

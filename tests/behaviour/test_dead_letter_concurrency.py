@@ -220,7 +220,9 @@ async def test_two_replicas_pruning_at_once_remove_exactly_the_excess(
         created += await make_dead_letters(service, 40, "capped")
         clock.advance(1_000)
     newest = created[-40:]
-    put = await client.put("/ojs/v1/dead-letter/retention", json={"max_count": 40})
+    put = await client.put(
+        "/ojs/v1/dead-letter/retention", json={"max_count": 40, "min_age": "P0D"}
+    )  # the floor off: these are all young
     assert put.status_code == 200, put.text
     async with replica(database_url, clock, seed=17) as (other_service, _):
         reports = await asyncio.gather(

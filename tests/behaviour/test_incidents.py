@@ -293,7 +293,7 @@ async def test_pruning_takes_dead_letters_off_and_restoring_an_archive_puts_them
         assert await counts(client, incident) == (3, 3)
         assert {await incident_of(client, job) for job in jobs} == {incident}
 
-        policy = {"max_count": 10, "max_age": "P1D", "pruning_policy": "delete"}
+        policy = {"max_count": 10, "max_age": "P1D", "pruning_policy": "delete", "min_age": "P0D"}
         assert (await client.put("/ojs/v1/dead-letter/retention", json=policy)).status_code == 200
         clock.advance(2 * 86_400_000)
         report = (await client.post("/ojs/v1/dead-letter/prune", json={"confirm": True})).json()

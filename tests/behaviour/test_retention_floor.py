@@ -9,7 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
+from redrive.domain.caller import SYSTEM
 from redrive.domain.durations import format_timestamp
+from redrive.service.facade import Service
 from tests.behaviour.ojs_http import forbid_server_errors
 from tests.behaviour.test_dead_letter_retention import (
     DAY,
@@ -163,3 +165,28 @@ async def test_archived_dead_letters_leave_tombstones_that_a_restore_replaces(
     assert restore.json()["restored"] == 1, restore.text
     assert await listed(archiving, "archived") == []
     assert await labels(archiving) == {"a1", "a2"}
+
+
+async def test_young_at_next_prune_counts_only_those_younger_than_a_week_that_would_go(
+    client: httpx.AsyncClient, clock: ManualClock, service: Service
+) -> None:
+    for label in ("old-1", "old-2", "old-3"):
+        await kill_labelled(client, clock, "mixed", label)
+    clock.advance(10 * DAY)
+    for label in ("new-1", "new-2"):
+        await kill_labelled(client, clock, "mixed", label)
+    clock.advance(4 * DAY)  # the old ones died 14 days ago, the new ones 4
+    young = service.retention.young_at_next_prune
+    await put_policy(client, {"min_age": "P0D", "max_count": 2})
+    assert await young(SYSTEM) == 0  # the three old ones go
+    await put_policy(client, {"max_count": 1})
+    assert await young(SYSTEM) == 1  # and new-1
+    await put_policy(client, {"min_age": "P3D"})
+    assert await young(SYSTEM) == 1  # new-1 is past a 3-day floor
+    await put_policy(client, {"min_age": "P8D"})
+    assert await young(SYSTEM) == 0  # an 8-day floor keeps both
+    await put_policy(client, {"min_age": "P0D", "max_age": "P5D", "max_count": 100})
+    assert await young(SYSTEM) == 0  # by age: only the old ones
+    await put_policy(client, {"max_age": "P3D"})
+    assert await young(SYSTEM) == 2
+    assert (await prune_now(client))["deleted"] == 5

@@ -51,6 +51,7 @@ SEEDED = {
     "jobs", "dead_letters", "dead_letter_tallies", "events", "queues", "webhook_subscriptions",
     "job_schemas",
     "alerts",
+    "legal_holds",
 }  # fmt: skip
 TENANT_TABLES = """
 SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity
@@ -129,6 +130,9 @@ async def isolated(database: str) -> AsyncIterator[Isolated]:
             assert registered.status_code == 200, registered.text
             await enqueue(client, "test.live", headers=headers, queue="mail")
             await kill_job(client, headers=headers)
+            hold = {"filter": {"queue": "mail"}, "reason": f"case of {tenant}"}
+            held = await client.post("/ojs/v1/admin/legal-holds", json=hold, headers=headers)
+            assert held.status_code == 201, held.text
         await service.sweeper.evaluate_alerts()  # each tenant's new dead letter fires one
     await seeding.close()
     store = PostgresStore(database, min_size=1, max_size=1)

@@ -50,7 +50,7 @@ def test_policy_show_set_unset_round_trip(server: RedriveServer) -> None:
         policy = client.get("/ojs/v1/dead-letter/retention/billing").json()["policy"]
     assert policy == {
         "queue": "billing", "scope": "queue", "max_age": "P365D", "max_count": 50000,
-        "pruning_policy": "archive",
+        "pruning_policy": "archive", "min_age": "P90D",
     }  # fmt: skip
 
     table = redrive(server, "dlq", "policy", "show")

@@ -105,7 +105,6 @@ async def overview(service: Service, caller: Caller) -> dict[str, Any]:
         "oldest_at": stats.oldest_at,
         "next_prune_at": service.retention.next_prune_at(),
         "young_at_next_prune": await service.retention.young_at_next_prune(caller),
-        "floor_holding": sum((await service.retention.floor_holding(caller)).values()),
     }
 
 

@@ -209,11 +209,14 @@ class RetentionService:
                     )
                 excess = max(plan.excess - by_age, 0)
                 young += by_age
-                if excess:
-                    floor = policy.count_cutoff(now)
-                    removable = await _count(transaction, scope, floor, excess)
-                    oldest = week_ago if floor is None else min(floor, week_ago)
-                    young += max(removable - await _count(transaction, scope, oldest, excess), 0)
+                floor = policy.count_cutoff(now)
+                if excess and (floor is None or floor > week_ago):  # else none younger goes
+                    # The count takes the oldest first: young ones go only when fewer than
+                    # `excess` older than a week are removable (each count stops at `excess`).
+                    older = await _count(transaction, scope, week_ago, excess)
+                    if older < excess:
+                        removable = await _count(transaction, scope, floor, excess)
+                        young += max(removable - older, 0)
         return young
 
     async def _drain(
