@@ -27,7 +27,7 @@ from redrive.domain.keys import KeyRequest
 from redrive.ports import Page, Store
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
-from tests.behaviour.ojs_http import assert_error, forbid_server_errors
+from tests.behaviour.ojs_http import ROOT_CAUSE, assert_error, forbid_server_errors
 from tests.support.clock import ManualClock
 from tests.support.options import service_options
 
@@ -150,6 +150,11 @@ async def seed(http: httpx.AsyncClient, admin: str) -> dict[str, str]:
         headers=headers,
     )
     assert hook.status_code == 201, hook.text
+    incident_id = dead.json()["job"]["incident_id"]
+    explained = await http.put(  # the redrive policy: a task needs the incident explained
+        f"/ojs/v1/admin/incidents/{incident_id}/root-cause", json=ROOT_CAUSE, headers=headers
+    )
+    assert explained.status_code == 200, explained.text
     task = await http.post(
         "/ojs/v1/dead-letter/redrives", json={"filter": {"queue": "mail"}}, headers=headers
     )
@@ -169,7 +174,7 @@ async def seed(http: httpx.AsyncClient, admin: str) -> dict[str, str]:
         "hold_id": hold.json()["legal_hold"]["id"],
         "subscription_id": hook.json()["subscription"]["id"],
         "job_id": job_id,
-        "incident_id": dead.json()["job"]["incident_id"],
+        "incident_id": incident_id,
         "rule_id": rule.json()["rule"]["id"],
         "name": "mail",
         "queue": "mail",
