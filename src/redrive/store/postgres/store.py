@@ -42,7 +42,6 @@ ALL_TENANTS = "*"
 BEGIN_CACHE_SIZE = 10_000
 MIGRATION_LOCK_KEY = 0x7265647269766500  # "redrive\0"
 CHANNEL = "redrive_jobs"
-NOTIFY = "SELECT pg_notify(%s, %s)"
 log = logging.getLogger("redrive.store.postgres")
 # Filter queries keep custom plans: a generic prepared plan is slow on skewed data.
 UNPREPARED = frozenset(
@@ -63,8 +62,8 @@ UNPREPARED = frozenset(
 
 class PostgresExecutor:
     """Runs one transaction's statements on its connection, saving round trips: BEGIN and the
-    tenant go out in one pipeline with the first statement, and the wake-ups (NOTIFY) with the
-    COMMIT. A transaction that runs no statement sends nothing."""
+    tenant go out in one pipeline with the first statement, and the wake-ups (NOTIFY) in one
+    simple query with the COMMIT. A transaction that runs no statement sends nothing."""
 
     def __init__(
         self, connection: psycopg.AsyncConnection[dict[str, Any]], store: PostgresStore,
@@ -119,16 +118,20 @@ class PostgresExecutor:
         self.wake |= queues
 
     async def commit(self) -> None:
-        """The wake-ups and COMMIT in one round trip; nothing when no statement ran."""
+        """The wake-ups and COMMIT in one simple query (one round trip, no pipeline to set up);
+        nothing when no statement ran."""
         if self.begin and not self.wake:
             return
-        async with self.connection.pipeline():
-            for part in self.begin:
-                await self.connection.execute(part, prepare=False)
-            for queue in sorted(self.wake):
-                await self.connection.execute(NOTIFY, (CHANNEL, queue))
-            await self.connection.execute(b"COMMIT", prepare=False)
+        parts = [*self.begin]
+        parts.extend(
+            sql.SQL("SELECT pg_notify({}, {})")
+            .format(sql.Literal(CHANNEL), sql.Literal(queue))
+            .as_bytes(self.connection)
+            for queue in sorted(self.wake)
+        )
+        parts.append(b"COMMIT")
         self.begin = []
+        await self.connection.execute(b"; ".join(parts), prepare=False)
 
 
 def _load_json_as_text(connection: psycopg.AsyncConnection[Any]) -> None:
