@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from redrive.api.worker_requests import fetch_request
 from redrive.domain.envelope import read_envelope
 from redrive.domain.errors import Duplicate
 from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
@@ -120,3 +121,17 @@ async def test_a_subscribed_tenant_adds_one_round_trip_for_its_deliveries(
     assert wire.round_trips == 3, wire.messages
     _, deliveries = await service.jobs.list(CALLER, JobFilter(queue=WEBHOOK_QUEUE), 10, 0)
     assert deliveries == 2
+
+
+async def test_a_fetch_of_a_hundred_jobs_is_a_fixed_number_of_round_trips(
+    wired: tuple[Service, Wire],
+) -> None:
+    """Per claimed batch, not per job: promote due jobs (with BEGIN), paused queues, the claim,
+    the worker's record, the started events, COMMIT."""
+    service, wire = wired
+    await service.jobs.enqueue_batch(CALLER, [read_envelope(job()) for _ in range(100)])
+    request = fetch_request({"queues": ["mail"], "count": 100, "worker_id": "w1"})
+    async with wire.counting():
+        claimed = await service.workers.fetch(CALLER, request)
+    assert len(claimed) == 100
+    assert wire.round_trips == 6, wire.messages
