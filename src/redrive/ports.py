@@ -28,7 +28,7 @@ class Clock(Protocol):
 
 @dataclass(frozen=True)
 class Claim:
-    """A request to lease up to `limit` available jobs of one queue."""
+    """A request to lease up to `limit` available jobs of one queue (none of a paused one)."""
 
     queue: str
     limit: int

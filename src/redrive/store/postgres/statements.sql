@@ -146,12 +146,19 @@ WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
   AND (CAST(:type AS text) IS NULL OR type = :type);
 
 -- name: claim_jobs
--- MATERIALIZED: the pick runs once, so no more than :limit are claimed whatever the plan.
+-- MATERIALIZED: the pick runs once, so no more than :limit are claimed whatever the plan. Nothing
+-- is claimed from a queue the caller's tenant paused (a caller spanning every tenant, :tenant_id
+-- NULL: one any tenant paused, as its claim would take that tenant's jobs too).
 WITH candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE queue = :queue AND state = 'available'
       AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
       AND (expires_at IS NULL OR expires_at > :now)
+      AND NOT EXISTS (
+          SELECT 1 FROM queues
+          WHERE queues.name = :queue AND queues.paused
+            AND (CAST(:tenant_id AS text) IS NULL OR queues.tenant_id = :tenant_id)
+      )
     ORDER BY priority DESC, sequence
     LIMIT :limit
     FOR UPDATE SKIP LOCKED

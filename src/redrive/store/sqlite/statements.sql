@@ -161,6 +161,8 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:type IS NULL OR type = :type);
 
 -- name: claim_jobs
+-- Nothing is claimed from a queue the caller's tenant paused (a caller spanning every tenant,
+-- :tenant_id NULL: one any tenant paused, as its claim would take that tenant's jobs too).
 UPDATE jobs SET
     state = 'active', attempt = attempt + 1, started_at = :now, worker_id = :worker_id,
     lease_token = :lease_token,
@@ -172,6 +174,11 @@ WHERE sequence IN (
     WHERE queue = :queue AND state = 'available'
       AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
       AND (expires_at IS NULL OR expires_at > :now)
+      AND NOT EXISTS (
+          SELECT 1 FROM queues
+          WHERE queues.name = :queue AND queues.paused
+            AND (:tenant_id IS NULL OR queues.tenant_id = :tenant_id)
+      )
     ORDER BY priority DESC, sequence
     LIMIT :limit
 )
