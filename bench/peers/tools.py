@@ -238,8 +238,8 @@ REDRIVE_EMBEDDED = Tool(
     done=REDRIVE_DONE,
     exactly=REDRIVE_EXACTLY,
     notes=[
-        "`redrive worker --embedded --database-url` (defaults); the producer is the service "
-        "in-process on the database",
+        "`redrive worker --embedded --database-url` (defaults); the producer is "
+        "`redrive.Embedded`, the in-process API, on the database",
         "REDRIVE_DEAD_LETTER_MAX_COUNT raised to N when N > 10,000, as for HTTP",
     ],
 )

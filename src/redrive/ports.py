@@ -33,7 +33,7 @@ class Clock(Protocol):
 
 @dataclass(frozen=True)
 class Claim:
-    """A request to lease up to `limit` available jobs of one queue."""
+    """A request to lease up to `limit` available jobs of one queue (none of a paused one)."""
 
     queue: str
     limit: int
@@ -101,12 +101,24 @@ class JobChange:
     expected_lease_token: str | None
 
 
+@dataclass(frozen=True)
+class Enqueued:
+    """What an enqueue wrote: the ids inserted (one that existed already is absent) and the
+    active webhook subscriptions of its events' tenants."""
+
+    inserted: set[str]
+    listeners: list[Listener]
+
+
 class JobStore(Protocol):
     """The live jobs: write and read them, lease them, promote and expire them, count them, and
     wake waiting fetches (on commit) when a queue gets work."""
 
     async def insert_job(self, job: Job) -> bool: ...
     async def insert_jobs(self, jobs: list[Job]) -> set[str]: ...
+    async def enqueue_jobs(
+        self, jobs: list[Job], events: list[StoredEvent], now: int
+    ) -> Enqueued: ...
     async def upsert_job(self, job: Job) -> None: ...
     async def update_job(
         self, job: Job, expected_state: str, expected_lease: str | None

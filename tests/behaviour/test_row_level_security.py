@@ -75,22 +75,24 @@ def owner_run(url: str, *statements: str) -> None:
             connection.execute(statement)
 
 
-def connection_of(transaction: SqlTransaction) -> psycopg.AsyncConnection[dict[str, Any]]:
+async def connection_of(
+    transaction: SqlTransaction,
+) -> psycopg.AsyncConnection[dict[str, Any]]:
     executor = transaction.executor
     assert isinstance(executor, PostgresExecutor)
-    return executor.connection
+    return await executor.begun()
 
 
 async def tenants_seen(store: PostgresStore, caller: Caller, table: str) -> set[str]:
     """Every tenant_id an unfiltered SELECT of the whole table returns to the caller."""
     async with store.transaction(caller) as transaction:
-        cursor = await connection_of(transaction).execute(f"SELECT tenant_id FROM {table}")
+        cursor = await (await connection_of(transaction)).execute(f"SELECT tenant_id FROM {table}")
         return {row["tenant_id"] for row in await cursor.fetchall()}
 
 
 async def backend_pid(store: PostgresStore, caller: Caller) -> int:
     async with store.transaction(caller) as transaction:
-        return connection_of(transaction).info.backend_pid
+        return (await connection_of(transaction)).info.backend_pid
 
 
 @dataclass
@@ -177,7 +179,7 @@ async def test_a_tenant_transaction_that_failed_leaves_nothing_on_the_connection
     store = isolated.store
     with pytest.raises(psycopg.errors.DivisionByZero):
         async with store.transaction(GLOBEX) as transaction:
-            await connection_of(transaction).execute("SELECT 1 / 0")
+            await (await connection_of(transaction)).execute("SELECT 1 / 0")
     assert await tenants_seen(store, ACME, "jobs") == {"acme"}
     async with store.pool.connection() as connection:
         setting = await connection.execute("SELECT current_setting('redrive.tenant_id', true)")
@@ -223,10 +225,10 @@ async def test_writing_a_row_for_another_tenant_is_refused_by_with_check(
     for write in writes:
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
             async with store.transaction(ACME) as transaction:
-                await connection_of(transaction).execute(write)
+                await (await connection_of(transaction)).execute(write)
     # Another tenant's rows are out of reach of UPDATE and DELETE as well: none match.
     async with store.transaction(ACME) as transaction:
-        connection = connection_of(transaction)
+        connection = await connection_of(transaction)
         updated = await connection.execute(
             "UPDATE jobs SET priority = 9 WHERE tenant_id = 'globex'"
         )
@@ -243,7 +245,7 @@ async def test_truncate_is_not_granted_to_the_application_role(isolated: Isolate
     """TRUNCATE ignores row-level security; the server's role may not run it."""
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         async with isolated.store.transaction(SYSTEM) as transaction:
-            await connection_of(transaction).execute("TRUNCATE jobs")
+            await (await connection_of(transaction)).execute("TRUNCATE jobs")
 
 
 # --- every tenant table is covered ---------------------------------------------------------

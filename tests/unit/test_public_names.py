@@ -13,6 +13,7 @@ import redrive.client
 # Adding or removing a public name is an API change: update these lists and the CHANGELOG with it.
 PACKAGE_NAMES = [
     "Client",
+    "Embedded",
     "JobContext",
     "NonRetryable",
     "Payload",

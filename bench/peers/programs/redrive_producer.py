@@ -1,8 +1,7 @@
 """redrive's producer side: `python redrive_producer.py (http URL | embedded DATABASE_URL) PATH
 COUNT` (enqueue-one: COUNT no-op jobs, one call each; enqueue-batch: COUNT failing jobs, 1,000 per
 call; retry: every dead letter). Over HTTP it is the Python client against `redrive serve`;
-embedded it is the service on the database in this process, as `redrive worker --embedded` runs
-it (to become the documented in-process API of issue 13 once that exists)."""
+embedded it is `redrive.Embedded`, the in-process API, on the database."""
 
 from __future__ import annotations
 
@@ -11,13 +10,6 @@ import sys
 from typing import Any
 
 import redrive
-from redrive.composition import build_service, open_store
-from redrive.domain.caller import Caller, Role
-from redrive.domain.dead_letter_filter import parse_filter
-from redrive.domain.envelope import read_envelope
-from redrive.domain.job import DEFAULT_TENANT
-from redrive.service.dead_letters import BulkRequest
-from redrive.settings import Settings
 
 BATCH = 1_000
 FAILING = {"queue": "default", "retry": {"max_attempts": 1, "on_exhaustion": "dead_letter"}}
@@ -44,27 +36,18 @@ async def over_http(url: str, path: str, count: int) -> None:
 
 
 async def embedded(database_url: str, path: str, count: int) -> None:
-    settings = Settings(database_url=database_url)
-    store = await open_store(settings)
-    service = build_service(store, settings)
-    caller = Caller.for_tenant(DEFAULT_TENANT, "bench", Role.ADMIN)
-    try:
+    async with redrive.Embedded(database_url, actor="bench") as jobs:
         if path == "enqueue-one":
             for index in range(count):
-                body = {"type": "bench.noop", "args": [index], "options": {"queue": "default"}}
-                await service.jobs.enqueue(caller, read_envelope(body))
+                await jobs.enqueue("bench.noop", [index], queue="default")
         elif path == "enqueue-batch":
             for offset in range(0, count, BATCH):
                 size = min(BATCH, count - offset)
-                requests = [read_envelope(failing(offset + index)) for index in range(size)]
-                await service.jobs.enqueue_batch(caller, requests)
+                await jobs.enqueue_many([failing(offset + index) for index in range(size)])
         elif path == "retry":
-            filters = parse_filter({}, service.now())
-            await service.dead_letters.bulk_retry(caller, BulkRequest(filters, confirm=True))
+            await jobs.retry_dead_letters()
         else:
             raise SystemExit(f"unknown path {path!r}")
-    finally:
-        await store.close()
 
 
 if __name__ == "__main__":

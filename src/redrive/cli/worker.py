@@ -147,7 +147,7 @@ def worker(
         None, help="database for --embedded [REDRIVE_DATABASE_URL]"
     ),
     queues: str | None = typer.Option(None, help="comma-separated queues, in priority order"),
-    concurrency: int | None = typer.Option(None, help="jobs run at once (default 10)"),
+    concurrency: int | None = typer.Option(None, help="jobs run at once (default 100)"),
     prefetch: int | None = typer.Option(None, help="jobs claimed ahead of a free slot"),
     shutdown_timeout: float | None = typer.Option(
         None, help="seconds to let running jobs finish on SIGTERM (default 30)"

@@ -36,13 +36,8 @@ class JobService:
         return new_job(request, context)
 
     async def _insert(self, transaction: Transaction, jobs: list[Job], now: int) -> None:
-        for queue in sorted({(job.queue, job.tenant_id) for job in jobs}):
-            await transaction.ensure_queue(queue[0], queue[1], now)
-        inserted = await transaction.insert_jobs(jobs)
-        for job in jobs:
-            if job.id not in inserted:
-                raise Duplicate(f"job {job.id} already exists", {"job_id": job.id})
-        await transaction.notify({job.queue for job in jobs if job.state == states.AVAILABLE})
+        """The jobs, their queues and events in one statement; then, if any, webhook deliveries
+        (an id that exists already fails the whole enqueue: the transaction rolls back)."""
         events = [
             job_event(
                 "scheduled" if job.state == states.SCHEDULED else "enqueued",
@@ -51,7 +46,13 @@ class JobService:
             )
             for job in jobs
         ]
-        await self.runtime.emit(transaction, events, now)
+        stored = self.runtime.stored_events(events, now)
+        written = await transaction.enqueue_jobs(jobs, stored, now)
+        for job in jobs:
+            if job.id not in written.inserted:
+                raise Duplicate(f"job {job.id} already exists", {"job_id": job.id})
+        await transaction.notify({job.queue for job in jobs if job.state == states.AVAILABLE})
+        await self.runtime.queue_deliveries(transaction, written.listeners, stored, now)
         for job in jobs:
             self.runtime.metrics.enqueued[(job.queue, job.type)] += 1
 

@@ -120,18 +120,24 @@ class Runtime:
         """Append the events and, in the same transaction, queue a webhook delivery for each
         active subscription that wants one of them."""
         if events:
-            stored = [
-                StoredEvent(id=f"evt_{self.new_id(now)}", sequence=0, time=now, event=event)
-                for event in events
-            ]
+            stored = self.stored_events(events, now)
             listeners = await transaction.add_events(stored)
-            if listeners:
-                await self._queue_deliveries(transaction, listeners, stored, now)
+            await self.queue_deliveries(transaction, listeners, stored, now)
 
-    async def _queue_deliveries(
+    def stored_events(self, events: list[Event], now: int) -> list[StoredEvent]:
+        """The events as the outbox keeps them: each with a fresh id and the time."""
+        return [
+            StoredEvent(id=f"evt_{self.new_id(now)}", sequence=0, time=now, event=event)
+            for event in events
+        ]
+
+    async def queue_deliveries(
         self, transaction: EventWrites, listeners: list[Listener], events: list[StoredEvent],
         now: int,
     ) -> None:  # fmt: skip
+        """A webhook delivery job for each listener that wants one of the events just added."""
+        if not listeners:
+            return
         wanted = [
             (listener, stored)
             for stored in events
@@ -151,8 +157,6 @@ class Runtime:
         ]
         if not jobs:
             return
-        for tenant in sorted({job.tenant_id for job in jobs}):
-            await transaction.ensure_queue(WEBHOOK_QUEUE, tenant, now)
-        await transaction.insert_jobs(jobs)
+        await transaction.enqueue_jobs(jobs, [], now)  # their queues too, in one statement
         await transaction.notify({WEBHOOK_QUEUE})
         self.metrics.enqueued[(WEBHOOK_QUEUE, DELIVERY_TYPE)] += len(jobs)

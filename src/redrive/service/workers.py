@@ -86,12 +86,11 @@ class WorkerService:
         claimed: list[Job] = []
         async with self.runtime.store.transaction(caller) as transaction:
             await transaction.notify(await transaction.promote_due_jobs(now, queues))
-            # The caller's tenant's paused queues. A caller spanning every tenant skips a queue
-            # any tenant paused: its claim would take that tenant's jobs too.
-            paused = await transaction.paused_queue_names(caller.tenant_scope)
+            # A claim takes nothing from a queue the caller's tenant paused (a caller spanning
+            # every tenant: one any tenant paused, as its claim would take that tenant's jobs).
             for queue in queues:
-                if queue in paused or len(claimed) >= count:
-                    continue
+                if len(claimed) >= count:
+                    break
                 claim = Claim(
                     queue, count - len(claimed), worker_id, token,
                     request.visibility_timeout_ms, caller.tenant_scope,

@@ -30,6 +30,11 @@ from redrive.worker.source import (
 log = logging.getLogger("redrive.worker")
 
 DEFAULT_WAIT_MS = 5000
+# Jobs run at once unless told otherwise. Measured with no-op async handlers (`redrive worker
+# --embedded` on PostgreSQL, N = 5,000, loaded 2-core machine): 10 -> 259 jobs/s, 50 -> 406,
+# 100 -> 448-573, 200 -> 431: claims and acks of many jobs per statement are what pay, and the
+# gain stops near 100. Sync handlers get a thread each, created as needed.
+DEFAULT_CONCURRENCY = 100
 IDLE_HEARTBEAT_SECONDS = 30.0
 MIN_HEARTBEAT_SECONDS = 0.1
 FETCH_RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
@@ -58,13 +63,14 @@ class Worker:
     """Runs registered handlers for jobs fetched from a JobSource.
 
     Sync handlers run in a thread pool sized to `concurrency`, async handlers on the event loop.
-    At most `concurrency` jobs run at once and up to `prefetch` more wait, claimed, for a slot.
+    At most `concurrency` jobs run at once (default 100) and up to `prefetch` more (default
+    `concurrency`) wait, claimed, for a slot; a fetch claims at least half of that capacity.
     """
 
     def __init__(
         self,
         queues: Iterable[str] = ("default",),
-        concurrency: int = 10,
+        concurrency: int = DEFAULT_CONCURRENCY,
         prefetch: int | None = None,
         source: JobSource | None = None,
         wait_ms: int = DEFAULT_WAIT_MS,

@@ -1,8 +1,7 @@
 -- Named statements for PostgreSQL. sqlite/statements.sql defines the same names and parameters.
 
--- name: insert_jobs
--- Many jobs in one statement (:rows is a JSON array of job records); existing ids are skipped and
--- the ids actually inserted come back.
+-- fragment: insert_job_rows
+-- The job records of :rows (a JSON array), existing ids skipped.
 INSERT INTO jobs (
     id, tenant_id, queue, type, state, priority, attempt, max_attempts, envelope, timeout_ms,
     visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, started_at,
@@ -27,7 +26,39 @@ FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
         dead_lettered boolean
 )
 ON CONFLICT (id) DO NOTHING
+
+-- name: insert_jobs
+-- Many jobs in one statement (:rows is a JSON array of job records); existing ids are skipped and
+-- the ids actually inserted come back.
+{insert_job_rows}
 RETURNING id;
+
+-- name: enqueue_jobs
+-- What an enqueue writes, in one statement (one round trip): the jobs' queues (known ones left
+-- as they are), the jobs of :rows (existing ids skipped), their events (:events). Rows of kind
+-- `job` name the ids inserted; rows of kind `listener` are the active webhook subscriptions of
+-- the events' tenants (the caller queues their deliveries in the same transaction).
+WITH known AS (
+    INSERT INTO queues (name, tenant_id, created_at)
+    SELECT DISTINCT r.queue, r.tenant_id, CAST(:now AS bigint)
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(queue text, tenant_id text)
+    ON CONFLICT (tenant_id, name) DO NOTHING
+), inserted AS (
+    {insert_job_rows}
+    RETURNING id
+), added AS (
+    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+    SELECT r.id, r.tenant_id, r.type, r.queue, r.job_type, r.subject, r.time, r.data
+    FROM jsonb_to_recordset(CAST(:events AS jsonb)) AS r(
+        id text, tenant_id text, type text, queue text, job_type text, subject text,
+        time bigint, data jsonb
+    )
+    RETURNING tenant_id
+)
+SELECT 'job' AS kind, id, NULL AS tenant_id, NULL AS events FROM inserted
+UNION ALL
+SELECT 'listener', id, tenant_id, events FROM webhook_subscriptions
+WHERE active AND tenant_id IN (SELECT tenant_id FROM added);
 
 -- name: upsert_job
 INSERT INTO jobs (
@@ -115,12 +146,19 @@ WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
   AND (CAST(:type AS text) IS NULL OR type = :type);
 
 -- name: claim_jobs
--- MATERIALIZED: the pick runs once, so no more than :limit are claimed whatever the plan.
+-- MATERIALIZED: the pick runs once, so no more than :limit are claimed whatever the plan. Nothing
+-- is claimed from a queue the caller's tenant paused (a caller spanning every tenant, :tenant_id
+-- NULL: one any tenant paused, as its claim would take that tenant's jobs too).
 WITH candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE queue = :queue AND state = 'available'
       AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
       AND (expires_at IS NULL OR expires_at > :now)
+      AND NOT EXISTS (
+          SELECT 1 FROM queues
+          WHERE queues.name = :queue AND queues.paused
+            AND (CAST(:tenant_id AS text) IS NULL OR queues.tenant_id = :tenant_id)
+      )
     ORDER BY priority DESC, sequence
     LIMIT :limit
     FOR UPDATE SKIP LOCKED

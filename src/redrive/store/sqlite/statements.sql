@@ -1,8 +1,7 @@
 -- Named statements for SQLite. postgres/statements.sql defines the same names and parameters.
 
--- name: insert_jobs
--- Many jobs in one statement (:rows is a JSON array of job records); existing ids are skipped and
--- the ids actually inserted come back.
+-- fragment: insert_job_rows
+-- The job records of :rows (a JSON array), existing ids skipped.
 INSERT INTO jobs (
     id, tenant_id, queue, type, state, priority, attempt, max_attempts, envelope, timeout_ms,
     visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, started_at,
@@ -42,7 +41,30 @@ FROM (
 )
 WHERE true
 ON CONFLICT (id) DO NOTHING
+
+-- name: insert_jobs
+-- Many jobs in one statement (:rows is a JSON array of job records); existing ids are skipped and
+-- the ids actually inserted come back.
+{insert_job_rows}
 RETURNING id;
+
+-- name: enqueue_jobs
+-- What an enqueue writes: the jobs' queues (known ones left as they are), the jobs of :rows
+-- (existing ids skipped), their events (:events). Rows of kind `job` name the ids inserted; rows
+-- of kind `listener` are the active webhook subscriptions of the events' tenants (the caller
+-- queues their deliveries in the same transaction).
+INSERT INTO queues (name, tenant_id, created_at)
+SELECT DISTINCT value ->> '$.queue', value ->> '$.tenant_id', :now FROM json_each(:rows)
+WHERE true
+ON CONFLICT (tenant_id, name) DO NOTHING;
+{insert_job_rows}
+RETURNING 'job' AS kind, id, NULL AS tenant_id, NULL AS events;
+INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+SELECT value ->> '$.id', value ->> '$.tenant_id', value ->> '$.type', value ->> '$.queue',
+    value ->> '$.job_type', value ->> '$.subject', value ->> '$.time', value -> '$.data'
+FROM json_each(:events) ORDER BY key;
+SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
+WHERE active AND tenant_id IN (SELECT value ->> '$.tenant_id' FROM json_each(:events));
 
 -- name: upsert_job
 INSERT INTO jobs (
@@ -139,6 +161,8 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:type IS NULL OR type = :type);
 
 -- name: claim_jobs
+-- Nothing is claimed from a queue the caller's tenant paused (a caller spanning every tenant,
+-- :tenant_id NULL: one any tenant paused, as its claim would take that tenant's jobs too).
 UPDATE jobs SET
     state = 'active', attempt = attempt + 1, started_at = :now, worker_id = :worker_id,
     lease_token = :lease_token,
@@ -150,6 +174,11 @@ WHERE sequence IN (
     WHERE queue = :queue AND state = 'available'
       AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
       AND (expires_at IS NULL OR expires_at > :now)
+      AND NOT EXISTS (
+          SELECT 1 FROM queues
+          WHERE queues.name = :queue AND queues.paused
+            AND (:tenant_id IS NULL OR queues.tenant_id = :tenant_id)
+      )
     ORDER BY priority DESC, sequence
     LIMIT :limit
 )

@@ -42,16 +42,19 @@ class SqliteExecutor:
 
     async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
         """The rows of the named statement; one that holds several (SQLite runs one statement
-        per call) runs them in order in the same call and returns the last one's rows."""
-        *before, last = self.store.scripts[name]
+        per call) runs them in order in the same call and returns the rows of each that has
+        any (a SELECT, or a RETURNING clause), in order."""
+        parts = self.store.scripts[name]
         connection = self.store.connection
 
         def query() -> list[dict[str, Any]]:
-            for part in before:
-                connection.execute(part, parameters)
-            cursor = connection.execute(last, parameters)
-            names = [column[0] for column in cursor.description or ()]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+            found: list[dict[str, Any]] = []
+            for part in parts:
+                cursor = connection.execute(part, parameters)
+                if cursor.description:
+                    names = [column[0] for column in cursor.description]
+                    found.extend(dict(zip(names, row, strict=True)) for row in cursor.fetchall())
+            return found
 
         return await self.store.call(query)
 
