@@ -12,6 +12,7 @@ from redrive.domain.caller import Caller, Role
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.envelope import read_envelope
 from redrive.domain.job import DEFAULT_TENANT
+from redrive.domain.root_cause import parse_root_cause
 from redrive.ports import Store
 from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
@@ -107,12 +108,26 @@ class Embedded:
         enqueued = await self.service.jobs.enqueue_batch(self.caller, requests)
         return [job.id for job in enqueued]
 
+    async def record_root_cause(
+        self, incident_id: str, category: str, root_cause: str, fix_reference: str | None
+    ) -> None:
+        """Write an incident's root cause (category: infrastructure, contract, business or
+        poison_pill) and the fix applied, as `actor`; a redrive of more than one dead letter
+        needs one with a fix reference for every incident it touches."""
+        written = parse_root_cause(
+            {"category": category, "root_cause": root_cause, "fix_reference": fix_reference}
+        )
+        await self.service.incidents.record_root_cause(self.caller, incident_id, written)
+
     async def retry_dead_letters(
         self, filters: Mapping[str, str] | None = None, *, limit: int | None = None
     ) -> int:
         """Put every dead letter matching `filters` (the dead-letter filter's fields: queue,
-        type, error_type, fingerprint, since, until, ...; none: every one) back on its queue,
-        at most `limit` of them (the newest first). Returns how many were retried."""
+        type, error_type, incident, fingerprint, since, until, ...) back on its queue, at most
+        `limit` of them (the newest first), at once (no pacing). Returns how many were retried.
+        The redrive policy holds here too: no filter at all raises InvalidRequest, and an
+        incident among the matches without a root cause and fix reference raises
+        RootCauseRequired, whose `details["incidents"]` name them (see `record_root_cause`)."""
         service = self.service
         chosen = parse_filter(dict(filters or {}), service.now(), prefix="")
         request = BulkRequest(chosen, confirm=True, limit=limit)

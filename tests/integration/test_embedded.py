@@ -8,7 +8,7 @@ import pytest
 import redrive
 from redrive.api.worker_requests import fetch_request, nack_request
 from redrive.client import JobSpec
-from redrive.domain.errors import Duplicate, InvalidRequest
+from redrive.domain.errors import Duplicate, InvalidRequest, RootCauseRequired
 from redrive.ports import JobFilter
 from redrive.settings import Settings
 from tests.support.callers import CALLER
@@ -62,11 +62,17 @@ async def test_retry_dead_letters_by_filter(database_url: str) -> None:
             for kind, queue in [("mail.send", "mail"), ("mail.send", "mail"), ("sms.send", "sms")]
         ]
         await _fail_all(jobs, dead)
+        with pytest.raises(RootCauseRequired) as refused:
+            await jobs.retry_dead_letters({"queue": "mail"})
+        [incident] = refused.value.details["incidents"]
+        await jobs.record_root_cause(incident["id"], "infrastructure", "relay down", "PR #3")
         assert await jobs.retry_dead_letters({"queue": "mail"}) == 2
         assert await jobs.retry_dead_letters({"queue": "mail"}) == 0
-        assert await jobs.retry_dead_letters() == 1
-        states = {(await jobs.service.jobs.get(CALLER, job)).state for job in dead}
+        with pytest.raises(InvalidRequest):  # a redrive of everything is refused
+            await jobs.retry_dead_letters()
+        states = {(await jobs.service.jobs.get(CALLER, job)).state for job in dead[:2]}
         assert states == {"available"}
+        assert (await jobs.service.jobs.get(CALLER, dead[2])).state == "discarded"
 
 
 async def _fail_all(jobs: redrive.Embedded, ids: list[str]) -> None:

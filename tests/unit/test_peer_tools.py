@@ -65,6 +65,7 @@ def test_the_description_records_every_command_of_a_round() -> None:
     assert description["environment_variables"] == {
         "REDRIVE_DATABASE_URL": "postgresql://host:5432/<database>",
         "REDRIVE_DEAD_LETTER_MAX_COUNT": "20000",
+        "REDRIVE_REDRIVE_MAX_RATE": "6000000",
     }
     assert set(description["paths"]) == set(RUN_ORDER)
     assert description["paths"][PROCESS] == (
