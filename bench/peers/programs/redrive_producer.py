@@ -46,12 +46,15 @@ async def over_http(url: str, path: str, count: int) -> None:
             # raised for the benchmark; the default pacing is 100 a minute).
             for incident in (await client.incidents(type="bench.fail")).items:
                 await client.record_root_cause(incident.id, *ROOT_CAUSE)
-            await client.start_redrive(
+            task = await client.start_redrive(
                 DeadLetterFilter(type="bench.fail"),
                 rate_per_minute=critical_rate(count),
                 critical=True,
                 reason="benchmark",
             )
+            while task.state == "running":  # followed to its end, as `redrive dlq redrive` does
+                await asyncio.sleep(0.05)
+                task = await client.get_redrive(task.id)
         else:
             raise SystemExit(f"unknown path {path!r}")
 
