@@ -134,6 +134,7 @@ async def test_two_replicas_bulk_retrying_a_thousand_start_one_paced_task(
     """Past a burst: one replica starts the task (202), the other is told which (409); both
     replicas' maintenance loops then advance it, and each dead letter moves once."""
     ids = await make_dead_letters(service, THOUSAND, "crowd")
+    await explain_all(service, CALLER)
     body = {"filter": {"queue": "crowd"}, "confirm": True}
     async with replica(database_url, clock, seed=11) as (other_service, other):
         responses = await asyncio.gather(

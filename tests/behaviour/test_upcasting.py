@@ -15,7 +15,14 @@ from redrive.domain.upcasting import Payload, Upcasters, parse_declared
 from redrive.ports import Store
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
-from tests.behaviour.ojs_http import assert_error, fetch, forbid_server_errors, nack, retry_policy
+from tests.behaviour.ojs_http import (
+    assert_error,
+    explain_incidents,
+    fetch,
+    forbid_server_errors,
+    nack,
+    retry_policy,
+)
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
 from tests.support.options import service_options
@@ -190,6 +197,9 @@ async def test_bulk_retry_dry_run_then_retry_upcasts_every_match(
     assert {"path": "version", "before": 1, "after": 3} in dry["upcasts"][0]["changes"]
     assert await dead_ids(http) == sorted([first, second])
 
+    refused = await http.post("/ojs/v1/dead-letter/retry", json=bulk)
+    assert refused.status_code == 409, refused.text  # the redrive policy, checked after upcasts
+    await explain_incidents(http)
     response = await http.post("/ojs/v1/dead-letter/retry", json=bulk)
     assert response.status_code == 200, response.text
     assert response.json()["retried"] == 2
