@@ -12,6 +12,7 @@ from redrive.service.facade import Service
 from tests.behaviour.ojs_http import (
     assert_error,
     count_rows,
+    explain_incidents,
     fetch_one,
     forbid_server_errors,
     kill_job,
@@ -182,6 +183,7 @@ async def test_bulk_retry_and_purge_honour_args_filters(
     client: httpx.AsyncClient, clock: ManualClock
 ) -> None:
     ids = await populate_args(client, clock)
+    await explain_incidents(client)  # the redrive policy asks a bulk retry for root causes
     retry = await client.post(
         f"{LIST}/retry", json={"filter": {"args_match": "$.vip == true"}, "confirm": True}
     )
@@ -332,6 +334,7 @@ async def test_stats_totals_agree_with_the_list_after_retries_deletes_and_prunes
     await nack(client, ids[0], type="SecondError")
     assert (await assert_stats_match_the_list(client))["by_error_type"]["SecondError"] == 1
 
+    await explain_incidents(client)  # the redrive policy asks a bulk retry for root causes
     await client.post(f"{LIST}/retry", json={"filter": {"error_type": "KeyError"}, "confirm": True})
     assert (await assert_stats_match_the_list(client))["total"] == 9
 
@@ -339,8 +342,9 @@ async def test_stats_totals_agree_with_the_list_after_retries_deletes_and_prunes
     await client.request("DELETE", LIST, json={"filter": {"queue": "reports"}, "confirm": True})
     assert (await assert_stats_match_the_list(client))["total"] == 5
 
-    await client.put(f"{LIST}/retention", json={"max_count": 3})
-    await client.put(f"{LIST}/retention/billing", json={"max_count": 1})
+    # The floor (P90D by default) would keep these young dead letters: off here.
+    await client.put(f"{LIST}/retention", json={"max_count": 3, "min_age": "P0D"})
+    await client.put(f"{LIST}/retention/billing", json={"max_count": 1, "min_age": "P0D"})
     await client.post(f"{LIST}/prune", json={"confirm": True})
     stats = await assert_stats_match_the_list(client)
     assert stats["total"] == 3

@@ -94,6 +94,17 @@ def test_an_operator_session(page: Page, api: Api, backend: str) -> None:
     expect(page.locator(".flash")).to_contain_text("to queue mail-fixed with changes to queue")
     assert (api.job(second)["queue"], api.job(second)["state"]) == ("mail-fixed", "available")
 
+    # The redrive policy: before a bulk retry, the incident's root cause and fix, recorded on
+    # the incident page.
+    dead = api.http.get(f"/ojs/v1/dead-letter/{jobs['sms'][0]}").json()["job"]
+    page.goto(f"/ui/incidents/{dead['incident_id']}")
+    expect(page.get_by_test_id("no-root-cause")).to_be_visible()
+    page.locator("#rca-category").select_option("infrastructure")
+    page.locator("#rca-cause").fill("the SMS gateway timed out during its upgrade")
+    page.locator("#rca-fix").fill("PR #12")
+    page.get_by_role("button", name="Record the root cause").click()
+    expect(page.get_by_test_id("root-cause-fix")).to_have_text("PR #12")
+
     # Bulk-retry a filtered set, after seeing its dry-run count.
     filter_list(page, queue="sms")
     expect(page.get_by_test_id("match-count")).to_have_text("2")

@@ -22,7 +22,7 @@ from tests.conformance.suites import CONFORMANCE_FOLDERS, missing_suites, suites
 # Constants (where the suites live and what happens without them: suites.py)
 # --------------------------------------------------------------------------------------------------
 
-EXPECTED_CASE_COUNT = 131  # 126, and the 5 of ext-webhooks
+EXPECTED_CASE_COUNT = 137  # 126, the 5 of ext-webhooks and the 6 of ext-job-versioning
 
 MEDIA_TYPE = "application/openjobspec+json"
 REQUEST_TIMEOUT_SECONDS = 30.0
