@@ -23,6 +23,7 @@ from redrive.ports import Page
 from redrive.service.facade import Service
 from redrive.settings import Settings
 from tests.behaviour.ojs_http import explain_all, kill_job
+from tests.behaviour.test_redrive_tasks import kill
 from tests.dashboard.conftest import (
     BASE_URL,
     hidden_fields,
@@ -448,3 +449,23 @@ async def test_a_page_link_the_dashboard_did_not_make_is_a_400_page(
     response = await dashboard.get("/ui/dead-letters", params={"cursor": cursor})
     assert response.status_code == 400
     assert "cursor is not one this server issued" in html.unescape(response.text)
+
+
+async def test_bulk_retry_past_a_burst_becomes_a_paced_redrive_task(
+    dashboard: httpx.AsyncClient, service: Service
+) -> None:
+    ids = await kill(service, 101)
+    await session_token(dashboard)
+    confirm = await dashboard.get(
+        "/ui/dead-letters/bulk", params={"do": "retry-filter", "queue": "billing"}
+    )
+    fields = hidden_fields(confirm.text)
+    assert fields["expected"] == ["101"]
+    response = await post_form(dashboard, "/ui/dead-letters/bulk/retry", fields)
+    assert response.status_code == 303, response.text
+    assert response.headers["location"].startswith("/ui/redrives")
+    [task] = await service.redrives.search(CALLER)
+    assert (task.state, task.to_move, task.rate_per_minute) == ("running", 101, 100)
+    assert sorted(await dead_ids(service)) == sorted(ids)  # the task moves them at its pace
+    landing = await dashboard.get(response.headers["location"])
+    assert f"redrive {task.id} started, 101 dead letters at 100/minute" in landing.text

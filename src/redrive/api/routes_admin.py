@@ -11,9 +11,9 @@ from starlette.responses import Response
 from redrive.api import openapi
 from redrive.api.callers import caller_for_tenant, caller_of
 from redrive.api.dead_letter_requests import bulk_request, query_values
-from redrive.api.http import ojs, read_json, refuse_unknown
+from redrive.api.http import OJS_MEDIA_TYPE, ojs, read_json, refuse_unknown
 from redrive.api.query import numbered_page
-from redrive.api.routes_dead_letters import bulk_document
+from redrive.api.routes_dead_letters import bulk_document, paced_document
 from redrive.api.routes_jobs import service_of
 from redrive.api.routes_queues import pause_document, status_word
 from redrive.api.serialise import job_document, worker_document
@@ -21,6 +21,7 @@ from redrive.domain.dead_letter import RetryOverride
 from redrive.domain.envelope import validate_queue_name
 from redrive.domain.errors import InvalidRequest, NotFound
 from redrive.domain.job import STATES
+from redrive.domain.redrive import RedriveTask
 from redrive.ports import JobFilter
 from redrive.service.queues import QueueSummary
 
@@ -137,7 +138,7 @@ async def jobs(request: Request) -> Response:
     description="`action` is retry, or delete (purge is another name for it); a retry needs a "
     "filter and a root cause with a fix reference for every incident it touches",
     openapi_extra=openapi.body("BulkRequest", required=False),
-    responses=openapi.outcomes(400, 409),
+    responses={**openapi.outcomes(400, 409, 422), 202: openapi.success(202, OJS_MEDIA_TYPE)},
 )
 async def bulk(action: str, request: Request) -> Response:
     if action not in ("retry", "delete", "purge"):
@@ -146,10 +147,11 @@ async def bulk(action: str, request: Request) -> Response:
         )
     service = service_of(request)
     body = bulk_request(await read_json(request, required=False), service.now())
-    if action == "retry":
-        result = await service.dead_letters.bulk_retry(caller_of(request), body)
-    else:
-        result = await service.dead_letters.purge(caller_of(request), body)
+    if action != "retry":
+        return ojs(bulk_document(await service.dead_letters.purge(caller_of(request), body)))
+    result = await service.redrives.bulk_retry(caller_of(request), body)
+    if isinstance(result, RedriveTask):
+        return paced_document(result)
     return ojs(bulk_document(result))
 
 

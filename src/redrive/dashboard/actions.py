@@ -94,13 +94,15 @@ async def bulk_action(service: Service, request: Request, action: str) -> Respon
     if plan.action != action:
         raise InvalidRequest(f"this form asks to {plan.action}, not to {action}", {})
     expected = form.get("expected")
-    message, _ = await bulk.execute(
+    message, paced = await bulk.execute(
         service, caller, plan, int(expected) if expected.isascii() and expected.isdigit() else -1
     )
     if message is None:
         context = await bulk.preview(service, caller, plan, pin=False)
         context["changed_from"] = expected
         return render(request, "bulk_confirm.html", context, 409)
+    if paced:
+        return redirect(request, f"{PREFIX}/redrives", message)
     return redirect(request, f"{PREFIX}/dead-letters?{list_filter.query()}", message)
 
 

@@ -12,6 +12,7 @@ from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import DEAD, DeadLetter
 from redrive.domain.dead_letter_filter import DeadLetterFilter, parse_filter
 from redrive.domain.errors import InvalidRequest, NotFound
+from redrive.domain.redrive import RedriveTask
 from redrive.service.dead_letters import SAMPLE_SIZE, BulkRequest
 from redrive.service.facade import Service
 
@@ -113,6 +114,13 @@ async def _execute_selection(service: Service, caller: Caller, plan: BulkPlan) -
     return _summary(plan.action, len(result.moved), len(result.missing), result.queues)
 
 
+def _paced_summary(task: RedriveTask) -> str:
+    return (
+        f"More than a burst: redrive {task.id} started, {_plural(task.to_move)} at "
+        f"{task.rate_per_minute}/minute."
+    )
+
+
 def _summary(action: str, done: int, missing: int, queues: list[str]) -> str:
     if action == "retry":
         where = f" to queue {queues[0]}" if len(queues) == 1 else ""
@@ -128,20 +136,24 @@ def _summary(action: str, done: int, missing: int, queues: list[str]) -> str:
 
 async def execute(
     service: Service, caller: Caller, plan: BulkPlan, expected: int
-) -> tuple[str | None, int]:
-    """Do it, if the set is still the one confirmed. Returns (flash message, current count);
-    the message is None when the count changed and the operator must look again."""
+) -> tuple[str | None, bool]:
+    """Do it, if the set is still the one confirmed. Returns (flash message, paced); the
+    message is None when the count changed and the operator must look again; paced when a
+    retry larger than a burst became a redrive task."""
     if plan.scope == "selection":
-        return await _execute_selection(service, caller, plan), len(plan.ids)
+        return await _execute_selection(service, caller, plan), False
     filters = _filters(service, plan.list_filter)
     check = await service.dead_letters.preview(caller, filters)
     if check.matched != expected:
-        return None, check.matched
+        return None, False
     # Never more than the operator confirmed.
     request = BulkRequest(filters, confirm=True, limit=expected)
     if plan.action == "retry":
-        result = await service.dead_letters.bulk_retry(caller, request)
+        paced = await service.redrives.bulk_retry(caller, request)
+        if isinstance(paced, RedriveTask):
+            return _paced_summary(paced), True
+        result = paced
     else:
         result = await service.dead_letters.purge(caller, request)
     missing = expected - result.succeeded  # moved by someone else since the check
-    return _summary(plan.action, result.succeeded, missing, result.queues), result.matched
+    return _summary(plan.action, result.succeeded, missing, result.queues), False
