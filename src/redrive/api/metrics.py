@@ -78,7 +78,8 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
     lines += _family(
         "redrive_tasks_failed_total", "counter",
         "Redrive tasks that ended failed, per error code (this process)",
-        [(_labels(code=code), float(n)) for code, n in sorted(metrics.redrive_tasks_failed.items())],
+        [(_labels(code=code), float(n))
+         for code, n in sorted(metrics.redrive_tasks_failed.items())],
     )  # fmt: skip
     lines += _family(
         "ojs_dead_letter_total", "gauge", "Dead letters currently held",
