@@ -198,11 +198,13 @@ class RedriveService:
         transaction: a batch that raises is undone alone and ends its task `failed`."""
         now = self.runtime.now()
         failed: list[tuple[RedriveTask, Exception]] = []
-        moved = refused = 0
+        moved = 0
         async with self.runtime.store.transaction(SYSTEM) as transaction:
             if not await transaction.try_lock(locks.REDRIVES):
                 return -1
             for task in await transaction.running_redrive_tasks(RUNNING_BATCH):
+                if redrive.due(task, now)[0] == 0 and task.pending > 0:
+                    continue  # nothing due yet (no savepoint for it)
                 try:
                     async with transaction.savepoint():
                         batch = await self._advance(transaction, task, now)
@@ -211,7 +213,6 @@ class RedriveService:
                     failed += [] if stopped is None else [(stopped, error)]
                     continue
                 moved += batch.moved
-                refused += batch.failed
                 self.runtime.metrics.redrive_moved[task.id] += batch.moved
                 self.runtime.metrics.redrive_failed_items[task.id] += batch.failed
         for task, cause in failed:
@@ -223,8 +224,6 @@ class RedriveService:
         """The task's batch due: each dead letter upcast first (one an upcaster refuses is
         marked failed with the error and stays dead), then the rest moved in one statement."""
         count, paced_until = redrive.due(task, now)
-        if count == 0 and task.pending > 0:
-            return Batch()
         picked = await transaction.pending_redrive_items(task.id, count) if count else {}
         prepared = await self.dead_letters.prepare_upcasts(transaction, list(picked))
         refused = {
