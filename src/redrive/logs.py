@@ -9,7 +9,7 @@ import time
 
 from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 
-STRUCTURED_FIELDS = ("alert",)
+STRUCTURED_FIELDS = ("alert", "redrive_task")
 
 
 class JsonFormatter(logging.Formatter):

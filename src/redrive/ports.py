@@ -18,7 +18,7 @@ from redrive.domain.job_schemas import JobSchema
 from redrive.domain.keys import ApiKey
 from redrive.domain.legal_hold import LegalHold
 from redrive.domain.records import CronRecord, QueueRecord, WorkerRecord
-from redrive.domain.redrive import ItemOutcome, RedriveOutcome, RedriveTask
+from redrive.domain.redrive import ItemOutcome, RedriveFailure, RedriveOutcome, RedriveTask
 from redrive.domain.replay import ReplayRule
 from redrive.domain.retention import ArchiveRecord, PolicyRecord
 from redrive.domain.root_cause import RootCause, Unexplained
@@ -348,14 +348,35 @@ class RedriveTaskStore(Protocol):
         """None when the task is no longer in `task.state` (or not the tenant's)."""
         ...
 
-    async def pending_redrive_items(self, task_id: str, limit: int) -> list[str]: ...
+    async def pending_redrive_items(self, task_id: str, limit: int) -> dict[str, str]:
+        """The task's next pinned dead letters to move: their job ids by episode id, in order."""
+        ...
+
+    async def pending_redrive_dead_letters(
+        self, task_id: str, job_types: list[str], after: str, limit: int
+    ) -> list[DeadLetter]:
+        """The dead letters of these types the task still pins, by episode id after `after`."""
+        ...
+
+    async def fail_redrive_items(self, task_id: str, failures: dict[str, RedriveFailure]) -> None:
+        """Pinned dead letters (by episode id) that cannot move: `failed`, with the error."""
+        ...
+
+    async def fail_redrive_task(
+        self, task: RedriveTask, failure: RedriveFailure, now: int
+    ) -> RedriveTask | None:
+        """The task ends `failed` with the reason; None when it left `task.state` meanwhile."""
+        ...
+
     async def move_dead_letters_by_id(
         self, episode_ids: list[str], status: str, now: int, moved_by: str
     ) -> list[MovedEpisode]: ...
     async def count_redrive_batch(
-        self, task_id: str, picked: list[str], moved: list[str], now: int, paced_until: int
-    ) -> RedriveTask:
-        """Mark the picked items moved or skipped and count them on the task."""
+        self, task_id: str, picked: list[str], moved: list[str], now: int, paced_until: int,
+        failed: int = 0,
+    ) -> RedriveTask:  # fmt: skip
+        """Mark the picked items moved or skipped and count them (and `failed` items marked
+        so already) on the task."""
         ...
 
     async def mark_redriven_jobs(self, task_id: str, job_ids: list[str]) -> None: ...
@@ -562,6 +583,10 @@ class Transaction(
 ):
     """One unit of work over every concern above: everything done through it commits together
     or not at all. Use-cases open one; helpers that need less take the narrower ports."""
+
+    def savepoint(self) -> AbstractAsyncContextManager[None]:
+        """A part of the transaction an exception undoes alone (the exception goes on)."""
+        ...
 
 
 class Archive(Protocol):

@@ -30,7 +30,8 @@ async def test_a_task_over_http_from_start_to_end(
         100,
     )
     assert task["counts"] == {"to_move": 10, "moved": 0, "skipped": 0, "pending": 10,
-                              "succeeded": 0, "dead_again": 0}  # fmt: skip
+                              "succeeded": 0, "dead_again": 0, "failed": 0}  # fmt: skip
+    assert task["failure"] is None
     busy = await client.post(REDRIVES, json={"filter": {"queue": "billing"}})
     error = assert_error(busy, 409, "conflict")
     assert error["details"]["task_id"] == task["id"] and task["id"] in error["message"]

@@ -6,11 +6,15 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from redrive.domain.dead_letter_filter import DeadLetterFilter
+from redrive.domain.redrive import RedriveRequest
+from redrive.ports import Store
 from redrive.service.facade import Service
 from tests.behaviour.ojs_http import explain_all
 from tests.behaviour.test_incidents import die, incident_of
+from tests.behaviour.test_redrive_failures import GAPPY, PICKY, kill, restarted, tick
 from tests.dashboard.conftest import post_form, session_token
-from tests.support.callers import ACROSS_TENANTS
+from tests.support.callers import ACROSS_TENANTS, CALLER
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -57,3 +61,32 @@ async def test_redrive_with_pacing_from_an_incident_and_steer_it(
     assert unknown.status_code == 404
     bad = await post_form(dashboard, "/ui/redrives", {"csrf_token": token, "incident": "x"})
     assert bad.status_code == 400
+
+
+async def test_the_page_shows_failed_dead_letters_and_why_a_task_failed(
+    dashboard: httpx.AsyncClient, service: Service, store: Store, clock: ManualClock
+) -> None:
+    await kill(service, 5, "billing")  # n = 3 is the payload PICKY refuses
+    refusing = await service.redrives.start(
+        CALLER, RedriveRequest(DeadLetterFilter(queue="billing"))
+    )
+    await tick(restarted(store, clock, PICKY), clock, 60)
+    await kill(service, 2, "later")
+    stopped = await service.redrives.start(CALLER, RedriveRequest(DeadLetterFilter(queue="later")))
+    await tick(restarted(store, clock, GAPPY), clock, 60)
+
+    page = await dashboard.get("/ui/redrives")
+    assert page.status_code == 200
+    rows = {task_id: page.text.split(f'data-task-id="{task_id}"')[1].split("</tr>")[0]
+            for task_id in (refusing.id, stopped.id)}  # fmt: skip
+    assert '<td class="number" data-testid="failed" title=' in rows[refusing.id]
+    assert ">1</td>" in rows[refusing.id] and "status-completed" in rows[refusing.id]
+    assert '<progress max="5" value="5">' in rows[refusing.id]
+    assert "status-failed" in rows[stopped.id]
+    failure = (await service.redrives.get(CALLER, stopped.id)).failure
+    assert failure is not None and failure.job_id is not None
+    assert (
+        f'missing_upcaster</span> at job <span class="mono">{failure.job_id}</span>'
+        in (rows[stopped.id])
+    )
+    assert "no upcaster for billing.charge v1-&gt;v2" in rows[stopped.id]

@@ -4,13 +4,22 @@ list, show, pause, resume and cancel."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from dataclasses import replace
 
 import pytest
 
 from redrive.cli.remote import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_USAGE
-from redrive.client import Client, ConflictError, DeadLetterFilter, RedriveTask
+from redrive.client import Client, ConflictError, DeadLetterFilter, RedriveItem, RedriveTask
+from redrive.domain.upcasting import Payload, Upcasters
+from redrive.service.facade import Service
+from redrive.service.runtime import Runtime
+from tests.conftest import open_test_store
 from tests.integration.test_cli_incidents import TIMEOUT, die, redrive, with_client
+from tests.support.clock import ManualClock
+from tests.support.options import service_options
 
 
 def make_dead(database_url: str, count: int) -> None:
@@ -72,3 +81,69 @@ def test_the_client_starts_and_steers_tasks(database_url: str) -> None:
     cancelled = with_client(database_url, operate)
     assert (cancelled.state, cancelled.to_move, cancelled.rate_per_minute) == ("cancelled", 2, 600)
     assert cancelled.critical and cancelled.finished and cancelled.reason == "why"
+
+
+def advance_with(database_url: str, upcasters: Upcasters, minutes: int = 2) -> None:
+    """A server started with these upcasters (after the task began) runs its ticks: a minute of
+    credit each, from now on (the CLI started the task by the wall clock)."""
+
+    async def main() -> None:
+        store = await open_test_store(database_url)
+        clock = ManualClock(int(time.time() * 1000))
+        options = replace(service_options(), upcasters=upcasters)
+        service = Service(Runtime(store, clock=clock, options=options))
+        try:
+            for _ in range(minutes):
+                clock.advance(60_000)
+                await service.redrives.advance()
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+GAPPY = Upcasters()  # charge.card is at v3 with no v1 -> v2 step
+GAPPY.register("charge.card", 2, lambda payload: payload)
+REFUSING = Upcasters()  # charge.card v1 -> v2 refuses every payload
+
+
+@REFUSING.step("charge.card", 1)
+def refuse(payload: Payload) -> Payload:
+    raise ValueError("amount must be an object now")
+
+
+def test_show_names_why_a_task_failed_and_the_dead_letters_an_upcaster_refused(
+    database_url: str,
+) -> None:
+    make_dead(database_url, 2)
+    started = redrive(database_url, "dlq", "redrive", "--queue", "billing", "--json")
+    task = json.loads(started.stdout)
+    advance_with(database_url, GAPPY)
+    shown = redrive(database_url, "redrives", "show", task["id"])
+    assert shown.exit_code == 0, shown.output
+    assert "failed" in shown.stdout and "missing_upcaster at job" in shown.stdout, shown.output
+    document = json.loads(redrive(database_url, "redrives", "show", task["id"], "--json").stdout)
+    assert document["state"] == "failed"
+    assert document["failure"]["code"] == "missing_upcaster"
+    assert "no upcaster for charge.card v1->v2" in document["failure"]["message"]
+    assert document["failed_items"] == []
+
+    # Its queue is free again: a new task, whose payloads an upcaster then refuses one by one.
+    again = json.loads(
+        redrive(database_url, "dlq", "redrive", "--queue", "billing", "--json").stdout
+    )
+    advance_with(database_url, REFUSING)
+    shown = redrive(database_url, "redrives", "show", again["id"])
+    assert "completed" in shown.stdout and "amount must be an object now" in shown.stdout
+    listed = redrive(database_url, "redrives", "ls")
+    assert again["id"] in listed.stdout
+
+    async def operate(client: Client) -> tuple[RedriveTask, list[RedriveItem]]:
+        return await client.get_redrive(again["id"]), await client.redrive_items(
+            again["id"], state="failed"
+        )
+
+    done, items = with_client(database_url, operate)
+    assert (done.state, done.moved, done.failed, done.failure) == ("completed", 0, 2, None)
+    assert sorted(item.state for item in items) == ["failed", "failed"]
+    assert all(item.error is not None and item.error.code == "upcast_failed" for item in items)

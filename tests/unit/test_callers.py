@@ -15,6 +15,7 @@ SYSTEM_WORK = {
     "CronService.fire_due": "the sweeper fires every tenant's due crons in its transaction",
     "DeadLetterService.redrive": "a step inside a use-case's transaction, not a use-case",
     "DeadLetterService.revive": "a step inside a redrive task's transaction, not a use-case",
+    "DeadLetterService.prepare_upcasts": "a step inside a redrive task's transaction",
     "ReplayService.replay_due": "the sweeper runs every tenant's replay rules",
     "RedriveService.advance": "the sweeper moves every tenant's due redrive batches",
     "MetricsService.snapshot": "server-wide counters for /metrics",

@@ -55,6 +55,8 @@ CLIENT_NAMES = [
     "PruneReport",
     "Queue",
     "RedriveError",
+    "RedriveFailure",
+    "RedriveItem",
     "RedriveTask",
     "ReplayRule",
     "RetentionPolicies",

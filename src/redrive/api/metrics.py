@@ -67,9 +67,20 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
             "Jobs a redrive task redrove that died again",
             metrics.redrive_dead_again,
         ),
+        (
+            "redrive_task_failed_items_total",
+            "Dead letters a redrive task left dead because an upcaster refused them",
+            metrics.redrive_failed_items,
+        ),
     ):
         samples = [(_labels(task=task), float(n)) for task, n in sorted(by_task.items())]
         lines += _family(name, "counter", help_text + " (this process)", samples)
+    lines += _family(
+        "redrive_tasks_failed_total", "counter",
+        "Redrive tasks that ended failed, per error code (this process)",
+        [(_labels(code=code), float(n))
+         for code, n in sorted(metrics.redrive_tasks_failed.items())],
+    )  # fmt: skip
     lines += _family(
         "ojs_dead_letter_total", "gauge", "Dead letters currently held",
         [(_labels(queue=q), float(n)) for q, n in sorted(dead_by_queue.items())],

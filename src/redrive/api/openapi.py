@@ -59,6 +59,7 @@ from redrive.domain.legal_hold import MAX_NAME as LEGAL_HOLD_MAX_NAME
 from redrive.domain.legal_hold import MAX_REASON as LEGAL_HOLD_MAX_REASON
 from redrive.domain.legal_hold import REQUEST_KEYS as LEGAL_HOLD_REQUEST_KEYS
 from redrive.domain.lifecycle import BACKTRACE_KEYS
+from redrive.domain.redrive import ITEM_STATES as REDRIVE_ITEM_STATES
 from redrive.domain.redrive import MAX_REASON as REDRIVE_MAX_REASON
 from redrive.domain.redrive import STATES as REDRIVE_STATES
 from redrive.domain.replay import MAX_REPLAYS_LIMIT, RULE_KEYS
@@ -429,6 +430,7 @@ REDRIVE_SCHEMAS: dict[str, Schema] = {
     "reason": typed("string", "why (needed for a critical rate)", maxLength=REDRIVE_MAX_REASON),
     "limit": typed("integer", "pin at most this many (the newest first)", minimum=1),
 }
+REDRIVE_ITEM_STATE: Schema = {"enum": list(REDRIVE_ITEM_STATES)}
 REDRIVE_QUERY: dict[str, Schema] = {
     "state": {"enum": list(REDRIVE_STATES)},
     "limit": {"type": "integer", "minimum": 1, "maximum": REDRIVE_LIST_MAX, "default": 50},
@@ -720,6 +722,11 @@ def incident_query() -> dict[str, Any]:
 
 def redrive_query() -> dict[str, Any]:
     return query(parameter(name, REDRIVE_QUERY[name]) for name in REDRIVE_LIST_KEYS)
+
+
+def redrive_items_query() -> dict[str, Any]:
+    description = "only the items in this state (failed: an upcaster refused them; they stay dead)"
+    return query([parameter("state", REDRIVE_ITEM_STATE, description)])
 
 
 def alert_query() -> dict[str, Any]:

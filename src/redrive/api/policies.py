@@ -177,6 +177,7 @@ POLICIES: dict[str, Policy] = {
     "redrives.create_redrive": Policy(OPERATE),
     "redrives.list_redrives": Policy(READ),
     "redrives.get_redrive": Policy(READ),
+    "redrives.list_redrive_items": Policy(READ),
     "redrives.pause_redrive": Policy(OPERATE),
     "redrives.resume_redrive": Policy(OPERATE),
     "redrives.cancel_redrive": Policy(OPERATE),

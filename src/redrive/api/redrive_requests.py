@@ -14,6 +14,7 @@ from redrive.domain.redrive import RedriveRequest, check_reason
 
 START_KEYS = ("filter", "incident", "rate_per_minute", "critical", "reason", "limit")
 LIST_KEYS = ("state", "limit")
+ITEM_KEYS = ("state",)
 MAX_LIST = 200
 
 
@@ -66,3 +67,15 @@ def list_query(values: Mapping[str, str]) -> tuple[str | None, int]:
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_LIST:
         raise InvalidRequest(f"limit must be 1 to {MAX_LIST}", {"field": "limit"})
     return state, int(text)
+
+
+def items_query(values: Mapping[str, str]) -> str | None:
+    """A task's items: `state`, one of the item states (pending, moved, skipped, failed,
+    succeeded, dead_again), or every item."""
+    refuse_unknown(values, ITEM_KEYS, "query parameter")
+    state = values.get("state")
+    if state is not None and state not in redrive.ITEM_STATES:
+        raise InvalidRequest(
+            f"state must be one of {', '.join(redrive.ITEM_STATES)}", {"field": "state"}
+        )
+    return state

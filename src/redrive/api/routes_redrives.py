@@ -1,5 +1,6 @@
 """Redrive task routes under /ojs/v1/dead-letter/redrives: start one (by filter or incident),
-list them, read one (with the redriven jobs that died again), pause, resume and cancel.
+list them, read one (with the redriven jobs that died again), its items (by state: the failed
+ones with their errors), pause, resume and cancel.
 
 Registered before the dead-letter routes, so that `redrives` is never read as a job id.
 """
@@ -16,10 +17,10 @@ from redrive.api import openapi
 from redrive.api.callers import caller_of
 from redrive.api.dead_letter_requests import query_values
 from redrive.api.http import ojs, read_json
-from redrive.api.redrive_requests import list_query, start_request
+from redrive.api.redrive_requests import items_query, list_query, start_request
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import timestamp
-from redrive.domain.redrive import DEAD_AGAIN, RedriveTask
+from redrive.domain.redrive import DEAD_AGAIN, RedriveFailure, RedriveTask
 
 PREFIX = "/ojs/v1/dead-letter/redrives"
 router = APIRouter(prefix=PREFIX, tags=["redrive tasks"])
@@ -29,8 +30,15 @@ def task_location(task: RedriveTask) -> str:
     return f"{PREFIX}/{task.id}"
 
 
+def failure_document(failure: RedriveFailure | None) -> dict[str, Any] | None:
+    if failure is None:
+        return None
+    return {"code": failure.code, "message": failure.message, "job_id": failure.job_id}
+
+
 def task_document(task: RedriveTask) -> dict[str, Any]:
-    """A task: what it pinned and how far it got, its pace, and how its redriven jobs ended."""
+    """A task: what it pinned and how far it got, its pace, how its redriven jobs ended, and
+    (`failure`, a failed task) why it stopped."""
     return {
         "id": task.id,
         "tenant_id": task.tenant_id,
@@ -53,8 +61,10 @@ def task_document(task: RedriveTask) -> dict[str, Any]:
             "pending": task.pending,
             "succeeded": task.succeeded,
             "dead_again": task.dead_again,
+            "failed": task.failed,
         },
         "success_rate": task.success_rate,
+        "failure": failure_document(task.failure),
         "href": task_location(task),
     }
 
@@ -102,6 +112,36 @@ async def get_redrive(task_id: str, request: Request) -> Response:
         for item in died
     ]  # fmt: skip
     return ojs({"task": task_document(task), "dead_again": dead_again})
+
+
+def item_document(item: dict[str, Any]) -> dict[str, Any]:
+    """One pinned dead letter: where it got, and the error that kept a failed one dead."""
+    error = None
+    if item["error_code"] is not None:
+        error = {"code": item["error_code"], "message": item["error_message"]}
+    return {
+        "dead_letter_id": item["dead_letter_id"],
+        "job_id": item["job_id"],
+        "queue": item["queue"],
+        "state": item["state"],
+        "incident_id": item["incident_id"],
+        "error": error,
+        "died_incident_id": item["died_incident_id"],
+        "fingerprint": item["died_fingerprint"],
+    }
+
+
+@router.get(
+    "/{task_id}/items",
+    summary="A redrive task's pinned dead letters (the first 100), by state; failed ones with "
+    "the upcaster's error",
+    openapi_extra=openapi.redrive_items_query(),
+    responses=openapi.outcomes(400, 404),
+)
+async def list_redrive_items(task_id: str, request: Request) -> Response:
+    state = items_query(query_values(request))
+    found = await service_of(request).redrives.items(caller_of(request), task_id, state)
+    return ojs({"items": [item_document(item) for item in found]})
 
 
 @router.post(

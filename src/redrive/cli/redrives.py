@@ -22,7 +22,7 @@ from redrive.cli.remote import (
     stderr,
     stdout,
 )
-from redrive.client import Client, DeadLetterFilter, RedriveTask
+from redrive.client import Client, DeadLetterFilter, RedriveItem, RedriveTask
 
 redrives = typer.Typer(
     help="Paced redrive tasks: a pinned set of dead letters moved back at a rate (100 a minute "
@@ -36,14 +36,19 @@ POLL_SECONDS = 2.0
 
 def task_rows(task: RedriveTask) -> list[tuple[str, object]]:
     rate = "" if task.success_rate is None else f"{task.success_rate:.0%}"
+    failure = task.failure
+    stopped = (
+        None if failure is None else f"{failure.code} at job {failure.job_id}: {failure.message}"
+    )
     return [
         ("id", task.id), ("state", task.state), ("incident", task.incident_id),
         ("rate", f"{task.rate_per_minute}/minute" + (" (critical)" if task.critical else "")),
         ("reason", task.reason), ("queues", ", ".join(task.queues)),
         ("moved", f"{task.moved} of {task.to_move} ({task.skipped} skipped)"),
+        ("failed", f"{task.failed} (an upcaster refused them: still dead)"),
         ("succeeded", str(task.succeeded)), ("dead again", str(task.dead_again)),
         ("success rate", rate), ("started", f"{task.created_at} by {task.created_by}"),
-        ("finished", task.finished_at),
+        ("finished", task.finished_at), ("stopped by", stopped),
     ]  # fmt: skip
 
 
@@ -121,11 +126,13 @@ def list_redrives(
         print_json({"tasks": [task.raw for task in found]})
         return
     table = Table(title=f"Redrive tasks ({len(found)})")
-    for column in ("id", "state", "moved", "of", "succeeded", "dead again", "rate", "queues"):
+    columns = ("id", "state", "moved", "of", "failed", "succeeded", "dead again", "rate", "queues")
+    for column in columns:
         table.add_column(column, overflow="fold")
     for task in found:
         table.add_row(
-            task.id, task.state, str(task.moved), str(task.to_move), str(task.succeeded),
+            task.id, task.state, str(task.moved), str(task.to_move), str(task.failed),
+            str(task.succeeded),
             str(task.dead_again), str(task.rate_per_minute), ", ".join(task.queues),
         )  # fmt: skip
     stdout().print(table)
@@ -139,8 +146,28 @@ def show(
     tenant: str | None = TENANT,
     as_json: bool = JSON,
 ) -> None:
-    """One redrive task: its progress and how its redriven jobs ended."""
-    report(run(Target(url, database, tenant), lambda client: client.get_redrive(task_id)), as_json)
+    """One redrive task: its progress, how its redriven jobs ended, why it failed (if it did),
+    and the dead letters an upcaster refused, with the errors."""
+
+    async def read(client: Client) -> tuple[RedriveTask, list[RedriveItem]]:
+        task = await client.get_redrive(task_id)
+        failed = await client.redrive_items(task_id, state="failed") if task.failed else []
+        return task, failed
+
+    task, failed = run(Target(url, database, tenant), read)
+    if as_json:
+        print_json({**task.raw, "failed_items": [item.raw for item in failed]})
+        return
+    report(task, as_json)
+    if failed:
+        table = Table(title=f"Failed ({task.failed}): still dead, each with its upcaster's error")
+        for column in ("job", "queue", "code", "message"):
+            table.add_column(column, overflow="fold")
+        for item in failed:
+            error = item.error
+            code, message = ("", "") if error is None else (error.code, error.message)
+            table.add_row(item.job_id, item.queue, code, message)
+        stdout().print(table)
 
 
 def _changed(

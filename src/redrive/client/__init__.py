@@ -34,7 +34,7 @@ from redrive.client.errors import (
 from redrive.client.incidents import Incident, IncidentDetail, RootCauseRecord
 from redrive.client.legal_holds import LegalHold
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
-from redrive.client.redrives import RedriveTask
+from redrive.client.redrives import RedriveFailure, RedriveItem, RedriveTask
 from redrive.client.requests import DeadLetterFilter, JobSpec
 from redrive.client.transport import DEFAULT_URL
 from redrive.client.webhooks import WebhookDelivery, WebhookDeliveryPage, WebhookSubscription
@@ -71,6 +71,8 @@ __all__ = [
     "PruneReport",
     "Queue",
     "RedriveError",
+    "RedriveFailure",
+    "RedriveItem",
     "RedriveTask",
     "ReplayRule",
     "RetentionPolicies",

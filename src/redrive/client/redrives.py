@@ -1,5 +1,5 @@
-"""Redrive tasks in the client: the typed task and the operations on it (start by filter or
-incident, list, get, pause, resume, cancel)."""
+"""Redrive tasks in the client: the typed task and its items, and the operations on it (start
+by filter or incident, list, get, its items by state, pause, resume, cancel)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,48 @@ from redrive.client.requests import DeadLetterFilter, filter_params
 from redrive.client.transport import Connection, document_of, object_of
 
 REDRIVES = "/ojs/v1/dead-letter/redrives"
+
+
+@dataclass(frozen=True)
+class RedriveFailure:
+    """Why a task stopped (and the job it stopped at), or why one of its items stayed dead."""
+
+    code: str
+    message: str
+    job_id: str | None = None
+
+    @classmethod
+    def from_document(cls, document: object) -> RedriveFailure | None:
+        if not isinstance(document, dict):
+            return None
+        return cls(
+            code=str(document.get("code", "")),
+            message=str(document.get("message", "")),
+            job_id=text_of(document, "job_id"),
+        )
+
+
+@dataclass(frozen=True)
+class RedriveItem:
+    """One dead letter a task pinned: its state, and the error that kept a failed one dead."""
+
+    dead_letter_id: str
+    job_id: str
+    queue: str
+    state: str
+    error: RedriveFailure | None
+    raw: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> RedriveItem:
+        return cls(
+            dead_letter_id=str(document.get("dead_letter_id", "")),
+            job_id=str(document.get("job_id", "")),
+            queue=str(document.get("queue", "")),
+            state=str(document.get("state", "")),
+            error=RedriveFailure.from_document(document.get("error")),
+            raw=document,
+        )
 
 
 @dataclass(frozen=True)
@@ -35,6 +77,8 @@ class RedriveTask:
     dead_again: int
     success_rate: float | None
     raw: dict[str, Any] = field(repr=False)
+    failed: int = 0  # dead letters an upcaster refused (they stay dead)
+    failure: RedriveFailure | None = None  # a failed task: why it stopped
 
     @property
     def finished(self) -> bool:
@@ -63,6 +107,8 @@ class RedriveTask:
             dead_again=integer_of(counts, "dead_again"),
             success_rate=float(rate) if isinstance(rate, int | float) else None,
             raw=document,
+            failed=integer_of(counts, "failed"),
+            failure=RedriveFailure.from_document(document.get("failure")),
         )
 
 
@@ -102,6 +148,13 @@ class RedriveOperations(Connection):
 
     async def get_redrive(self, task_id: str) -> RedriveTask:
         return await self._task("GET", f"{REDRIVES}/{task_id}")
+
+    async def redrive_items(self, task_id: str, *, state: str | None = None) -> list[RedriveItem]:
+        """A task's pinned dead letters (the first 100); `state="failed"`: those an upcaster
+        refused, each with the error."""
+        params = {} if state is None else {"state": state}
+        payload = await self._request("GET", f"{REDRIVES}/{task_id}/items", params=params)
+        return [RedriveItem.from_document(item) for item in payload.get("items") or []]
 
     async def pause_redrive(self, task_id: str) -> RedriveTask:
         return await self._task("POST", f"{REDRIVES}/{task_id}/pause")

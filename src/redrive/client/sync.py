@@ -27,7 +27,7 @@ from redrive.client.errors import RedriveError
 from redrive.client.incidents import Incident, IncidentDetail, RootCauseRecord
 from redrive.client.legal_holds import LegalHold
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
-from redrive.client.redrives import RedriveTask
+from redrive.client.redrives import RedriveItem, RedriveTask
 from redrive.client.requests import DeadLetterFilter, Delay, JobSpec, Moment
 from redrive.client.transport import DEFAULT_TIMEOUT, DEFAULT_URL
 from redrive.client.webhooks import WebhookDeliveryPage, WebhookSubscription
@@ -715,6 +715,11 @@ class SyncClient:
 
     def get_redrive(self, task_id: str) -> RedriveTask:
         return self._run(self._client.get_redrive(task_id))
+
+    def redrive_items(self, task_id: str, *, state: str | None = None) -> list[RedriveItem]:
+        """A task's pinned dead letters (the first 100); `state="failed"`: those an upcaster
+        refused, each with the error."""
+        return self._run(self._client.redrive_items(task_id, state=state))
 
     def pause_redrive(self, task_id: str) -> RedriveTask:
         return self._run(self._client.pause_redrive(task_id))

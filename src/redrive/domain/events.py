@@ -21,7 +21,7 @@ EVENT_TYPES = frozenset(
         "dead_letter.deleted", "dead_letter.pruned", "dead_letter.retention_floor_holding",
         "queue.paused", "queue.resumed", "cron.triggered", "cron.skipped",
         "incident.opened", "incident.regressed", "incident.resolved",
-        "redrive.started", "redrive.completed", "redrive.cancelled",
+        "redrive.started", "redrive.completed", "redrive.cancelled", "redrive.failed",
         "alert.fired", "alert.acknowledged", "alert.resolved",
         "incident.classified", "incident.root_cause_recorded",
     }

@@ -1,14 +1,15 @@
 """Redrive tasks: their states and transitions, the rate they move at (and who may set it), the
-batch due at a moment (pacing), and the verification figures of the jobs they redrove."""
+batch due at a moment (pacing), what stopped one (a failure), and the verification figures of
+the jobs they redrove."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from redrive.domain.caller import Caller, Role
 from redrive.domain.dead_letter_filter import DeadLetterFilter
-from redrive.domain.errors import Conflict, Forbidden, InvalidRequest
+from redrive.domain.errors import Conflict, Forbidden, InvalidRequest, OjsError
 from redrive.domain.events import Event
 from redrive.domain.incident import (
     ACKNOWLEDGED,
@@ -29,17 +30,32 @@ STATES = (RUNNING, PAUSED, COMPLETED, CANCELLED, FAILED)
 UNFINISHED = frozenset({RUNNING, PAUSED})
 
 # What a pinned dead letter is: waiting, moved back to its queue, skipped (no longer dead when its
-# turn came), and, once its job ended, succeeded or dead again.
+# turn came), failed (an upcaster refused its payload: it stays dead, with the error), and, once
+# its job ended, succeeded or dead again.
 PENDING = "pending"
 MOVED = "moved"
 SKIPPED = "skipped"
+ITEM_FAILED = FAILED
 SUCCEEDED = "succeeded"
 DEAD_AGAIN = "dead_again"
+ITEM_STATES = (PENDING, MOVED, SKIPPED, ITEM_FAILED, SUCCEEDED, DEAD_AGAIN)
 
 DEFAULT_RATE = 100  # dead letters a minute (seed 003 §5.2, "Default")
 CRITICAL_RATE = 1000  # seed 003 §5.2, "Critical": admins only, with a reason
 MINUTE_MS = 60_000
 MAX_REASON = 500
+MAX_FAILURE_MESSAGE = 2000
+UNEXPECTED = "internal_error"  # the code of a failure that is no OjsError
+
+
+@dataclass(frozen=True)
+class RedriveFailure:
+    """Why a task stopped, or why one of its dead letters could not move: an error code and
+    message, and (a task's) the job it stopped at."""
+
+    code: str
+    message: str
+    job_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,10 +95,13 @@ class RedriveTask:
     succeeded: int
     dead_again: int
     queues: tuple[str, ...]
+    # Dead letters an upcaster refused (they stay dead); why the task failed, when it did.
+    failed: int = 0
+    failure: RedriveFailure | None = None
 
     @property
     def pending(self) -> int:
-        return self.to_move - self.moved - self.skipped
+        return self.to_move - self.moved - self.skipped - self.failed
 
     @property
     def verified(self) -> int:
@@ -203,8 +222,20 @@ def check_reason(value: object) -> str | None:
     return value.strip()
 
 
+def failure_of(error: Exception, job_id: str | None) -> RedriveFailure:
+    """The reason a batch raised `error`: an OJS error's code and message (and the job it names,
+    else `job_id`); anything else is unexpected, named by its type."""
+    if isinstance(error, OjsError):
+        named = error.details.get("job_id")
+        found = named if isinstance(named, str) else job_id
+        return RedriveFailure(error.code, error.message[:MAX_FAILURE_MESSAGE], found)
+    message = f"unexpected {type(error).__name__} in a batch: {error}"
+    return RedriveFailure(UNEXPECTED, message[:MAX_FAILURE_MESSAGE], job_id)
+
+
 def task_event(kind: str, task: RedriveTask) -> Event:
-    """`redrive.started`, `redrive.completed` or `redrive.cancelled`, about the task as it is."""
+    """`redrive.started`, `redrive.completed`, `redrive.cancelled` or `redrive.failed` (with
+    the reason), about the task as it is."""
     data: dict[str, Any] = {
         "task_id": task.id,
         "state": task.state,
@@ -215,10 +246,13 @@ def task_event(kind: str, task: RedriveTask) -> Event:
         "skipped": task.skipped,
         "succeeded": task.succeeded,
         "dead_again": task.dead_again,
+        "failed": task.failed,
         "queues": list(task.queues),
         "created_by": task.created_by,
         "reason": task.reason,
     }
+    if task.failure is not None:
+        data["failure"] = asdict(task.failure)
     queue = task.queues[0] if len(task.queues) == 1 else None
     return Event(kind, task.tenant_id, queue, None, task.id, data)
 

@@ -24,7 +24,7 @@ from redrive.domain.job import Job
 from redrive.domain.legal_hold import LegalHeld
 from redrive.domain.redaction import Redactor
 from redrive.domain.root_cause import POISON_PILL
-from redrive.domain.upcasting import Upcast, UpcastFailed, upcast
+from redrive.domain.upcasting import MissingUpcaster, Upcast, UpcastFailed, upcast
 from redrive.ports import DeadLetterMoves, Page, Transaction
 from redrive.service import visibility
 from redrive.service.audit import AuditService
@@ -65,6 +65,15 @@ class BulkResult:
     # A dry run's sample as it would be redriven: each dead letter's upcast (unchanged when its
     # type has no upcasters or it is already current).
     upcasts: list[Upcast] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PreparedUpcasts:
+    """Dead letters upcast before they move: the jobs an upcast changes (by job id, upcast),
+    and the episodes an upcaster refused (by episode id, with its error)."""
+
+    jobs: dict[str, Job] = field(default_factory=dict)
+    refused: dict[str, UpcastFailed] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -394,7 +403,9 @@ class DeadLetterService:
         if action == "retry" and (failures := await self._upcast_failures(caller, request, True)):
             # Nothing moves while one match would not upcast (a redrive that moved the others
             # would leave the operator a half-done set to untangle).
-            raise UpcastFailed(failures[0]["message"], {"job_id": failures[0]["job_id"]})
+            first = failures[0]
+            refusal = MissingUpcaster if first["code"] == MissingUpcaster.code else UpcastFailed
+            raise refusal(first["message"], {"job_id": first["job_id"]})
         filters = request.filters.scoped(caller.tenant_scope)
         if action == "retry":
             async with self.runtime.store.transaction(caller) as transaction:
@@ -450,13 +461,22 @@ class DeadLetterService:
         return moved
 
     async def revive(
-        self, transaction: DeadLetterMoves, moved: list[MovedEpisode], moved_by: str, now: int
-    ) -> None:
+        self, transaction: DeadLetterMoves, moved: list[MovedEpisode], moved_by: str, now: int,
+        upcast_jobs: dict[str, Job] | None = None,
+    ) -> None:  # fmt: skip
         """Requeue the jobs of moved episodes: in place where the dead job's row is still in the
-        jobs table, from the episode's snapshot where it was pruned from there."""
+        jobs table, from the episode's snapshot where it was pruned from there. `upcast_jobs`:
+        their upcasts prepared before the move (see `prepare_upcasts`), else done here."""
         if not moved:
             return
-        upcast_jobs = await self._upcast_moved(transaction, moved, now)
+        if upcast_jobs is None:
+            upcast_jobs = await self._upcast_moved(transaction, moved, now)
+        else:
+            upcast_jobs = {
+                episode.job_id: episodes.redrive(upcast_jobs[episode.job_id], now)
+                for episode in moved
+                if episode.job_id in upcast_jobs
+            }
         in_place = [episode.job_id for episode in moved if episode.job_id not in upcast_jobs]
         revived = await transaction.redrive_jobs(in_place, now) if in_place else set()
         pruned = [
@@ -501,6 +521,30 @@ class DeadLetterService:
             for result in upcasts
             if result.changed
         }
+
+    async def prepare_upcasts(
+        self, transaction: DeadLetterMoves, episode_ids: list[str]
+    ) -> PreparedUpcasts:
+        """The upcasts of dead letters about to move, each on its own: one an upcaster refuses
+        is set apart (the others can move); a missing step (configuration, not the payload)
+        raises MissingUpcaster."""
+        upcasters = self.runtime.options.upcasters
+        if not len(upcasters) or not episode_ids:
+            return PreparedUpcasts()
+        prepared = PreparedUpcasts()
+        for dead in await transaction.dead_letters_by_id(episode_ids):
+            if upcasters.current_version(dead.job.type) is None:
+                continue
+            try:
+                result = upcast(dead.job, upcasters)
+            except MissingUpcaster:
+                raise
+            except UpcastFailed as error:
+                prepared.refused[dead.id] = error
+                continue
+            if result.changed:
+                prepared.jobs[dead.job_id] = result.after
+        return prepared
 
     async def _forget(
         self, transaction: DeadLetterMoves, moved: list[MovedEpisode], moved_by: str, now: int

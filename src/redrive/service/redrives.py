@@ -1,11 +1,13 @@
 """Redrive tasks: start one (the one way a task begins), bulk retry that becomes one when the set
 is larger than a burst, list and read them, pause, resume and cancel them, and advance the
-running ones by the batch due at each maintenance tick."""
+running ones by the batch due at each maintenance tick (each task's batch on its own: one that
+fails ends its task `failed`, the others move)."""
 
 from __future__ import annotations
 
+import logging
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from redrive.domain import dead_letter as episodes
@@ -14,6 +16,7 @@ from redrive.domain.audit import Action
 from redrive.domain.caller import SYSTEM, Caller
 from redrive.domain.errors import Conflict, NotFound
 from redrive.domain.redrive import RedriveRequest, RedriveTask, task_event
+from redrive.domain.upcasting import upcast
 from redrive.ports import Transaction
 from redrive.service import locks
 from redrive.service.audit import AuditService
@@ -23,6 +26,8 @@ from redrive.service.runtime import Runtime
 
 RUNNING_BATCH = 100  # running tasks advanced per tick
 ITEMS_PAGE = 100
+UPCAST_CHECK_PAGE = 500
+log = logging.getLogger("redrive.redrives")
 AUDITED = {
     redrive.Change.PAUSE: Action.REDRIVE_PAUSE,
     redrive.Change.RESUME: Action.REDRIVE_RESUME,
@@ -85,6 +90,7 @@ class RedriveService:
                     "or wait until it ends",
                     {"task_id": holder, "queue": queue},
                 )
+            await self._refuse_failing_upcasts(transaction, task.id)
             queues = sorted({queue for _, queue in pinned})
             to_move = sum(pinned.values())
             await transaction.set_redrive_task_pins(task.id, to_move, queues)
@@ -94,6 +100,21 @@ class RedriveService:
                       "critical": request.critical, "reason": request.reason}  # fmt: skip
             await self.audit.record(caller, transaction, Action.REDRIVE_START, target, to_move)
         return task
+
+    async def _refuse_failing_upcasts(self, transaction: Transaction, task_id: str) -> None:
+        """A dry run of the pinned set's upcasts: the first dead letter an upcaster would refuse
+        (or that lacks a step) refuses the start with the 422 a bulk retry gives, naming it."""
+        upcasters = self.runtime.options.upcasters
+        job_types, after = upcasters.job_types, ""
+        while job_types:
+            page = await transaction.pending_redrive_dead_letters(
+                task_id, job_types, after, UPCAST_CHECK_PAGE
+            )
+            for dead in page:
+                upcast(dead.job, upcasters)  # UpcastFailed or MissingUpcaster, naming the job
+            if len(page) < UPCAST_CHECK_PAGE:
+                return
+            after = page[-1].id
 
     async def bulk_retry(self, caller: Caller, request: BulkRequest) -> BulkResult | RedriveTask:
         """A bulk retry by filter: within the request, as always, when the set fits a burst of
@@ -173,29 +194,51 @@ class RedriveService:
 
     async def advance(self) -> int:
         """Move the batch due of every running task (one replica at a time); how many moved,
-        -1 when another replica holds the lock."""
+        -1 when another replica holds the lock. Each task's batch is a savepoint of the one
+        transaction: a batch that raises is undone alone and ends its task `failed`."""
         now = self.runtime.now()
+        failed: list[tuple[RedriveTask, Exception]] = []
+        moved = 0
         async with self.runtime.store.transaction(SYSTEM) as transaction:
             if not await transaction.try_lock(locks.REDRIVES):
                 return -1
-            moved = 0
             for task in await transaction.running_redrive_tasks(RUNNING_BATCH):
-                moved += await self._advance(transaction, task, now)
+                if redrive.due(task, now)[0] == 0 and task.pending > 0:
+                    continue  # nothing due yet (no savepoint for it)
+                try:
+                    async with transaction.savepoint():
+                        batch = await self._advance(transaction, task, now)
+                except Exception as error:
+                    stopped = await self._fail(transaction, task, error, now)
+                    failed += [] if stopped is None else [(stopped, error)]
+                    continue
+                moved += batch.moved
+                self.runtime.metrics.redrive_moved[task.id] += batch.moved
+                self.runtime.metrics.redrive_failed_items[task.id] += batch.failed
+        for task, cause in failed:
+            code = _log_failure(task, cause)
+            self.runtime.metrics.redrive_tasks_failed[code] += 1
         return moved
 
-    async def _advance(self, transaction: Transaction, task: RedriveTask, now: int) -> int:
+    async def _advance(self, transaction: Transaction, task: RedriveTask, now: int) -> Batch:
+        """The task's batch due: each dead letter upcast first (one an upcaster refuses is
+        marked failed with the error and stays dead), then the rest moved in one statement."""
         count, paced_until = redrive.due(task, now)
-        if count == 0 and task.pending > 0:
-            return 0
-        picked = await transaction.pending_redrive_items(task.id, count) if count else []
+        picked = await transaction.pending_redrive_items(task.id, count) if count else {}
+        prepared = await self.dead_letters.prepare_upcasts(transaction, list(picked))
+        refused = {
+            episode_id: redrive.failure_of(error, picked[episode_id])
+            for episode_id, error in prepared.refused.items()
+        }
+        await transaction.fail_redrive_items(task.id, refused)
+        chosen = [episode_id for episode_id in picked if episode_id not in refused]
         mover = moved_by(task)
-        moved = await transaction.move_dead_letters_by_id(picked, episodes.RETRIED, now, mover)
-        await self.dead_letters.revive(transaction, moved, mover, now)
+        moved = await transaction.move_dead_letters_by_id(chosen, episodes.RETRIED, now, mover)
+        await self.dead_letters.revive(transaction, moved, mover, now, prepared.jobs)
         await transaction.mark_redriven_jobs(task.id, [episode.job_id for episode in moved])
         after = await transaction.count_redrive_batch(
-            task.id, picked, [episode.id for episode in moved], now, paced_until
+            task.id, chosen, [episode.id for episode in moved], now, paced_until, len(refused)
         )
-        self.runtime.metrics.redrive_moved[task.id] += len(moved)
         if after.pending <= 0:
             done = await transaction.change_redrive_task(
                 after, redrive.COMPLETED, now, "system", paced_until
@@ -203,4 +246,44 @@ class RedriveService:
             if done is not None:
                 await transaction.release_redrive_task(task.id)
                 await self.runtime.emit(transaction, [task_event("redrive.completed", done)], now)
-        return len(moved)
+        return Batch(len(moved), len(refused))
+
+    async def _fail(
+        self, transaction: Transaction, task: RedriveTask, error: Exception, now: int
+    ) -> RedriveTask | None:
+        """A batch raised (its moves undone): the task ends `failed` with the reason and the job
+        it stopped at (the one the error names, else the next it would move), and lets go of
+        its queues and of what it still pins, as a cancel does. An operator starts a new task
+        once the cause (an upcaster's configuration, say) is fixed."""
+        pending = await transaction.pending_redrive_items(task.id, 1)
+        failure = redrive.failure_of(error, next(iter(pending.values()), None))
+        failed = await transaction.fail_redrive_task(task, failure, now)
+        if failed is None:  # paused or cancelled meanwhile: that stands
+            return None
+        await transaction.release_redrive_task(task.id)
+        await self.runtime.emit(transaction, [task_event("redrive.failed", failed)], now)
+        return failed
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one task's batch did: dead letters moved, and those an upcaster refused."""
+
+    moved: int = 0
+    failed: int = 0
+
+
+def _log_failure(task: RedriveTask, error: Exception) -> str:
+    """One structured line per failed task (after its transaction committed), with the
+    traceback of an unexpected error; the failure's code."""
+    failure = task.failure or redrive.RedriveFailure(redrive.UNEXPECTED, "")
+    log.error(
+        "redrive task %s failed at job %s: %s: %s (moved %d of %d; its queues are released)",
+        task.id, failure.job_id, failure.code, failure.message, task.moved, task.to_move,
+        extra={"redrive_task": {"id": task.id, "event": "failed", "tenant_id": task.tenant_id,
+                                "queues": list(task.queues), "code": failure.code,
+                                "message": failure.message, "job_id": failure.job_id,
+                                "moved": task.moved, "to_move": task.to_move}},
+        exc_info=error if failure.code == redrive.UNEXPECTED else None,
+    )  # fmt: skip
+    return failure.code

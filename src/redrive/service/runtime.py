@@ -81,6 +81,9 @@ class Metrics:
     redrive_moved: Counter[str] = field(default_factory=Counter)
     redrive_succeeded: Counter[str] = field(default_factory=Counter)
     redrive_dead_again: Counter[str] = field(default_factory=Counter)
+    # Per task: dead letters an upcaster refused; per error code: tasks that ended `failed`.
+    redrive_failed_items: Counter[str] = field(default_factory=Counter)
+    redrive_tasks_failed: Counter[str] = field(default_factory=Counter)
     duration_sum_seconds: float = 0.0
     duration_count: int = 0
 

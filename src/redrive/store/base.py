@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 from redrive.domain.dead_letter import DEAD
@@ -56,6 +58,22 @@ class SqlBase:
                     error_type=error_type, delta=delta,
                 )  # fmt: skip
         self.tally_changes.clear()
+
+    @asynccontextmanager
+    async def savepoint(self) -> AsyncIterator[None]:
+        """A part of the transaction that an exception undoes alone (and re-raises): its
+        statements and the tally, incident and wake-up changes it queued (on PostgreSQL a
+        wake-up it asked for may still be sent: a spurious wake-up costs one empty fetch)."""
+        tallies, incidents = Counter(self.tally_changes), Counter(self.incident_changes)
+        notified = set(self.notified)
+        await self._run("savepoint")
+        try:
+            yield
+        except Exception:
+            await self._run("rollback_to_savepoint")
+            self.tally_changes, self.incident_changes, self.notified = tallies, incidents, notified
+            raise
+        await self._run("release_savepoint")
 
     async def notify(self, queues: set[str]) -> None:
         """Tell waiting fetches (in every replica) that these queues have work, on commit."""

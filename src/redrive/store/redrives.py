@@ -6,12 +6,19 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from redrive.domain.dead_letter import DEAD, MovedEpisode
+from redrive.domain.dead_letter import DEAD, DeadLetter, MovedEpisode
 from redrive.domain.dead_letter_filter import DeadLetterFilter
-from redrive.domain.redrive import DEAD_AGAIN, SUCCEEDED, ItemOutcome, RedriveOutcome, RedriveTask
+from redrive.domain.redrive import (
+    DEAD_AGAIN,
+    SUCCEEDED,
+    ItemOutcome,
+    RedriveFailure,
+    RedriveOutcome,
+    RedriveTask,
+)
 from redrive.ports import RedriveTaskStore
 from redrive.store.base import SqlBase
-from redrive.store.codec import dump, load
+from redrive.store.codec import dead_letter_from_row, dump, load
 from redrive.store.dead_letters import filter_parameters
 
 
@@ -37,12 +44,17 @@ def task_from_row(row: dict[str, Any]) -> RedriveTask:
         succeeded=int(row["succeeded"]),
         dead_again=int(row["dead_again"]),
         queues=tuple(load(row["queues"]) or ()),
+        failed=int(row["failed"]),
+        failure=None
+        if row["failure_code"] is None
+        else RedriveFailure(row["failure_code"], row["failure_message"], row["failure_job_id"]),
     )
 
 
 class SqlRedriveTasks(SqlBase, RedriveTaskStore):
     async def insert_redrive_task(self, task: RedriveTask) -> None:
         values = dict(vars(task))
+        del values["failed"], values["failure"]  # a new task has neither
         values["filter"] = dump(task.filter)
         values["queues"] = dump(list(task.queues))
         await self._run("insert_redrive_task", **values)
@@ -104,9 +116,34 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
         )  # fmt: skip
         return task_from_row(rows[0]) if rows else None
 
-    async def pending_redrive_items(self, task_id: str, limit: int) -> list[str]:
+    async def pending_redrive_items(self, task_id: str, limit: int) -> dict[str, str]:
         rows = await self._rows("select_pending_redrive_items", task_id=task_id, limit=limit)
-        return [row["dead_letter_id"] for row in rows]
+        return {row["dead_letter_id"]: row["job_id"] for row in rows}
+
+    async def pending_redrive_dead_letters(
+        self, task_id: str, job_types: list[str], after: str, limit: int
+    ) -> list[DeadLetter]:
+        rows = await self._rows(
+            "select_pending_redrive_dead_letters", task_id=task_id, after=after, limit=limit,
+            types=self.executor.list_parameter(job_types),
+        )  # fmt: skip
+        return [dead_letter_from_row(row) for row in rows]
+
+    async def fail_redrive_items(self, task_id: str, failures: dict[str, RedriveFailure]) -> None:
+        for dead_letter_id, failure in sorted(failures.items()):  # rare: one statement each
+            await self._run(
+                "fail_redrive_item", task_id=task_id, dead_letter_id=dead_letter_id,
+                code=failure.code, message=failure.message,
+            )  # fmt: skip
+
+    async def fail_redrive_task(
+        self, task: RedriveTask, failure: RedriveFailure, now: int
+    ) -> RedriveTask | None:
+        rows = await self._rows(
+            "fail_redrive_task", id=task.id, expected_state=task.state, now=now,
+            code=failure.code, message=failure.message, job_id=failure.job_id,
+        )  # fmt: skip
+        return task_from_row(rows[0]) if rows else None
 
     async def move_dead_letters_by_id(
         self, episode_ids: list[str], status: str, now: int, moved_by: str
@@ -123,8 +160,11 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
         return [MovedEpisode(**row) for row in rows]
 
     async def count_redrive_batch(
-        self, task_id: str, picked: list[str], moved: list[str], now: int, paced_until: int
-    ) -> RedriveTask:
+        self, task_id: str, picked: list[str], moved: list[str], now: int, paced_until: int,
+        failed: int = 0,
+    ) -> RedriveTask:  # fmt: skip
+        """`picked`: the items leaving `pending` as moved or skipped (not those marked failed,
+        `failed` of them)."""
         if picked:
             await self._run(
                 "mark_redrive_items", task_id=task_id,
@@ -133,7 +173,7 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
             )  # fmt: skip
         rows = await self._rows(
             "count_redrive_batch", id=task_id, moved=len(moved),
-            skipped=len(picked) - len(moved), now=now, paced_until=paced_until,
+            skipped=len(picked) - len(moved), failed=failed, now=now, paced_until=paced_until,
         )  # fmt: skip
         return task_from_row(rows[0])
 

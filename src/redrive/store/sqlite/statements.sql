@@ -784,6 +784,16 @@ SELECT sequence FROM events WHERE id = :id;
 -- name: delete_events_before
 DELETE FROM events WHERE time < :before;
 
+-- name: savepoint
+-- A part of a transaction that can be undone alone (a redrive task's batch).
+SAVEPOINT batch;
+
+-- name: rollback_to_savepoint
+ROLLBACK TO SAVEPOINT batch;
+
+-- name: release_savepoint
+RELEASE SAVEPOINT batch;
+
 -- name: try_lock
 SELECT CAST(:key AS INTEGER) IS NOT NULL AS locked;
 
@@ -1165,10 +1175,33 @@ RETURNING *;
 
 -- name: select_pending_redrive_items
 -- The task's next dead letters to move (the write transaction holds off every other writer).
-SELECT dead_letter_id FROM redrive_task_items
+SELECT dead_letter_id, job_id FROM redrive_task_items
 WHERE task_id = :task_id AND state = 'pending'
 ORDER BY dead_letter_id
 LIMIT :limit;
+
+-- name: select_pending_redrive_dead_letters
+-- The dead letters a task still pins of these types, by id after :after (a dry run of their
+-- upcasts when it starts).
+SELECT dead_letters.* FROM redrive_task_items AS item
+JOIN dead_letters ON dead_letters.id = item.dead_letter_id
+WHERE item.task_id = :task_id AND item.state = 'pending' AND item.dead_letter_id > :after
+  AND dead_letters.type IN (SELECT value FROM json_each(:types))
+ORDER BY item.dead_letter_id
+LIMIT :limit;
+
+-- name: fail_redrive_item
+-- A pinned dead letter an upcaster refused: it leaves `pending` with the error (and stays dead).
+UPDATE redrive_task_items SET state = 'failed', error_code = :code, error_message = :message
+WHERE task_id = :task_id AND dead_letter_id = :dead_letter_id AND state = 'pending';
+
+-- name: fail_redrive_task
+-- Guarded like change_redrive_task: the task ends `failed` with the reason.
+UPDATE redrive_tasks SET state = 'failed', updated_at = :now, updated_by = 'system',
+    finished_at = :now, failure_code = :code, failure_message = :message,
+    failure_job_id = :job_id
+WHERE id = :id AND state = :expected_state
+RETURNING *;
 
 -- name: move_dead_letters_by_id
 -- The status flip (the exactly-once guard) of chosen episodes still dead.
@@ -1184,6 +1217,7 @@ WHERE task_id = :task_id AND dead_letter_id IN (SELECT value FROM json_each(:ids
 
 -- name: count_redrive_batch
 UPDATE redrive_tasks SET moved = moved + :moved, skipped = skipped + :skipped,
+    failed = failed + :failed,
     paced_until = :paced_until, updated_at = :now
 WHERE id = :id
 RETURNING *;
