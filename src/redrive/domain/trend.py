@@ -91,6 +91,10 @@ class Trend:
     def counts(self) -> tuple[int, ...]:
         return tuple(bucket.count for bucket in self.buckets)
 
+    @property
+    def unit(self) -> str:
+        return SHAPES[self.window][2]
+
 
 def _plural(count: int, unit: str) -> str:
     return f"{count} {unit}" + ("" if count == 1 else "s")
