@@ -41,9 +41,10 @@ def chart(trend: Trend, size: tuple[int, int] = SMALL, detailed: bool = False) -
             f'width="{_number(slot - gap)}" height="{_number(tall)}" '
             f'data-count="{bucket.count}">{tip}</rect>'
         )
+    ground = f'<rect class="ground" width="{width}" height="{height}"></rect>' if detailed else ""
     return Markup(
         f'<svg class="sparkline" role="img" aria-label="{label}" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}" '
         f'data-counts="{",".join(str(count) for count in trend.counts)}">'
-        f"<title>{label}</title>{''.join(bars)}</svg>"
+        f"<title>{label}</title>{ground}{''.join(bars)}</svg>"
     )
