@@ -193,7 +193,7 @@ async def test_an_incident_page_charts_its_trend(
     page = (await dashboard.get(f"/ui/incidents/{incident}")).text
     figure = page[page.index('data-testid="trend"') : page.index("</figure>")]
     assert 'data-counts="' + ",".join(["0"] * 22 + ["1", "2"]) + '"' in figure
-    assert figure.count("<rect class=\"bar") == 24
+    assert figure.count('<rect class="bar') == 24
     assert "rising: 2 in the last hour, 1 the hour before" in figure
     # Now is 2026-09-21 15:13:20 UTC: each bar is titled with its hour's start and count.
     assert "<title>2026-09-21 14:13:20 UTC: 2</title>" in figure
