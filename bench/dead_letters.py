@@ -31,6 +31,7 @@ from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.legal_hold import parse_hold_request
 from redrive.domain.retention import parse_policy_changes
 from redrive.domain.root_cause import parse_root_cause
+from redrive.domain.trend import Window
 from redrive.ports import Page
 from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
@@ -46,6 +47,7 @@ PAGE_LIMIT = 50
 # Targets from the issue, for 1,000,000 dead letters.
 LIST_P95_MS = 20.0
 INCIDENT_LIST_P95_MS = 20.0
+INCIDENT_TREND_P95_MS = 20.0  # like the list it sits beside
 STATS_P95_MS = 50.0
 BULK_RETRY_ROWS = 100_000
 BULK_RETRY_S = 2.0
@@ -240,6 +242,42 @@ async def measure_incidents(
             listing.append(elapsed)
             pages.append(page)
     return listing, pages
+
+
+@dataclass(frozen=True)
+class FixedClock:
+    """The moment trends are read at: an hour after the seed's newest dead letter, so the last
+    24 hours hold a day of arrivals (the seed leaves a day before its own now empty)."""
+
+    now: int
+
+    def now_ms(self) -> int:
+        return self.now
+
+
+async def measure_trends(
+    service: Service, count: int, warmup: int
+) -> tuple[dict[str, list[float]], int]:
+    """The trend of each incident list page (the query mix in turn), 24h and 7d in turn: one
+    grouped query for the page's incidents. Returns the samples per window and the most
+    arrivals one page counted."""
+    samples: dict[str, list[float]] = {window.value: [] for window in Window}
+    pages = [
+        await service.incidents.search(CALLER, parse_incident_query(raw))
+        for raw in INCIDENT_QUERIES
+    ]
+    most = 0
+    for index in range(warmup + count):
+        window = list(Window)[index % len(Window)]
+        page = pages[(index // len(Window)) % len(pages)]
+        elapsed, trends = await _timed(partial(service.incidents.trends, CALLER, page, window))
+        counted = sum(trend.total for trend in trends.values())
+        if window == Window.WEEK and not counted:
+            raise RuntimeError("a week of trends counted no arrival")
+        most = max(most, counted)
+        if index >= warmup:
+            samples[window.value].append(elapsed)
+    return samples, most
 
 
 async def measure_stats(service: Service, count: int, warmup: int) -> list[float]:
@@ -454,6 +492,12 @@ async def _read_phase(
         incident_lists, incident_pages = await measure_incidents(
             service, settings.list_samples, settings.warmup, random.Random(settings.seed)
         )
+        log(f"incident trends: {settings.list_samples} pages of incidents")
+        clock = FixedClock(plan.newest + 3_600_000)
+        trend_service = Service(Runtime(service.runtime.store, clock=clock))
+        trends, most_arrivals = await measure_trends(
+            trend_service, settings.list_samples, settings.warmup
+        )
     figures = outcome.figures
     figures.append(_ms("list page p50", samples, "p50"))
     figures.append(_ms("list page p95", samples, "p95", LIST_P95_MS))
@@ -466,6 +510,14 @@ async def _read_phase(
     figures.append(_ms("incident list p95", incident_lists, "p95", INCIDENT_LIST_P95_MS))
     figures.append(_ms("incident page p95 (with its 20 newest dead letters)", incident_pages,
                        "p95"))  # fmt: skip
+    every_trend = [sample for window in trends.values() for sample in window]
+    figures.append(_ms("incident trend p95 (a page of incidents, 24h and 7d)", every_trend,
+                       "p95", INCIDENT_TREND_P95_MS))  # fmt: skip
+    for window, window_samples in trends.items():
+        figure = _ms(f"  incident trend p95: {window}", window_samples, "p95")
+        figure.note = f"p50 {percentile(window_samples, 0.5):.2f} ms; " + figure.note
+        figures.append(figure)
+    figures[-1].note += f"; up to {most_arrivals:,} arrivals counted for a page"
     figures.append(_ms("stats p50", stats, "p50"))
     figures.append(_ms("stats p95", stats, "p95", STATS_P95_MS))
     figures.append(_ms("dashboard list page p50", pages, "p50"))
@@ -476,7 +528,9 @@ async def _read_phase(
     outcome.details["list_cases"] = [asdict(case) for case in cases]
     outcome.details["list_samples_ms"] = by_kind
     outcome.details["stats_samples_ms"] = stats
-    outcome.details["incident_samples_ms"] = {"list": incident_lists, "page": incident_pages}
+    outcome.details["incident_samples_ms"] = {
+        "list": incident_lists, "page": incident_pages, "trend": trends,
+    }  # fmt: skip
 
 
 async def _write_phase(

@@ -23,6 +23,7 @@ from redrive.domain.replay import ReplayRule
 from redrive.domain.retention import ArchiveRecord, PolicyRecord
 from redrive.domain.root_cause import RootCause, Unexplained
 from redrive.domain.sessions import DashboardSession
+from redrive.domain.trend import Buckets
 from redrive.domain.webhook_delivery import DeliveryQuery, DeliveryRecord
 from redrive.domain.webhooks import Listener, SealedSecrets, Subscription
 
@@ -197,6 +198,14 @@ class IncidentStore(Protocol):
     ) -> list[Incident]: ...
     async def list_incidents(self, query: IncidentQuery) -> list[Incident]: ...
     async def get_incident(self, incident_id: str, tenant_id: str | None) -> Incident | None: ...
+    async def count_incident_arrivals(
+        self, incident_ids: list[str], tenant_id: str | None, buckets: Buckets
+    ) -> dict[str, dict[int, int]]:
+        """The dead letters (in any status now) that arrived at each incident in the buckets'
+        window, per bucket index (0 the oldest): one grouped query for them all. Incidents and
+        buckets with none are absent."""
+        ...
+
     async def change_incident_state(
         self, change: StateChange, tenant_id: str | None
     ) -> Incident | None:

@@ -35,6 +35,7 @@ from redrive.domain import lifecycle
 from redrive.domain.caller import SYSTEM
 from redrive.domain.errors import OjsError
 from redrive.domain.job import DEFAULT_TENANT, Job
+from redrive.domain.trend import Window, buckets_for
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.codec import dump, job_record
@@ -435,3 +436,66 @@ def test_sqlite_statement_uses_its_index(
     assert any(re.search(rf"USING (COVERING )?INDEX {index} \(", d) for d in on_jobs), shown
     if statement_name(case) == "claim_jobs":
         assert not any("TEMP B-TREE" in d for d in details), shown
+
+
+def test_sqlite_incident_trends_read_only_their_index(
+    sqlite_database: sqlite3.Connection, seeded_sqlite: Seeded
+) -> None:
+    """A page of incidents' trends: a covering range search per incident, no table read."""
+    sql = seeded_sqlite.statements["count_incident_arrivals"]
+    ids = [row[0] for row in sqlite_database.execute("SELECT id FROM incidents")]
+    assert ids
+    buckets = buckets_for(Window.DAY, ManualClock().now_ms())
+    for tenant in (DEFAULT_TENANT, None):
+        parameters = {"ids": json.dumps(ids), "tenant_id": tenant, "start": buckets.start,
+                      "end": buckets.end, "width": buckets.width}  # fmt: skip
+        details = explain_sqlite(sqlite_database, sql, parameters)
+        on_dead_letters = [d for d in details if re.match(r"(SCAN|SEARCH) dead_letters\b", d)]
+        assert on_dead_letters == [
+            "SEARCH dead_letters USING COVERING INDEX dead_letters_incident_arrivals "
+            "(incident_id=? AND discarded_at>? AND discarded_at<?)"
+        ], "\n".join(details)
+
+
+# A month of dead letters, one every 90 s, over 200 incidents (a tenth of them another tenant's,
+# a third retried since): what a trend reads on a server that has run for a while.
+TREND_ROWS = 30_000
+TREND_SEED = """
+INSERT INTO dead_letters (id, job_id, tenant_id, queue, type, reason, discarded_at, status, job,
+                          incident_id)
+SELECT 'dl' || n, 'job' || n, CASE WHEN n %% 10 = 0 THEN 'other' ELSE %(tenant)s END,
+       'q' || (n %% 20), 't' || (n %% 50), 'max_attempts',
+       CAST(%(now)s AS bigint) - n * CAST(90000 AS bigint),
+       CASE WHEN n %% 3 = 0 THEN 'retried' ELSE 'dead' END, '{}'::jsonb,
+       'inc_' || lpad(to_hex(n %% 200), 24, '0')
+FROM generate_series(1, %(rows)s) AS n
+"""
+
+
+@pytest.fixture(scope="module")
+def trend_postgres(postgres_template: str) -> Iterator[str]:
+    with database_from_template(postgres_template) as url:
+        with psycopg.connect(url, autocommit=True) as connection:
+            values = {"tenant": DEFAULT_TENANT, "now": ManualClock().now_ms(), "rows": TREND_ROWS}
+            connection.execute(TREND_SEED, values)
+            connection.execute("VACUUM (ANALYZE) dead_letters")  # as autovacuum leaves it
+        yield url
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("window", list(Window))
+@pytest.mark.parametrize("mode", ["custom", "prepared", "generic"])
+def test_postgres_incident_trends_read_only_their_index(
+    trend_postgres: str, mode: str, window: Window
+) -> None:
+    """A page of 50 incidents' trends: an index-only range scan of
+    dead_letters_incident_arrivals, whatever the plan cache does."""
+    ids = ["inc_" + format(number, "024x") for number in range(50)]
+    buckets = buckets_for(window, ManualClock().now_ms())
+    parameters = {"ids": ids, "tenant_id": DEFAULT_TENANT, "start": buckets.start,
+                  "end": buckets.end, "width": buckets.width}  # fmt: skip
+    plan = explain_postgres(trend_postgres, "count_incident_arrivals", parameters, mode)
+    shown = json.dumps(plan, indent=1)
+    scans = [node for node in plan_nodes(plan) if node.get("Relation Name") == "dead_letters"]
+    assert [node["Node Type"] for node in scans] == ["Index Only Scan"], shown
+    assert index_names(plan) == {"dead_letters_incident_arrivals"}, shown

@@ -29,6 +29,9 @@ def test_acknowledge_resolve_and_a_regression(page: Page, api: Api, backend: str
     first = rows.first
     expect(first).to_contain_text("charge.card")
     expect(first.locator("td.number").first).to_have_text("3")
+    # Its trend: a sparkline whose accessible name gives the numbers, and the direction.
+    expect(first.get_by_role("img", name=re.compile(r"\(3 in all\)"))).to_be_visible()
+    expect(first).to_contain_text("rising: 3 in the last hour, 0 the hour before")
     first.get_by_role("link").click()
     expect(
         page.get_by_role("heading", name=re.compile("charge.card: GatewayTimeout"))
@@ -48,6 +51,11 @@ def test_acknowledge_resolve_and_a_regression(page: Page, api: Api, backend: str
     page.reload()
     expect(page.get_by_role("heading", name=re.compile("regressed"))).to_be_visible()
     expect(page.get_by_test_id("dead-count")).to_have_text("4")
+    page.get_by_role("link", name="last 7 days").click()
+    trend = page.get_by_test_id("trend")
+    expect(trend).to_contain_text("rising: 4 in the last day, 0 the day before")
+    expect(trend.get_by_role("img", name=re.compile(r"per day .*\(4 in all\)"))).to_be_visible()
+    screenshot(page, "incident-trend", backend)
     page.get_by_role("link", name=re.compile("Every dead letter of this incident")).click()
     expect(page.get_by_test_id("match-count")).to_have_text("4")
     listed = page.locator("tbody tr[data-job-id]").evaluate_all(

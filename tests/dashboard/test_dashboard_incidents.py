@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from redrive.domain.audit import AuditQuery
+from redrive.domain.trend import HOUR_MS
 from redrive.service.facade import Service
 from tests.behaviour.test_incidents import die, incident_of
 from tests.dashboard.conftest import post_form, session_token
@@ -132,3 +133,72 @@ async def test_an_operator_records_the_root_cause_and_the_class_on_the_incident_
     assert [r.action for r in records if r.action.startswith("incident.")] == [
         "incident.classify", "incident.root_cause"  # the category classified it: one record
     ]  # fmt: skip
+
+
+def sparkline_of(page: str, incident: str) -> str:
+    """The SVG in the incident's row of the list."""
+    row = page[page.index(f'<tr data-incident-id="{incident}"') :]
+    row = row[: row.index("</tr>")]
+    return row[row.index("<svg") : row.index("</svg>") + len("</svg>")]
+
+
+async def test_the_incident_list_draws_each_incidents_trend(
+    dashboard: httpx.AsyncClient, clock: ManualClock
+) -> None:
+    incident = await incident_of(dashboard, await die(dashboard))  # 4 hours before the reading
+    clock.advance(HOUR_MS)
+    await die(dashboard)
+    await die(dashboard)
+    clock.advance(HOUR_MS)
+    for _ in range(3):
+        await die(dashboard)
+    quiet = await incident_of(dashboard, await die(dashboard, "card_declined", "CardError"))
+    clock.advance(2 * HOUR_MS)  # nothing for two hours
+
+    page = (await dashboard.get("/ui/incidents")).text
+    svg = sparkline_of(page, incident)
+    expected = ",".join(str(count) for count in [0] * 19 + [1, 2, 3, 0, 0])
+    assert f'data-counts="{expected}"' in svg
+    assert 'role="img"' in svg
+    label = (
+        f"Dead letters per hour over the last 24 hours, oldest first: {expected.replace(',', ', ')}"
+        " (6 in all). Quiet: none in the last 2 hours, 6 in the last 24 hours."
+    )
+    assert f'aria-label="{label}"' in svg and f"<title>{label}</title>" in svg
+    assert svg.count("<rect") == 24
+    assert svg.count('class="bar"') == 3  # three buckets had arrivals, the others are empty
+    assert "quiet: none in the last 2 hours, 6 in the last 24 hours" in page
+    declined = ",".join(["0"] * 21 + ["1", "0", "0"])
+    assert f'data-counts="{declined}"' in sparkline_of(page, quiet)
+
+    for _ in range(4):
+        await die(dashboard)
+    page = (await dashboard.get("/ui/incidents")).text
+    assert "rising: 4 in the last hour, 0 the hour before" in page
+    week = (await dashboard.get("/ui/incidents", params={"trend": "7d"})).text
+    assert 'data-counts="0,0,0,0,0,0,10"' in sparkline_of(week, incident)
+    assert '<option value="7d" selected>last 7 days</option>' in week
+    refused = await dashboard.get("/ui/incidents", params={"trend": "month"})
+    assert refused.status_code == 400
+    assert "trend must be one of 24h, 7d" in refused.text
+
+
+async def test_an_incident_page_charts_its_trend(
+    dashboard: httpx.AsyncClient, clock: ManualClock
+) -> None:
+    incident = await incident_of(dashboard, await die(dashboard))
+    clock.advance(HOUR_MS)
+    await die(dashboard)
+    await die(dashboard)
+    page = (await dashboard.get(f"/ui/incidents/{incident}")).text
+    figure = page[page.index('data-testid="trend"') : page.index("</figure>")]
+    assert 'data-counts="' + ",".join(["0"] * 22 + ["1", "2"]) + '"' in figure
+    assert figure.count('<rect class="bar') == 24
+    assert "rising: 2 in the last hour, 1 the hour before" in figure
+    # Now is 2026-09-21 15:13:20 UTC: each bar is titled with its hour's start and count.
+    assert "<title>2026-09-21 14:13:20 UTC: 2</title>" in figure
+    assert "<title>2026-09-21 13:13:20 UTC: 1</title>" in figure
+    week = (await dashboard.get(f"/ui/incidents/{incident}", params={"trend": "7d"})).text
+    assert 'data-counts="0,0,0,0,0,0,3"' in week
+    refused = await dashboard.get(f"/ui/incidents/{incident}", params={"trend": "1y"})
+    assert refused.status_code == 400

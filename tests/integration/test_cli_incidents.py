@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from redrive.cli import app
+from redrive.cli.output import sparkline
 from redrive.cli.remote import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_USAGE, Target, open_client
 from redrive.client import Client, ConflictError, DeadLetterFilter, RetryPolicy
 
@@ -166,3 +167,33 @@ def test_migrate_files_older_dead_letters_into_their_incidents(database_url: str
     assert sorted(item["id"] for item in listed["incidents"]) == sorted([timeout, declined])
     again = runner.invoke(app, ["migrate", "--database-url", database_url])
     assert again.exit_code == 0 and "filed" not in again.output
+
+
+def test_incidents_show_their_trend_as_unicode_blocks(database_url: str) -> None:
+    timeout, declined = make_incidents(database_url)
+    table = redrive(database_url, "incidents", "ls", "--sort", "count")
+    assert table.exit_code == 0, table.output
+    assert "24h" in table.stdout
+    assert "▁" * 23 + "█ 2" in table.stdout  # the two timeouts arrived in the last hour
+    assert "▁" * 23 + "█ 1" in table.stdout  # the declined card
+
+    week = json.loads(redrive(database_url, "incidents", "ls", "--trend", "7d", "--json").stdout)
+    trends = {item["id"]: item["trend"] for item in week["incidents"]}
+    assert [bucket["count"] for bucket in trends[timeout]["buckets"]] == [0] * 6 + [2]
+    assert trends[declined]["summary"] == "rising: 1 in the last day, 0 the day before"
+
+    shown = redrive(database_url, "incidents", "show", timeout)
+    assert shown.exit_code == 0, shown.output
+    assert "trend (24h)" in shown.stdout
+    assert "rising: 2 in the last hour, 0 the hour before" in shown.stdout
+    detail = with_client(database_url, lambda client: client.get_incident(timeout, trend="7d"))
+    assert detail.incident.trend is not None and detail.incident.trend.counts == [0] * 6 + [2]
+    bad = redrive(database_url, "incidents", "ls", "--trend", "1y")
+    assert bad.exit_code == EXIT_USAGE
+    assert "trend must be one of 24h, 7d" in bad.output
+
+
+def test_sparkline_blocks_scale_to_the_busiest_bucket() -> None:
+    assert sparkline([0, 1, 2, 4, 8]) == "▁▂▃▅█"
+    assert sparkline([0, 0]) == "▁▁"
+    assert sparkline([]) == ""

@@ -69,6 +69,7 @@ from redrive.domain.retry import BACKOFF_STRATEGIES, EXHAUSTION_ACTIONS, MAX_ATT
 from redrive.domain.root_cause import CATEGORIES as ROOT_CAUSE_CATEGORIES
 from redrive.domain.root_cause import CLASSES as INCIDENT_CLASSES
 from redrive.domain.root_cause import MAX_REASON, MAX_ROOT_CAUSE
+from redrive.domain.trend import WINDOWS as TREND_WINDOWS
 from redrive.domain.upcasting import MAX_VERSION
 from redrive.domain.webhook_delivery import DEFAULT_PAGE as DELIVERY_PAGE
 from redrive.domain.webhook_delivery import DELIVERY_QUERY_KEYS, DeliveryStatus
@@ -641,6 +642,11 @@ INCIDENT_QUERY: dict[str, Schema] = {
         {"enum": [sort.value for sort in IncidentSort]},
         "recent (newest dead letter first, the default) or count (most dead now first)",
     ),
+    "trend": parameter(
+        "trend",
+        {"enum": list(TREND_WINDOWS)},
+        "with each incident its dead letters arriving per bucket: 24h (hourly) or 7d (daily)",
+    ),
     "limit": parameter("limit", page_size(1, INCIDENT_PAGE_MAX, INCIDENT_PAGE), "page size"),
     "cursor": parameter("cursor", {"type": "string"}, "next_cursor of the page before"),
 }
@@ -718,6 +724,11 @@ def audit_query() -> dict[str, Any]:
 
 def incident_query() -> dict[str, Any]:
     return query(INCIDENT_QUERY.values())
+
+
+def incident_trend_query() -> dict[str, Any]:
+    """One incident's query: its trend's window, if any."""
+    return query([INCIDENT_QUERY["trend"]])
 
 
 def redrive_query() -> dict[str, Any]:

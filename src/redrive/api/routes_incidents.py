@@ -1,6 +1,7 @@
-"""Incident routes: list incidents (filters, two orders, keyset pages), one incident with its
-newest dead letters, the state changes (acknowledge, resolve with a fix reference, ignore,
-reopen), its class, and its root-cause record."""
+"""Incident routes: list incidents (filters, two orders, keyset pages, their trends on asking),
+one incident with its newest dead letters (and its trend on asking), the state changes
+(acknowledge, resolve with a fix reference, ignore, reopen), its class, and its root-cause
+record."""
 
 from __future__ import annotations
 
@@ -31,9 +32,11 @@ from redrive.domain.root_cause import (
     markdown,
     parse_root_cause,
 )
+from redrive.domain.trend import parse_window
 
 router = APIRouter(prefix="/ojs/v1/admin/incidents", tags=["incidents"])
 RESOLUTION_KEYS = ("fix_reference",)
+INCIDENT_KEYS = ("trend",)
 CLASSIFICATION_KEYS = ("class",)
 
 
@@ -94,23 +97,38 @@ async def changed(request: Request, incident_id: str, transition: Transition) ->
 )
 async def list_incidents(request: Request) -> Response:
     query = parse_incident_query(query_values(request))
-    found = await service_of(request).incidents.search(caller_of(request), query)
+    incidents = service_of(request).incidents
+    found = await incidents.search(caller_of(request), query)
+    trends = (
+        {}
+        if query.trend is None
+        else await incidents.trends(caller_of(request), found, query.trend)
+    )
     pagination: dict[str, Any] = {"limit": query.limit, "has_more": len(found) == query.limit}
     if found and len(found) == query.limit:
         pagination["next_cursor"] = encode_incident_cursor(found[-1], query.sort)
-    return ojs({"incidents": [incident_document(item) for item in found], "pagination": pagination})
+    documents = [incident_document(item, trends.get(item.id)) for item in found]
+    return ojs({"incidents": documents, "pagination": pagination})
 
 
 @router.get(
     "/{incident_id}",
-    summary="One incident, with its newest dead letters",
-    responses=openapi.outcomes(404),
+    summary="One incident, with its newest dead letters (and, with trend=, its arrivals)",
+    openapi_extra=openapi.incident_trend_query(),
+    responses=openapi.outcomes(400, 404),
 )
 async def get_incident(incident_id: str, request: Request) -> Response:
-    incident, recent = await service_of(request).incidents.get(caller_of(request), incident_id)
+    values = query_values(request)
+    refuse_unknown(values, INCIDENT_KEYS, "query parameter")
+    window = parse_window(values.get("trend"))
+    incidents = service_of(request).incidents
+    incident, recent = await incidents.get(caller_of(request), incident_id)
+    trend = None
+    if window is not None:
+        trend = (await incidents.trends(caller_of(request), [incident], window))[incident.id]
     return ojs(
         {
-            "incident": incident_document(incident),
+            "incident": incident_document(incident, trend),
             "dead_letters": [dead_letter_document(dead) for dead in recent],
         }
     )

@@ -13,6 +13,7 @@ from redrive.domain.job import Job
 from redrive.domain.keys import ApiKey
 from redrive.domain.records import CronRecord, WorkerRecord
 from redrive.domain.root_cause import ACTIONS, RootCause
+from redrive.domain.trend import Trend
 from redrive.domain.upcasting import Upcast
 from redrive.ports import StoredEvent
 
@@ -105,8 +106,25 @@ def episode_document(dead: DeadLetter) -> dict[str, Any]:
     }
 
 
-def incident_document(incident: Incident) -> dict[str, Any]:
-    """An incident: its key, what its errors read, its counts and its state."""
+def trend_document(trend: Trend) -> dict[str, Any]:
+    """An incident's arrivals per bucket (oldest first; each from its start to the next's) and
+    the direction of the last bucket against the one before."""
+    return {
+        "window": trend.window.value,
+        "bucket_seconds": trend.width // 1000,
+        "buckets": [
+            {"start": format_timestamp(bucket.start), "count": bucket.count}
+            for bucket in trend.buckets
+        ],
+        "total": trend.total,
+        "direction": trend.direction.value,
+        "summary": trend.summary,
+    }
+
+
+def incident_document(incident: Incident, trend: Trend | None = None) -> dict[str, Any]:
+    """An incident: its key, what its errors read, its counts and its state; with its trend
+    when one was asked for."""
     return {
         "id": incident.id,
         "tenant_id": incident.tenant_id,
@@ -128,6 +146,7 @@ def incident_document(incident: Incident) -> dict[str, Any]:
         "class": incident.classification,
         "classified_by": incident.classified_by,
         "default_action": ACTIONS[incident.classification],
+        **({} if trend is None else {"trend": trend_document(trend)}),
     }
 
 

@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 import typer
 from rich.table import Table
 
-from redrive.cli.output import dead_letter_table, fields_table, print_json, say
+from redrive.cli.output import dead_letter_table, fields_table, print_json, say, sparkline
 from redrive.cli.remote import DATABASE, EXIT_CODES_HELP, JSON, TENANT, URL, Target, run, stdout
-from redrive.client import Client, Incident, IncidentDetail
+from redrive.client import Client, Incident, IncidentDetail, IncidentTrend
 
 incidents = typer.Typer(
     help="Incidents: dead letters grouped by (job type, error fingerprint), with how many are "
@@ -21,6 +21,14 @@ incidents = typer.Typer(
     epilog=EXIT_CODES_HELP,
 )
 INCIDENT_ID = typer.Argument(..., metavar="ID", help="an incident id (inc_...)")
+TREND = typer.Option(
+    "24h", "--trend", help="the arrivals to show: 24h (hourly buckets) or 7d (daily buckets)"
+)
+
+
+def trend_text(trend: IncidentTrend | None) -> str:
+    """The arrivals as unicode blocks, oldest first, then how many in all."""
+    return "" if trend is None else f"{sparkline(trend.counts)} {trend.total}"
 
 
 def incident_rows(incident: Incident) -> list[tuple[str, object]]:
@@ -34,6 +42,12 @@ def incident_rows(incident: Incident) -> list[tuple[str, object]]:
         ("state changed", f"{incident.state_changed_at} by {incident.state_changed_by}"),
         ("fingerprint", f"{incident.fingerprint} (v{incident.fingerprint_version})"),
         ("sample", incident.sample_dead_letter_id),
+        *(
+            [] if incident.trend is None else [
+                (f"trend ({incident.trend.window})", trend_text(incident.trend)),
+                ("direction", incident.trend.summary),
+            ]
+        ),
     ]  # fmt: skip
 
 
@@ -50,17 +64,19 @@ def list_incidents(
     ),
     limit: int = typer.Option(50, "--limit", min=1, max=500, help="incidents per page"),
     cursor: str | None = typer.Option(None, "--cursor", help="next_cursor of a page before"),
+    trend: str = TREND,
     url: str = URL,
     database: str | None = DATABASE,
     tenant: str | None = TENANT,
     as_json: bool = JSON,
 ) -> None:
-    """Incidents, the most recent first (or --sort count)."""
+    """Incidents, the most recent first (or --sort count), each with its arrivals over the last
+    24 hours (or --trend 7d) as a sparkline and a count."""
     page = run(
         Target(url, database, tenant),
         lambda client: client.incidents(
             state=state, type=job_type, queue=queue, error_type=error_type, sort=sort,
-            limit=limit, cursor=cursor,
+            limit=limit, cursor=cursor, trend=trend,
         ),
     )  # fmt: skip
     if as_json:
@@ -69,13 +85,14 @@ def list_incidents(
         )
         return
     table = Table(title=f"Incidents ({len(page.items)})")
-    for column in ("id", "state", "dead", "ever", "type", "error type", "message", "last seen"):
-        table.add_column(column, overflow="fold")
+    columns = ("id", "state", "dead", "ever", trend, "type", "error type", "message", "last seen")
+    for column in columns:
+        table.add_column(column, overflow="fold", no_wrap=column == trend)
     for item in page.items:
         table.add_row(
-            item.id, item.state, str(item.dead_count), str(item.total_count), item.type,
-            item.error_type or "", item.message.splitlines()[0] if item.message else "",
-            item.last_seen_at or "",
+            item.id, item.state, str(item.dead_count), str(item.total_count),
+            trend_text(item.trend), item.type, item.error_type or "",
+            item.message.splitlines()[0] if item.message else "", item.last_seen_at or "",
         )  # fmt: skip
     stdout().print(table)
     if page.has_more and page.next_cursor:
@@ -85,14 +102,16 @@ def list_incidents(
 @incidents.command("show")
 def show(
     incident_id: str = INCIDENT_ID,
+    trend: str = TREND,
     url: str = URL,
     database: str | None = DATABASE,
     tenant: str | None = TENANT,
     as_json: bool = JSON,
 ) -> None:
-    """An incident and its newest dead letters."""
+    """An incident, its arrivals over the last 24 hours (or --trend 7d) and its newest dead
+    letters."""
     found: IncidentDetail = run(
-        Target(url, database, tenant), lambda client: client.get_incident(incident_id)
+        Target(url, database, tenant), lambda client: client.get_incident(incident_id, trend)
     )
     if as_json:
         print_json(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import typer
@@ -196,3 +196,15 @@ def upcast_lines(preview: UpcastPreview) -> list[str]:
             if side in change:
                 lines.append(f"{sign} {path}: {json.dumps(change[side], ensure_ascii=False)}")
     return lines
+
+
+BLOCKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(counts: Sequence[int]) -> str:
+    """Counts as unicode blocks, scaled to the largest: ▁ is none, ▂ to █ some."""
+    peak = max(counts, default=0)
+    return "".join(
+        BLOCKS[0] if count <= 0 else BLOCKS[max(1, -(-count * (len(BLOCKS) - 1) // peak))]
+        for count in counts
+    )

@@ -31,7 +31,13 @@ from redrive.client.errors import (
     UnauthenticatedError,
     UnreachableError,
 )
-from redrive.client.incidents import Incident, IncidentDetail, RootCauseRecord
+from redrive.client.incidents import (
+    Incident,
+    IncidentDetail,
+    IncidentTrend,
+    RootCauseRecord,
+    TrendBucket,
+)
 from redrive.client.legal_holds import LegalHold
 from redrive.client.models import ApiKey, Heartbeat, Job, Outcome, Page, Queue, RetryPolicy
 from redrive.client.redrives import RedriveFailure, RedriveItem, RedriveTask
@@ -60,6 +66,7 @@ __all__ = [
     "Heartbeat",
     "Incident",
     "IncidentDetail",
+    "IncidentTrend",
     "InvalidRequestError",
     "Job",
     "JobSpec",
@@ -81,6 +88,7 @@ __all__ = [
     "RootCauseRecord",
     "ServerError",
     "SyncClient",
+    "TrendBucket",
     "UnauthenticatedError",
     "UnreachableError",
     "UpcastPreview",

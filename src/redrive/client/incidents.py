@@ -1,6 +1,6 @@
-"""Incidents in the client: typed results (an incident, one with its dead letters) and the
-operations on them (list, get, acknowledge, resolve with a fix reference, ignore, reopen,
-classify), and their root-cause records (read, write, as Markdown)."""
+"""Incidents in the client: typed results (an incident with its trend when asked, one with its
+dead letters) and the operations on them (list, get, acknowledge, resolve with a fix reference,
+ignore, reopen, classify), and their root-cause records (read, write, as Markdown)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,48 @@ from redrive.client.models import Page, integer_of, strings_of, text_of
 from redrive.client.transport import Connection, document_of, object_of
 
 INCIDENTS = "/ojs/v1/admin/incidents"
+
+
+@dataclass(frozen=True)
+class TrendBucket:
+    start: str  # RFC 3339; the bucket ends where the next starts
+    count: int
+
+
+@dataclass(frozen=True)
+class IncidentTrend:
+    """The dead letters that arrived at an incident per bucket (oldest first) over a window (24h
+    in hourly buckets, 7d in daily ones), and the direction of the last bucket against the one
+    before (rising, falling, steady, quiet) with a sentence saying so."""
+
+    window: str
+    bucket_seconds: int
+    buckets: list[TrendBucket]
+    total: int
+    direction: str
+    summary: str
+
+    @property
+    def counts(self) -> list[int]:
+        return [bucket.count for bucket in self.buckets]
+
+    @classmethod
+    def from_document(cls, document: object) -> IncidentTrend | None:
+        if not isinstance(document, dict):
+            return None
+        buckets = document.get("buckets")
+        return cls(
+            window=str(document.get("window", "")),
+            bucket_seconds=integer_of(document, "bucket_seconds"),
+            buckets=[
+                TrendBucket(str(item.get("start", "")), integer_of(item, "count"))
+                for item in (buckets if isinstance(buckets, list) else [])
+                if isinstance(item, dict)
+            ],
+            total=integer_of(document, "total"),
+            direction=str(document.get("direction", "")),
+            summary=str(document.get("summary", "")),
+        )
 
 
 @dataclass(frozen=True)
@@ -38,6 +80,7 @@ class Incident:
     state_changed_by: str | None
     raw: dict[str, Any] = field(repr=False)
     classification: str = "unclassified"
+    trend: IncidentTrend | None = None  # when the request asked for one
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> Incident:
@@ -61,6 +104,7 @@ class Incident:
             state_changed_by=text_of(document, "state_changed_by"),
             raw=document,
             classification=str(document.get("class", "unclassified")),
+            trend=IncidentTrend.from_document(document.get("trend")),
         )
 
 
@@ -115,13 +159,16 @@ class IncidentOperations(Connection):
         sort: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        trend: str | None = None,
     ) -> Page[Incident]:
         """One page of incidents: the most recent first, or with sort="count" the most dead
         now first. `state` takes one or more states, comma-separated (open, acknowledged,
-        resolved, regressed, ignored); `type` may end in * for a prefix."""
+        resolved, regressed, ignored); `type` may end in * for a prefix; `trend` ("24h" or
+        "7d") brings each incident's arrivals per bucket (`Incident.trend`)."""
         values = {
             "state": state, "type": type, "queue": queue, "error_type": error_type,
             "sort": sort, "limit": None if limit is None else str(limit), "cursor": cursor,
+            "trend": trend,
         }  # fmt: skip
         params = {key: value for key, value in values.items() if value is not None}
         payload = await self._request("GET", INCIDENTS, params=params)
@@ -136,10 +183,12 @@ class IncidentOperations(Connection):
             raw=payload,
         )
 
-    async def get_incident(self, incident_id: str) -> IncidentDetail:
-        """One incident with its newest dead letters."""
+    async def get_incident(self, incident_id: str, trend: str | None = None) -> IncidentDetail:
+        """One incident with its newest dead letters (and with `trend`, "24h" or "7d", its
+        arrivals per bucket)."""
+        params = {} if trend is None else {"trend": trend}
         return IncidentDetail.from_document(
-            await self._request("GET", f"{INCIDENTS}/{incident_id}")
+            await self._request("GET", f"{INCIDENTS}/{incident_id}", params=params)
         )
 
     async def acknowledge_incident(self, incident_id: str) -> Incident:

@@ -629,10 +629,12 @@ class SyncClient:
         sort: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        trend: str | None = None,
     ) -> Page[Incident]:
         """One page of incidents: the most recent first, or with sort="count" the most dead
         now first. `state` takes one or more states, comma-separated (open, acknowledged,
-        resolved, regressed, ignored); `type` may end in * for a prefix."""
+        resolved, regressed, ignored); `type` may end in * for a prefix; `trend` ("24h" or
+        "7d") brings each incident's arrivals per bucket (`Incident.trend`)."""
         coroutine = self._client.incidents(
             state=state,
             type=type,
@@ -641,12 +643,14 @@ class SyncClient:
             sort=sort,
             limit=limit,
             cursor=cursor,
+            trend=trend,
         )
         return self._run(coroutine)
 
-    def get_incident(self, incident_id: str) -> IncidentDetail:
-        """One incident with its newest dead letters."""
-        return self._run(self._client.get_incident(incident_id))
+    def get_incident(self, incident_id: str, trend: str | None = None) -> IncidentDetail:
+        """One incident with its newest dead letters (and with `trend`, "24h" or "7d", its
+        arrivals per bucket)."""
+        return self._run(self._client.get_incident(incident_id, trend))
 
     def acknowledge_incident(self, incident_id: str) -> Incident:
         """Acknowledge an open or regressed incident (409 ConflictError from another state)."""

@@ -1,6 +1,7 @@
-"""The dashboard's incident pages: the list (filters, two orders, older pages), one incident with
-its newest dead letters, the state buttons, its class and its root-cause record (a form for
-operators, read-only for viewers), and those forms' posts."""
+"""The dashboard's incident pages: the list (filters, two orders, older pages, each incident's
+trend as a sparkline), one incident with its trend charted and its newest dead letters, the
+state buttons, its class and its root-cause record (a form for operators, read-only for viewers),
+and those forms' posts."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from redrive.dashboard import views
 from redrive.dashboard.access import caller_of
 from redrive.dashboard.actions import guarded_form
 from redrive.dashboard.rendering import PREFIX, redirect, render
+from redrive.dashboard.sparkline import LARGE, chart
 from redrive.domain.errors import NotFound
 from redrive.domain.incident import (
     STATES,
@@ -26,6 +28,7 @@ from redrive.domain.incident import (
     parse_incident_query,
 )
 from redrive.domain.root_cause import ACTIONS, CATEGORIES, CLASSES, check_class, parse_root_cause
+from redrive.domain.trend import DEFAULT_WINDOW, SHAPES, Window, parse_window
 from redrive.service.facade import Service
 
 Handler = Callable[..., Awaitable[Response]]
@@ -38,6 +41,9 @@ DONE = {
     Transition.REOPEN: "reopened",
 }
 
+# The trend windows as the pages offer them: value, then words.
+WINDOW_NAMES = {window.value: f"last {SHAPES[window][3]}" for window in Window}
+
 
 def add_incident_routes(router: APIRouter, service: Service, wrap: Wrapper) -> None:
     @router.get("/incidents", include_in_schema=False)
@@ -45,13 +51,19 @@ def add_incident_routes(router: APIRouter, service: Service, wrap: Wrapper) -> N
     async def incidents(request: Request) -> Response:
         values = dict(request.query_params.items())
         query = parse_incident_query(values)
+        window = query.trend or DEFAULT_WINDOW
         found = await service.incidents.search(caller_of(request), query)
+        trends = await service.incidents.trends(caller_of(request), found, window)
         full = len(found) == query.limit
         next_cursor = encode_incident_cursor(found[-1], query.sort) if full else None
         context = {
             "page": "incidents",
             "title": "Incidents",
             "incidents": found,
+            "trends": trends,
+            "charts": {key: chart(trend) for key, trend in trends.items()},
+            "window": window.value,
+            "windows": WINDOW_NAMES,
             "values": values,
             "states": STATES,
             "sorts": [sort.value for sort in Sort],
@@ -64,10 +76,16 @@ def add_incident_routes(router: APIRouter, service: Service, wrap: Wrapper) -> N
     @router.get("/incidents/{incident_id}", include_in_schema=False)
     @wrap
     async def incident(incident_id: str, request: Request) -> Response:
+        window = parse_window(request.query_params.get("trend"), DEFAULT_WINDOW) or DEFAULT_WINDOW
         found, recent = await service.incidents.get(caller_of(request), incident_id)
+        trends = await service.incidents.trends(caller_of(request), [found], window)
         _, root_cause = await service.incidents.root_cause(caller_of(request), incident_id)
         context = {
             "root_cause": root_cause,
+            "trend": trends[found.id],
+            "chart": chart(trends[found.id], LARGE, detailed=True),
+            "window": window.value,
+            "windows": WINDOW_NAMES,
             "classes": CLASSES,
             "categories": CATEGORIES,
             "action": ACTIONS[found.classification],

@@ -19,6 +19,7 @@ from redrive.domain.dead_letter import DEAD, DeadLetter
 from redrive.domain.errors import Conflict, InvalidRequest
 from redrive.domain.fingerprint import Fingerprint
 from redrive.domain.root_cause import UNCLASSIFIED, ClassificationRule, classify
+from redrive.domain.trend import Window, parse_window
 
 OPEN = "open"
 ACKNOWLEDGED = "acknowledged"
@@ -212,7 +213,7 @@ class Sort(StrEnum):
     COUNT = "count"  # the most dead now first
 
 
-QUERY_KEYS = ("state", "type", "queue", "error_type", "sort")
+QUERY_KEYS = ("state", "type", "queue", "error_type", "sort", "trend")
 PAGING_KEYS = ("limit", "cursor")
 DEFAULT_PAGE = 50
 MAX_PAGE = 500
@@ -223,7 +224,8 @@ MAX_TEXT = 255
 class IncidentQuery:
     """Which incidents to list and in which order: `states` (any of them; None is every
     state), a job type (ending in * for a prefix), a queue among those affected, an error type.
-    Keyset pages: the cursor is the sort value and id of the last incident of the page before."""
+    Keyset pages: the cursor is the sort value and id of the last incident of the page before.
+    `trend`: the window of the arrivals to show with each incident (None: none asked for)."""
 
     tenant_id: str | None = None
     states: tuple[str, ...] | None = None
@@ -235,6 +237,7 @@ class IncidentQuery:
     limit: int = DEFAULT_PAGE
     cursor_value: int | None = None
     cursor_id: str | None = None
+    trend: Window | None = None
 
 
 def sort_value(incident: Incident, sort: Sort) -> int:
@@ -310,4 +313,5 @@ def parse_incident_query(values: Mapping[str, str]) -> IncidentQuery:
         limit=_limit(given["limit"]) if "limit" in given else DEFAULT_PAGE,
         cursor_value=cursor[0],
         cursor_id=cursor[1],
+        trend=parse_window(given.get("trend")),
     )

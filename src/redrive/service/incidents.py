@@ -1,10 +1,11 @@
-"""Incident use-cases: list and read incidents, change their state (acknowledge, resolve with a
-fix reference, ignore, reopen), classify them, write and read their root-cause records, the
-redrive policy's check for a caller, and backfill episodes from before incidents. (Dead letters add
-to their incidents as they enter: service/attempts.py.)"""
+"""Incident use-cases: list and read incidents and their trends, change their state
+(acknowledge, resolve with a fix reference, ignore, reopen), classify them, write and read their
+root-cause records, the redrive policy's check for a caller, and backfill episodes from before
+incidents. (Dead letters add to their incidents as they enter: service/attempts.py.)"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from redrive.domain.audit import Action
@@ -15,6 +16,7 @@ from redrive.domain.errors import Conflict, NotFound
 from redrive.domain.events import incident_event
 from redrive.domain.incident import Incident, IncidentQuery, Transition, decide, entries_of
 from redrive.domain.root_cause import RootCause, RootCauseInput, record
+from redrive.domain.trend import Trend, Window, buckets_for, trend_of
 from redrive.ports import IncidentStore, Page
 from redrive.service import visibility
 from redrive.service.audit import AuditService
@@ -42,6 +44,17 @@ class IncidentService:
         scoped = replace(query, tenant_id=caller.tenant_scope)
         async with self.runtime.store.transaction(caller) as transaction:
             return await transaction.list_incidents(scoped)
+
+    async def trends(
+        self, caller: Caller, incidents: Sequence[Incident], window: Window
+    ) -> dict[str, Trend]:
+        """Each incident's arrivals per bucket of `window` ending now (the runtime's clock), by
+        its id: one grouped query for them all, in the caller's tenant."""
+        buckets = buckets_for(window, self.runtime.now())
+        ids = list(dict.fromkeys(incident.id for incident in incidents))
+        async with self.runtime.store.transaction(caller) as transaction:
+            found = await transaction.count_incident_arrivals(ids, caller.tenant_scope, buckets)
+        return {incident_id: trend_of(buckets, found.get(incident_id, {})) for incident_id in ids}
 
     async def get(self, caller: Caller, incident_id: str) -> tuple[Incident, list[DeadLetter]]:
         """The incident and its newest dead letters (those still dead)."""

@@ -1,6 +1,6 @@
-"""Incidents: lists, reads, guarded state changes, classes, root-cause records, which incidents
-a redrive touches that lack one, and the backfill of episodes from before incidents (entering
-dead letters add to their incidents in store/dead_letters.py)."""
+"""Incidents: lists, reads, their arrivals per bucket (trends), guarded state changes, classes,
+root-cause records, which incidents a redrive touches that lack one, and the backfill of episodes
+from before incidents (entering dead letters add to their incidents in store/dead_letters.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from redrive.domain.dead_letter import DeadLetter
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, Sort, StateChange
 from redrive.domain.root_cause import RootCause, Unexplained
+from redrive.domain.trend import Buckets
 from redrive.ports import IncidentStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import (
@@ -53,6 +54,24 @@ class SqlIncidents(SqlBase, IncidentStore):
     async def get_incident(self, incident_id: str, tenant_id: str | None) -> Incident | None:
         rows = await self._rows("select_incident", id=incident_id, tenant_id=tenant_id)
         return incident_from_row(rows[0]) if rows else None
+
+    async def count_incident_arrivals(
+        self, incident_ids: list[str], tenant_id: str | None, buckets: Buckets
+    ) -> dict[str, dict[int, int]]:
+        if not incident_ids:
+            return {}
+        rows = await self._rows(
+            "count_incident_arrivals",
+            ids=self.executor.list_parameter(incident_ids),
+            tenant_id=tenant_id,
+            start=buckets.start,
+            end=buckets.end,
+            width=buckets.width,
+        )
+        found: dict[str, dict[int, int]] = {}
+        for row in rows:
+            found.setdefault(row["incident_id"], {})[int(row["bucket"])] = int(row["count"])
+        return found
 
     async def change_incident_state(
         self, change: StateChange, tenant_id: str | None

@@ -607,6 +607,18 @@ LIMIT :limit;
 SELECT * FROM incidents
 WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 
+-- name: count_incident_arrivals
+-- The dead letters (in any status now) that arrived at each incident of :ids in [:start, :end),
+-- per bucket of :width ms (0 the oldest); empty buckets are absent. One index-only range scan
+-- per incident on dead_letters_incident_arrivals.
+SELECT incident_id, (discarded_at - CAST(:start AS bigint)) / CAST(:width AS bigint) AS bucket,
+       COUNT(*) AS count
+FROM dead_letters
+WHERE incident_id = ANY(CAST(:ids AS text[]))
+  AND discarded_at >= CAST(:start AS bigint) AND discarded_at < CAST(:end AS bigint)
+  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+GROUP BY incident_id, bucket;
+
 -- name: change_incident_state
 -- Guarded by the state the change was decided from: no row means someone changed it meanwhile.
 UPDATE incidents SET

@@ -592,6 +592,17 @@ LIMIT :limit;
 -- name: select_incident
 SELECT * FROM incidents WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
+-- name: count_incident_arrivals
+-- The dead letters (in any status now) that arrived at each incident of :ids in [:start, :end),
+-- per bucket of :width ms (0 the oldest); empty buckets are absent. One index-only range scan
+-- per incident on dead_letters_incident_arrivals.
+SELECT incident_id, (discarded_at - :start) / :width AS bucket, COUNT(*) AS count
+FROM dead_letters
+WHERE incident_id IN (SELECT value FROM json_each(:ids))
+  AND discarded_at >= :start AND discarded_at < :end
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+GROUP BY incident_id, bucket;
+
 -- name: change_incident_state
 -- Guarded by the state the change was decided from: no row means someone changed it meanwhile.
 UPDATE incidents SET
