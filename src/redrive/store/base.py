@@ -50,9 +50,9 @@ class SqlBase:
             await self._run("adjust_incident_counts", rows=dump(changes))
         self.incident_changes.clear()
         tallies = [
-            {"tenant_id": tenant_id, "queue": queue, "type": job_type, "error_type": error_type,
+            {"tenant_id": key[0], "queue": key[1], "type": key[2], "error_type": key[3],
              "delta": delta}
-            for (tenant_id, queue, job_type, error_type), delta in sorted(self.tally_changes.items())
+            for key, delta in sorted(self.tally_changes.items())
             if delta
         ]  # fmt: skip
         if tallies:
