@@ -75,9 +75,10 @@ class SqlBase:
     def _tally(self, rows: list[dict[str, Any]], sign: int, incidents: bool = True) -> None:
         """Add (sign 1) or take off (sign -1) dead episodes from the tallies and (unless
         `incidents` is False: entering counts them with the incident's upsert) from their
-        incidents' now-dead counts, each in one statement when the transaction finishes."""
+        incidents' now-dead counts, each in one statement when the transaction finishes. A
+        row without a status was dead (what the moves out of `dead` return)."""
         for row in rows:
-            if row["status"] == DEAD:
+            if row.get("status", DEAD) == DEAD:
                 group = (row["tenant_id"], row["queue"], row["type"], row["error_type"] or "")
                 self.tally_changes[group] += sign
                 incident = row.get("incident_id")

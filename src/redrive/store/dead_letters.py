@@ -109,7 +109,7 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             **parameters,
         )  # fmt: skip
         moved = [MovedEpisode(**row) for row in rows]
-        self._tally([{**row, "status": DEAD} for row in rows], -1)
+        self._tally(rows, -1)
         return moved
 
     async def retry_dead_letters(
@@ -126,8 +126,14 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             "retry_dead_letters", limit=limit, now=now, moved_by=moved_by,
             upcast_types=self.executor.list_parameter(upcast_types), **parameters,
         )  # fmt: skip
-        moved = [MovedEpisode(**{**row, "requeued": bool(row["requeued"])}) for row in rows]
-        self._tally([{**row, "status": DEAD} for row in rows], -1)
+        moved = [
+            MovedEpisode(
+                row["id"], row["job_id"], row["tenant_id"], row["queue"], row["type"],
+                row["error_type"], row["incident_id"], requeued=bool(row["requeued"]),
+            )
+            for row in rows
+        ]  # fmt: skip
+        self._tally(rows, -1)
         return moved
 
     async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]:
