@@ -26,7 +26,9 @@ from redrive.api.routes_jobs import job_requests
 from redrive.api.worker_requests import batch_items, each_parsed, fetch_request, nack_request
 from redrive.domain.caller import SYSTEM, Caller, Role
 from redrive.domain.dead_letter_filter import parse_filter
+from redrive.domain.incident import parse_incident_query
 from redrive.domain.job import DEFAULT_TENANT
+from redrive.domain.root_cause import parse_root_cause
 from redrive.ports import Store
 from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
@@ -322,11 +324,22 @@ async def seed_dead_letters(service: Service, count: int, batch: int) -> None:
         )
 
 
+async def explain_incidents(service: Service) -> None:
+    """A root cause with a fix for each incident of the queue: the redrive policy's condition
+    for a bulk retry (recorded on the template, outside the clock)."""
+    written = parse_root_cause({"category": "infrastructure", "root_cause": "the bench",
+                                "fix_reference": "bench"})  # fmt: skip
+    query = parse_incident_query({"queue": QUEUE, "limit": "500"})
+    for incident in await service.incidents.search(CALLER, query):
+        await service.incidents.record_root_cause(CALLER, incident.id, written)
+
+
 async def retry_all(kind: str, settings: Settings, runs: Runs, log: Log) -> None:
     rows = settings.retry_rows
     async with fresh(kind) as template:
         async with opened(template) as service:
             await seed_dead_letters(service, rows, settings.enqueue_batch)
+            await explain_incidents(service)
             found = await dead_letters_count(service)
             if found != rows:
                 raise RuntimeError(f"seeded {found} dead letters, expected {rows}")

@@ -14,6 +14,9 @@ import pytest
 
 from redrive.api.app import create_app
 from redrive.domain.caller import SYSTEM
+from redrive.domain.dead_letter_filter import parse_filter
+from redrive.service import dead_letters as dead_letter_service
+from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.postgres.store import PostgresStore
@@ -27,7 +30,7 @@ from tests.behaviour.ojs_http import (
 )
 from tests.behaviour.test_dead_letters import make_dead_letters
 from tests.conftest import open_test_store
-from tests.support.callers import CALLER
+from tests.support.callers import CALLER, acting_as
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -150,6 +153,41 @@ async def test_two_replicas_bulk_retrying_a_thousand_start_one_paced_task(
             await asyncio.gather(service.redrives.advance(), other_service.redrives.advance())
         task = (await client.get(f"/ojs/v1/dead-letter/redrives/{task_id}")).json()["task"]
         assert (task["state"], task["counts"]["moved"]) == ("completed", THOUSAND)
+    await assert_all_redriven_once(client, service, ids)
+
+
+async def test_two_replicas_bulk_retrying_by_filter_in_chunks_keep_every_count_exact(
+    client: httpx.AsyncClient, service: Service, database_url: str, clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The service's bulk retry (every chunk one statement, over the store's lanes) from two
+    replicas at once: each dead letter moves once, its job is requeued once, and the incident's
+    dead count, the tallies and the events agree with the table."""
+    monkeypatch.setattr(dead_letter_service, "BULK_CHUNK", 50)  # many chunks from each
+    ids = await make_dead_letters(service, THOUSAND, "crowd")
+    await explain_all(service, CALLER)
+    request = BulkRequest(parse_filter({"queue": "crowd"}, clock.now_ms()), confirm=True)
+    async with replica(database_url, clock, seed=17) as (other_service, _):
+        results = await asyncio.gather(
+            service.dead_letters.bulk_retry(acting_as("operator-1"), request),
+            other_service.dead_letters.bulk_retry(acting_as("operator-2"), request),
+        )
+    assert sum(result.succeeded for result in results) == THOUSAND
+    assert all(result.failed == 0 for result in results)
+    counted = "SELECT COALESCE(SUM(dead_count), 0) FROM incidents"
+    assert await count_rows(service, counted) == 0
+    total = "SELECT COALESCE(SUM(total_count), 0) FROM incidents"
+    assert await count_rows(service, total) == THOUSAND
+    tallied = "SELECT COALESCE(SUM(count), 0) FROM dead_letter_tallies"
+    assert await count_rows(service, tallied) == 0
+    movers = await table(
+        service, "SELECT moved_by, COUNT(*) FROM dead_letters GROUP BY moved_by ORDER BY moved_by"
+    )
+    assert movers == [
+        (f"operator-{number}", result.succeeded)
+        for number, result in enumerate(results, start=1)
+        if result.succeeded
+    ]
     await assert_all_redriven_once(client, service, ids)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import psycopg
 import pytest
 
 from redrive.api.routes_jobs import job_requests
@@ -15,6 +16,8 @@ from redrive.domain.envelope import read_envelope
 from redrive.ports import Store
 from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
+from redrive.store.postgres.store import PostgresStore
+from redrive.store.sqlite.store import SqliteStore
 from tests.behaviour.ojs_http import explain_all
 from tests.support.callers import CALLER, acting_as
 from tests.support.clock import ManualClock
@@ -100,3 +103,45 @@ async def test_bulk_retry_revives_in_place_and_from_snapshots_alike(
     for job_id in dead:
         history = await service.dead_letters.episodes(CALLER, job_id)
         assert [(e.status, e.moved_by) for e in history] == [(episodes.RETRIED, "ops")]
+
+
+async def test_bulk_retry_requeues_from_the_job_row_without_reading_the_snapshot(
+    service: Service, store: Store, clock: ManualClock
+) -> None:
+    """Where the dead job's row is still in the jobs table, a bulk retry requeues that row and
+    never decodes the episode's snapshot: one no job decodes from does not stop it."""
+    policy = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
+    body = {"type": "billing.charge", "args": [{"amount": 5}],
+            "options": {"queue": "billing", "retry": policy}}  # fmt: skip
+    job = await service.jobs.enqueue(CALLER, read_envelope(body))
+    await service.workers.fetch(CALLER, fetch_request({"queues": ["billing"], "worker_id": "w1"}))
+    await service.workers.nack(CALLER, nack_request({"job_id": job.id, "error": {"type": "No"}}))
+    dead, _ = await service.dead_letters.get(CALLER, job.id)
+    await corrupt_snapshot(store, dead.id)
+    clock.advance(1_000)
+    now = clock.now_ms()
+
+    await explain_all(service, CALLER)
+    request = BulkRequest(parse_filter({"queue": "billing"}, now), confirm=True)
+    result = await service.dead_letters.bulk_retry(acting_as("ops"), request)
+
+    assert (result.matched, result.succeeded, result.failed) == (1, 1, 0)
+    async with store.transaction(SYSTEM) as transaction:
+        revived = await transaction.get_job(job.id, None)
+    assert revived is not None
+    expected = episodes.redrive(dead.job, now)
+    assert replace(revived, sequence=None) == replace(expected, sequence=None)
+
+
+async def corrupt_snapshot(store: Store, episode_id: str) -> None:
+    """Overwrite an episode's job snapshot with JSON no job decodes from, as the tables' owner."""
+    if isinstance(store, SqliteStore):
+        sqlite = store.connection
+        statement = "UPDATE dead_letters SET job = '{\"broken\": true}' WHERE id = ?"
+        await store.call(lambda: sqlite.execute(statement, (episode_id,)))
+        return
+    assert isinstance(store, PostgresStore)
+    async with await psycopg.AsyncConnection.connect(store.url, autocommit=True) as postgres:
+        await postgres.execute(
+            "UPDATE dead_letters SET job = '{\"broken\": true}' WHERE id = %s", (episode_id,)
+        )

@@ -81,6 +81,8 @@ class MovedEpisode:
     type: str
     error_type: str | None
     incident_id: str | None = None
+    # The move put the job back in its queue already (a bulk retry does where it can).
+    requeued: bool = False
 
     @classmethod
     def of(cls, dead: DeadLetter) -> MovedEpisode:

@@ -453,10 +453,14 @@ class DeadLetterService:
         now = self.runtime.now()
         status = episodes.RETRIED if action == "retry" else episodes.DELETED
         async with self.runtime.store.transaction(caller) as transaction:
-            moved = await transaction.move_dead_letters(filters, limit, status, now, moved_by)
             if action == "retry":
+                upcast_types = self.runtime.options.upcasters.job_types
+                moved = await transaction.retry_dead_letters(
+                    filters, limit, now, moved_by, upcast_types
+                )
                 await self.revive(transaction, moved, moved_by, now)
             else:
+                moved = await transaction.move_dead_letters(filters, limit, status, now, moved_by)
                 await self._forget(transaction, moved, moved_by, now)
         return moved
 
@@ -464,11 +468,28 @@ class DeadLetterService:
         self, transaction: DeadLetterMoves, moved: list[MovedEpisode], moved_by: str, now: int,
         upcast_jobs: dict[str, Job] | None = None,
     ) -> None:  # fmt: skip
-        """Requeue the jobs of moved episodes: in place where the dead job's row is still in the
-        jobs table, from the episode's snapshot where it was pruned from there. `upcast_jobs`:
-        their upcasts prepared before the move (see `prepare_upcasts`), else done here."""
+        """Requeue the jobs of moved episodes the move did not requeue already (`requeued`):
+        upcast where an upcaster changes them, else in place where the dead job's row is still in
+        the jobs table, else from the episode's snapshot (decoded only for those two cases).
+        `upcast_jobs`: their upcasts prepared before the move (see `prepare_upcasts`), else done
+        here."""
         if not moved:
             return
+        waiting = [episode for episode in moved if not episode.requeued]
+        if waiting:
+            await self._requeue(transaction, waiting, now, upcast_jobs)
+        await transaction.notify({episode.queue for episode in moved})
+        events = [
+            episode_event("dead_letter.retried", episode, moved_by=moved_by, episode_id=episode.id)
+            for episode in moved
+        ]
+        await self.runtime.emit(transaction, events, now)
+        self.runtime.metrics.dead_letter_retried.update(episode.queue for episode in moved)
+
+    async def _requeue(
+        self, transaction: DeadLetterMoves, moved: list[MovedEpisode], now: int,
+        upcast_jobs: dict[str, Job] | None,
+    ) -> None:  # fmt: skip
         if upcast_jobs is None:
             upcast_jobs = await self._upcast_moved(transaction, moved, now)
         else:
@@ -494,13 +515,6 @@ class DeadLetterService:
             await transaction.upsert_job(job)
         for queue, tenant in sorted({(episode.queue, episode.tenant_id) for episode in moved}):
             await transaction.ensure_queue(queue, tenant, now)
-        await transaction.notify({episode.queue for episode in moved})
-        events = [
-            episode_event("dead_letter.retried", episode, moved_by=moved_by, episode_id=episode.id)
-            for episode in moved
-        ]
-        await self.runtime.emit(transaction, events, now)
-        self.runtime.metrics.dead_letter_retried.update(episode.queue for episode in moved)
 
     async def _upcast_moved(
         self, transaction: DeadLetterMoves, moved: list[MovedEpisode], now: int

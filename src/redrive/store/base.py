@@ -51,12 +51,14 @@ class SqlBase:
         if changes:
             await self._run("adjust_incident_counts", rows=dump(changes))
         self.incident_changes.clear()
-        for (tenant_id, queue, job_type, error_type), delta in sorted(self.tally_changes.items()):
-            if delta:
-                await self._run(
-                    "adjust_dead_letter_tally", tenant_id=tenant_id, queue=queue, type=job_type,
-                    error_type=error_type, delta=delta,
-                )  # fmt: skip
+        tallies = [
+            {"tenant_id": key[0], "queue": key[1], "type": key[2], "error_type": key[3],
+             "delta": delta}
+            for key, delta in sorted(self.tally_changes.items())
+            if delta
+        ]  # fmt: skip
+        if tallies:
+            await self._run("adjust_dead_letter_tallies", rows=dump(tallies))
         self.tally_changes.clear()
 
     @asynccontextmanager
@@ -89,12 +91,12 @@ class SqlBase:
         return await self.executor.run(statement, parameters)
 
     def _tally(self, rows: list[dict[str, Any]], sign: int, incidents: bool = True) -> None:
-        """Add (sign 1) or take off (sign -1) dead episodes from the tallies, one statement per
-        distinct group, and (unless `incidents` is False: entering counts them with the
-        incident's upsert) from their incidents' now-dead counts in one statement, when the
-        transaction finishes."""
+        """Add (sign 1) or take off (sign -1) dead episodes from the tallies and (unless
+        `incidents` is False: entering counts them with the incident's upsert) from their
+        incidents' now-dead counts, each in one statement when the transaction finishes. A
+        row without a status was dead (what the moves out of `dead` return)."""
         for row in rows:
-            if row["status"] == DEAD:
+            if row.get("status", DEAD) == DEAD:
                 group = (row["tenant_id"], row["queue"], row["type"], row["error_type"] or "")
                 self.tally_changes[group] += sign
                 incident = row.get("incident_id")

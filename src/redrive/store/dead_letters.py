@@ -109,7 +109,31 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             **parameters,
         )  # fmt: skip
         moved = [MovedEpisode(**row) for row in rows]
-        self._tally([{**row, "status": DEAD} for row in rows], -1)
+        self._tally(rows, -1)
+        return moved
+
+    async def retry_dead_letters(
+        self, filters: DeadLetterFilter, limit: int, now: int, moved_by: str,
+        upcast_types: list[str],
+    ) -> list[MovedEpisode]:  # fmt: skip
+        """Flip up to `limit` dead episodes matching the filter (newest first) to `retried` and
+        requeue their jobs in place where the job's row is still there and its type is not in
+        `upcast_types`, in one statement; take them off the tallies and their incidents' counts.
+        Returns those this call moved (`requeued` says whose job it put back)."""
+        parameters = filter_parameters(filters)
+        del parameters["status"]  # the statement selects dead episodes
+        rows = await self._rows(
+            "retry_dead_letters", limit=limit, now=now, moved_by=moved_by,
+            upcast_types=self.executor.list_parameter(upcast_types), **parameters,
+        )  # fmt: skip
+        moved = [
+            MovedEpisode(
+                row["id"], row["job_id"], row["tenant_id"], row["queue"], row["type"],
+                row["error_type"], row["incident_id"], requeued=bool(row["requeued"]),
+            )
+            for row in rows
+        ]  # fmt: skip
+        self._tally(rows, -1)
         return moved
 
     async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from redrive.domain.dead_letter import DEAD, DeadLetter, MovedEpisode
+from redrive.domain.dead_letter import DeadLetter, MovedEpisode
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.redrive import (
     DEAD_AGAIN,
@@ -156,7 +156,7 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
             "move_dead_letters_by_id", ids=self.executor.list_parameter(episode_ids),
             moved_to=status, now=now, moved_by=moved_by,
         )  # fmt: skip
-        self._tally([{**row, "status": DEAD} for row in rows], -1)
+        self._tally(rows, -1)
         return [MovedEpisode(**row) for row in rows]
 
     async def count_redrive_batch(

@@ -314,9 +314,16 @@ WHERE job_id = :job_id AND status = 'dead' AND (CAST(:tenant_id AS text) IS NULL
 UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by
 WHERE id = :id AND status = 'dead';
 
--- name: adjust_dead_letter_tally
+-- name: adjust_dead_letter_tallies
+-- Dead letters that entered or left `dead`, in one statement: :rows holds {tenant_id, queue, type,
+-- error_type, delta} per tally (each key once), taken in key order so that concurrent
+-- transactions lock the tallies in one order.
 INSERT INTO dead_letter_tallies (tenant_id, queue, type, error_type, count)
-VALUES (:tenant_id, :queue, :type, :error_type, :delta)
+SELECT r.tenant_id, r.queue, r.type, r.error_type, r.delta
+FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+    tenant_id text, queue text, type text, error_type text, delta bigint
+)
+ORDER BY r.tenant_id, r.queue, r.type, r.error_type
 ON CONFLICT (tenant_id, queue, type, error_type)
 DO UPDATE SET count = dead_letter_tallies.count + excluded.count;
 
@@ -507,15 +514,51 @@ RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type, incident_
 -- name: select_dead_letters_by_id
 SELECT * FROM dead_letters WHERE id = ANY(CAST(:ids AS text[]));
 
+-- fragment: redriven_job
+-- The set-based form of domain.dead_letter.redrive(): what a dead job's row becomes when it goes
+-- back to its queue; a test keeps the two in step.
+state = 'available', attempt = 0, enqueued_at = :now, error = NULL, completed_at = NULL,
+discarded_at = NULL, started_at = NULL, next_attempt_at = NULL, retry_delay_ms = NULL,
+worker_id = NULL, lease_token = NULL, lease_expires_at = NULL, timeout_at = NULL,
+result = NULL, dead_lettered = FALSE, run_at = NULL
+
 -- name: redrive_jobs
--- The set-based form of domain.dead_letter.redrive(); a test keeps the two in step.
-UPDATE jobs SET
-    state = 'available', attempt = 0, enqueued_at = :now, error = NULL, completed_at = NULL,
-    discarded_at = NULL, started_at = NULL, next_attempt_at = NULL, retry_delay_ms = NULL,
-    worker_id = NULL, lease_token = NULL, lease_expires_at = NULL, timeout_at = NULL,
-    result = NULL, dead_lettered = FALSE, run_at = NULL
+-- Dead jobs whose rows are still in the jobs table back in their queues.
+UPDATE jobs SET {redriven_job}
 WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered
 RETURNING id;
+
+-- name: retry_dead_letters
+-- A chunk of a bulk retry in one statement: up to :limit dead episodes matching the filter,
+-- newest first, leave `dead` for `retried` (the exactly-once guard; rows another transaction
+-- holds are skipped, never waited for), their jobs go back to their queues in place where the
+-- job's row is still in the jobs table (types in :upcast_types excepted: the caller upcasts
+-- those), and their queues exist. Returns the moved episodes, `requeued` saying whose job this
+-- statement put back; never the snapshot. The pick is materialised (see move_dead_letters).
+WITH picked AS MATERIALIZED (
+    SELECT id FROM dead_letters
+    WHERE status = 'dead' AND {dead_letter_filter}
+    ORDER BY discarded_at DESC, id DESC
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+), moved AS (
+    UPDATE dead_letters SET status = 'retried', moved_at = :now, moved_by = :moved_by
+    FROM picked WHERE dead_letters.id = picked.id AND dead_letters.status = 'dead'
+    RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type, incident_id
+), requeued AS (
+    UPDATE jobs SET {redriven_job}
+    FROM moved
+    WHERE jobs.id = moved.job_id AND jobs.state = 'discarded' AND jobs.dead_lettered
+      AND moved.type <> ALL(CAST(:upcast_types AS text[]))
+    RETURNING jobs.id
+), queued AS (
+    INSERT INTO queues (name, tenant_id, created_at)
+    SELECT DISTINCT queue, tenant_id, CAST(:now AS bigint) FROM moved
+    ON CONFLICT (tenant_id, name) DO NOTHING
+)
+-- (IN, not a join: planned with the CTEs' one-row guesses, a join would loop over requeued per
+-- row; the IN subplan is hashed once.)
+SELECT moved.*, moved.job_id IN (SELECT id FROM requeued) AS requeued FROM moved;
 
 -- name: delete_dead_jobs
 DELETE FROM jobs WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered;

@@ -49,6 +49,7 @@ UNPREPARED = frozenset(
         "select_dead_letters",
         "count_dead_letters",
         "move_dead_letters",
+        "retry_dead_letters",
         "select_jobs",
         "count_jobs",
         "select_events",

@@ -316,9 +316,13 @@ WHERE job_id = :job_id AND status = 'dead' AND (:tenant_id IS NULL OR tenant_id 
 UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by
 WHERE id = :id AND status = 'dead';
 
--- name: adjust_dead_letter_tally
+-- name: adjust_dead_letter_tallies
+-- Dead letters that entered or left `dead`, in one statement: :rows holds {tenant_id, queue, type,
+-- error_type, delta} per tally (each key once).
 INSERT INTO dead_letter_tallies (tenant_id, queue, type, error_type, count)
-VALUES (:tenant_id, :queue, :type, :error_type, :delta)
+SELECT value ->> '$.tenant_id', value ->> '$.queue', value ->> '$.type',
+    value ->> '$.error_type', value ->> '$.delta'
+FROM json_each(:rows) WHERE true
 ON CONFLICT (tenant_id, queue, type, error_type)
 DO UPDATE SET count = dead_letter_tallies.count + excluded.count;
 
@@ -500,15 +504,53 @@ RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id;
 -- name: select_dead_letters_by_id
 SELECT * FROM dead_letters WHERE id IN (SELECT value FROM json_each(:ids));
 
+-- fragment: redriven_job
+-- The set-based form of domain.dead_letter.redrive(): what a dead job's row becomes when it goes
+-- back to its queue; a test keeps the two in step.
+state = 'available', attempt = 0, enqueued_at = :now, error = NULL, completed_at = NULL,
+discarded_at = NULL, started_at = NULL, next_attempt_at = NULL, retry_delay_ms = NULL,
+worker_id = NULL, lease_token = NULL, lease_expires_at = NULL, timeout_at = NULL,
+result = NULL, dead_lettered = 0, run_at = NULL
+
 -- name: redrive_jobs
--- The set-based form of domain.dead_letter.redrive(); a test keeps the two in step.
-UPDATE jobs SET
-    state = 'available', attempt = 0, enqueued_at = :now, error = NULL, completed_at = NULL,
-    discarded_at = NULL, started_at = NULL, next_attempt_at = NULL, retry_delay_ms = NULL,
-    worker_id = NULL, lease_token = NULL, lease_expires_at = NULL, timeout_at = NULL,
-    result = NULL, dead_lettered = 0, run_at = NULL
+-- Dead jobs whose rows are still in the jobs table back in their queues.
+UPDATE jobs SET {redriven_job}
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'discarded' AND dead_lettered
 RETURNING id;
+
+-- name: retry_dead_letters
+-- A chunk of a bulk retry in one call: up to :limit dead episodes matching the filter, newest
+-- first, leave `dead` for `retried` (the exactly-once guard; BEGIN IMMEDIATE makes this the only
+-- writer), their jobs go back to their queues in place where the job's row is still in the jobs
+-- table (types in :upcast_types excepted: the caller upcasts those), and their queues exist.
+-- Returns the moved episodes, `requeued` saying whose job this call put back; never the
+-- snapshot. The pick is kept in a temporary table, read by each statement after it.
+CREATE TEMP TABLE IF NOT EXISTS retried_episodes (
+    id TEXT PRIMARY KEY, job_id TEXT, tenant_id TEXT, queue TEXT, type TEXT, error_type TEXT,
+    incident_id TEXT, requeued INTEGER
+);
+DELETE FROM temp.retried_episodes;
+INSERT INTO temp.retried_episodes
+SELECT picked.id, picked.job_id, picked.tenant_id, picked.queue, picked.type,
+    picked.error_type, picked.incident_id,
+    EXISTS (SELECT 1 FROM jobs WHERE jobs.id = picked.job_id AND jobs.state = 'discarded'
+            AND jobs.dead_lettered)
+    AND picked.type NOT IN (SELECT value FROM json_each(:upcast_types))
+FROM (
+    SELECT id, job_id, tenant_id, queue, type, error_type, incident_id FROM dead_letters
+    WHERE status = 'dead' AND {dead_letter_filter}
+    ORDER BY discarded_at DESC, id DESC
+    LIMIT :limit
+) AS picked;
+UPDATE dead_letters SET status = 'retried', moved_at = :now, moved_by = :moved_by
+WHERE id IN (SELECT id FROM temp.retried_episodes) AND status = 'dead';
+UPDATE jobs SET {redriven_job}
+WHERE id IN (SELECT job_id FROM temp.retried_episodes WHERE requeued);
+INSERT INTO queues (name, tenant_id, created_at)
+SELECT DISTINCT queue, tenant_id, :now FROM temp.retried_episodes WHERE 1
+ON CONFLICT (tenant_id, name) DO NOTHING;
+SELECT id, job_id, tenant_id, queue, type, error_type, incident_id, requeued
+FROM temp.retried_episodes;
 
 -- name: delete_dead_jobs
 DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'discarded' AND dead_lettered;
