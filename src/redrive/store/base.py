@@ -49,12 +49,14 @@ class SqlBase:
         if changes:
             await self._run("adjust_incident_counts", rows=dump(changes))
         self.incident_changes.clear()
-        for (tenant_id, queue, job_type, error_type), delta in sorted(self.tally_changes.items()):
-            if delta:
-                await self._run(
-                    "adjust_dead_letter_tally", tenant_id=tenant_id, queue=queue, type=job_type,
-                    error_type=error_type, delta=delta,
-                )  # fmt: skip
+        tallies = [
+            {"tenant_id": tenant, "queue": queue, "type": job_type, "error_type": error_type,
+             "delta": delta}
+            for (tenant, queue, job_type, error_type), delta in sorted(self.tally_changes.items())
+            if delta
+        ]  # fmt: skip
+        if tallies:
+            await self._run("adjust_dead_letter_tallies", rows=dump(tallies))
         self.tally_changes.clear()
 
     async def notify(self, queues: set[str]) -> None:
@@ -71,8 +73,8 @@ class SqlBase:
         return await self.executor.run(statement, parameters)
 
     def _tally(self, rows: list[dict[str, Any]], sign: int, incidents: bool = True) -> None:
-        """Add (sign 1) or take off (sign -1) dead episodes from the tallies, one statement per
-        distinct group, and (unless `incidents` is False: entering counts them with the
+        """Add (sign 1) or take off (sign -1) dead episodes from the tallies (one statement for
+        every group), and (unless `incidents` is False: entering counts them with the
         incident's upsert) from their incidents' now-dead counts in one statement, when the
         transaction finishes."""
         for row in rows:

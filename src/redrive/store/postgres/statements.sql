@@ -314,9 +314,15 @@ WHERE job_id = :job_id AND status = 'dead' AND (CAST(:tenant_id AS text) IS NULL
 UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by
 WHERE id = :id AND status = 'dead';
 
--- name: adjust_dead_letter_tally
+-- name: adjust_dead_letter_tallies
+-- What a transaction adds to the tallies or takes from them: :rows holds {tenant_id, queue, type,
+-- error_type, delta} per group, one statement for all of them (a prune batch touches hundreds),
+-- taken in key order so that concurrent transactions lock the tally rows in one order.
 INSERT INTO dead_letter_tallies (tenant_id, queue, type, error_type, count)
-VALUES (:tenant_id, :queue, :type, :error_type, :delta)
+SELECT r.tenant_id, r.queue, r.type, r.error_type, r.delta
+FROM jsonb_to_recordset(CAST(:rows AS jsonb))
+    AS r(tenant_id text, queue text, type text, error_type text, delta bigint)
+ORDER BY r.tenant_id, r.queue, r.type, r.error_type
 ON CONFLICT (tenant_id, queue, type, error_type)
 DO UPDATE SET count = dead_letter_tallies.count + excluded.count;
 

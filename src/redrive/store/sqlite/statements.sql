@@ -316,9 +316,14 @@ WHERE job_id = :job_id AND status = 'dead' AND (:tenant_id IS NULL OR tenant_id 
 UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by
 WHERE id = :id AND status = 'dead';
 
--- name: adjust_dead_letter_tally
+-- name: adjust_dead_letter_tallies
+-- What a transaction adds to the tallies or takes from them: :rows holds {tenant_id, queue, type,
+-- error_type, delta} per group, one statement for all of them (`WHERE true` lets SQLite parse
+-- the upsert after a SELECT).
 INSERT INTO dead_letter_tallies (tenant_id, queue, type, error_type, count)
-VALUES (:tenant_id, :queue, :type, :error_type, :delta)
+SELECT value ->> '$.tenant_id', value ->> '$.queue', value ->> '$.type',
+    value ->> '$.error_type', value ->> '$.delta'
+FROM json_each(:rows) WHERE true
 ON CONFLICT (tenant_id, queue, type, error_type)
 DO UPDATE SET count = dead_letter_tallies.count + excluded.count;
 
