@@ -72,6 +72,8 @@ Options (dead-letters):
     --prune-repeats N    prune runs, each on a fresh copy (default 3)
     --pool-size N        connections per service pool (default 10, as the server's default)
     --seed N             random seed of the data and the filter mix
+    --keep               keep the seeded database (its URL is printed) for EXPLAIN ANALYZE;
+                         drop it yourself afterwards
     --no-save            print only, write no JSON
 
 Environment:
@@ -132,6 +134,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--pool-size", type=int, default=10, help="connections per service")
     parser.add_argument("--seed", type=int, default=20_240_601, help="random seed")
     parser.add_argument("--no-save", action="store_true", help="write no JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the seeded database")
     hot = parser.add_argument_group("hot-path")
     hot.add_argument("--jobs", type=int, default=20_000, help="N jobs per path (20,000)")
     hot.add_argument("--repeats", type=int, default=3, help="measurements per figure (3)")
@@ -185,6 +188,7 @@ def dead_letter_settings(arguments: argparse.Namespace) -> dead_letters.Settings
         prune_repeats=arguments.prune_repeats,
         pool_size=arguments.pool_size,
         seed=arguments.seed,
+        keep=arguments.keep,
     )
 
 

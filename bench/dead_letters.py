@@ -68,6 +68,7 @@ class Settings:
     idle_enqueues: int = 500
     pool_size: int = 10
     seed: int = 20_240_601
+    keep: bool = False
 
 
 @dataclass
@@ -599,7 +600,9 @@ async def run(settings: Settings, log: Log) -> Outcome:
     """Seed once, measure the reads on the seeded database, then every write on fresh copies."""
     outcome = Outcome(details={"settings": asdict(settings)})
     plan = SeedPlan(rows=settings.rows, seed=settings.seed)
-    with fresh_database("redrive_bench") as url:
+    with fresh_database("redrive_bench", keep=settings.keep) as url:
+        if settings.keep:
+            log(f"the seeded database stays after the run: {url}")
         await _seed_phase(url, plan, outcome, log)
         await _read_phase(url, plan, settings, outcome, log)
         await _write_phase(url, plan, settings, outcome, log)

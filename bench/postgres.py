@@ -58,15 +58,16 @@ def _drop(name: str) -> None:
 
 
 @contextmanager
-def fresh_database(prefix: str = "redrive_bench") -> Iterator[str]:
-    """Create an empty database, yield its URL, and drop it afterwards."""
+def fresh_database(prefix: str = "redrive_bench", keep: bool = False) -> Iterator[str]:
+    """Create an empty database, yield its URL, and drop it afterwards (unless `keep`)."""
     name = _new_name(prefix)
     with psycopg.connect(admin_url(), autocommit=True) as connection:
         connection.execute(f'CREATE DATABASE "{name}"')
     try:
         yield database_url(name)
     finally:
-        _drop(name)
+        if not keep:
+            _drop(name)
 
 
 @contextmanager

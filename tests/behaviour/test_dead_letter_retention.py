@@ -330,6 +330,34 @@ async def test_age_and_count_together_remove_old_ones_then_the_oldest_beyond_the
     assert await labels(client) == {"new-2", "new-3", "new-4"}
 
 
+async def test_one_prune_batch_over_many_groups_leaves_every_tally_exact(
+    client: httpx.AsyncClient, clock: ManualClock
+) -> None:
+    """The batch's tally changes (one row per queue, type and error type) are written by one
+    statement: every group it touched is counted down by its own share, the others not at all."""
+    groups = [
+        (queue, f"{queue}.{kind}", error_type)
+        for queue in ("mail", "sms")
+        for kind in ("send", "digest")
+        for error_type in ("Timeout", "Refused")
+    ]
+    for copies, (queue, job_type, error_type) in enumerate(groups, start=1):
+        for _ in range(copies % 3 + 1):
+            await kill_job(client, queue, job_type, error_type)
+    clock.advance(10 * DAY)
+    await kill_job(client, "mail", "mail.send", "Timeout")  # young: stays
+    await kill_job(client, "push", "push.send", "Gone")  # young, in a group nothing prunes
+    await put_policy(client, {"max_age": "P5D"})
+
+    report = await prune_now(client)
+    assert report["deleted"] == sum(copies % 3 + 1 for copies in range(1, len(groups) + 1))
+    stats = (await client.get("/ojs/v1/dead-letter/stats")).json()
+    assert stats["total"] == 2
+    assert stats["by_queue"] == {"mail": 1, "push": 1}
+    assert stats["by_type"] == {"mail.send": 1, "push.send": 1}
+    assert stats["by_error_type"] == {"Timeout": 1, "Gone": 1}
+
+
 async def test_the_sweeper_prunes_when_the_interval_boundary_passes(
     client: httpx.AsyncClient, clock: ManualClock, service: Service
 ) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from redrive.domain.audit import Action
 from redrive.domain.caller import SYSTEM, Caller
 from redrive.domain.dead_letter import ARCHIVED, DEAD, PRUNED
+from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import validate_queue_name
 from redrive.domain.errors import InvalidRequest, NotFound
@@ -37,6 +38,9 @@ from redrive.service.runtime import Runtime
 POLICY_TENANT = DEFAULT_TENANT
 FLOOR_HOLDING = "dead_letter.retention_floor_holding"
 WEEK_MS = 7 * 86_400_000
+# Every tenant's dead letters: counted per queue from the tallies alone (the time range the
+# stats add costs a scan of the dead-letter index right after a prune has emptied it).
+EVERY_DEAD_LETTER = DeadLetterFilter()
 log = logging.getLogger("redrive.retention")
 
 
@@ -164,8 +168,8 @@ class RetentionService:
         overridden = sorted(policies.queues) or None
         holding: dict[str, int] = {}
         async with self.runtime.store.transaction(SYSTEM) as transaction:  # every tenant's
-            stats = await transaction.dead_letter_stats(None)
-            for plan in plan_prune(policies.global_policy, policies.queues, stats.by_queue, now):
+            by_queue = await transaction.count_dead_letters_by_queue(EVERY_DEAD_LETTER)
+            for plan in plan_prune(policies.global_policy, policies.queues, by_queue, now):
                 scope = PruneScope(
                     None if plan.queue == GLOBAL else plan.queue,
                     overridden if plan.queue == GLOBAL else None,
@@ -191,8 +195,8 @@ class RetentionService:
         overridden = sorted(policies.queues) or None
         young = 0
         async with self.runtime.store.transaction(SYSTEM) as transaction:  # every tenant's
-            stats = await transaction.dead_letter_stats(None)
-            for plan in plan_prune(policies.global_policy, policies.queues, stats.by_queue, now):
+            by_queue = await transaction.count_dead_letters_by_queue(EVERY_DEAD_LETTER)
+            for plan in plan_prune(policies.global_policy, policies.queues, by_queue, now):
                 policy = plan.policy
                 scope = PruneScope(
                     None if plan.queue == GLOBAL else plan.queue,
@@ -251,8 +255,8 @@ class RetentionService:
     ) -> int:
         """How many of the oldest dead letters the scope holds beyond its max_count, counted
         inside the batch's transaction so that concurrent prunes never remove too many."""
-        stats = await transaction.dead_letter_stats(None)
-        plans = plan_prune(policies.global_policy, policies.queues, stats.by_queue, now)
+        by_queue = await transaction.count_dead_letters_by_queue(EVERY_DEAD_LETTER)
+        plans = plan_prune(policies.global_policy, policies.queues, by_queue, now)
         wanted = scope.queue or GLOBAL
         return next(plan.excess for plan in plans if plan.queue == wanted)
 
