@@ -4,6 +4,8 @@ and take the next rows: a count-based prune would then remove dead letters it mu
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from redrive.api.routes_jobs import job_requests
@@ -11,7 +13,10 @@ from redrive.api.worker_requests import fetch_request
 from redrive.domain.caller import SYSTEM
 from redrive.domain.dead_letter_filter import parse_filter
 from redrive.ports import PruneScope, Store
+from redrive.service import dead_letters as dead_letter_service
+from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
+from tests.behaviour.ojs_http import count_rows, explain_all
 from tests.behaviour.test_dead_letters import make_dead_letters
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
@@ -69,3 +74,29 @@ async def test_a_claim_takes_at_most_the_count_asked_for(
     async with store.transaction(SYSTEM) as transaction:
         counts = await transaction.count_jobs(None, "claims")
     assert (counts.get(("claims", "active")), counts.get(("claims", "available"))) == (4, count - 4)
+
+
+async def test_a_bulk_retry_in_many_chunks_moves_the_newest_matches_each_once(
+    service: Service, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each chunk after the first picks at or before the oldest episode the one before moved:
+    the newest `limit` matches at or before `until` move, ties on the time included, and the
+    episodes after `until` stay dead."""
+    monkeypatch.setattr(dead_letter_service, "BULK_CHUNK", 2)
+    died: list[tuple[int, list[str]]] = []
+    for _ in range(3):
+        died.append((clock.now_ms(), await make_dead_letters(service, 4, "timed")))
+        clock.advance(1_000)
+    await explain_all(service, CALLER)
+    filters = replace(parse_filter({"queue": "timed"}, clock.now_ms()), until=died[1][0])
+    result = await service.dead_letters.bulk_retry(
+        CALLER, BulkRequest(filters, confirm=True, limit=6)
+    )
+    assert (result.matched, result.succeeded) == (6, 6)
+    for (_, ids), expected in zip(died, [2, 4, 0], strict=True):
+        quoted = ", ".join(f"'{job_id}'" for job_id in ids)
+        retried = (
+            f"SELECT COUNT(*) FROM dead_letters WHERE status = 'retried' AND job_id IN ({quoted})"
+        )
+        assert await count_rows(service, retried) == expected
+    assert (await service.dead_letters.stats(CALLER)).total == 6

@@ -83,6 +83,8 @@ class MovedEpisode:
     incident_id: str | None = None
     # The move put the job back in its queue already (a bulk retry does where it can).
     requeued: bool = False
+    # When the episode died, where the bulk moves return it: their next chunk starts there.
+    discarded_at: int | None = None
 
     @classmethod
     def of(cls, dead: DeadLetter) -> MovedEpisode:

@@ -415,13 +415,24 @@ class DeadLetterService:
         budget = sys.maxsize if request.limit is None else request.limit  # what lanes may take
 
         async def lane() -> None:
+            # Each chunk picks at or before the oldest episode the lane's last chunk moved: from
+            # the top, an index scan would step over every episode moved so far (quadratic).
+            # Past an empty chunk the lane looks once more from the top, for episodes it
+            # skipped while another transaction held them.
             nonlocal budget
+            oldest: int | None = None
             while (take := min(BULK_CHUNK, budget)) > 0:
                 budget -= take
-                moved = await self._move_chunk(caller, filters, action, take)
+                chunk = filters if oldest is None else replace(filters, until=oldest)
+                moved = await self._move_chunk(caller, chunk, action, take)
                 budget += take - len(moved)
                 if not moved:
-                    return
+                    if oldest is None:
+                        return
+                    oldest = None
+                    continue
+                oldest = min((e.discarded_at for e in moved if e.discarded_at is not None),
+                             default=None)  # fmt: skip
                 result.matched += len(moved)
                 result.succeeded += len(moved)
                 queues.update(episode.queue for episode in moved)

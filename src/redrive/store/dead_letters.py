@@ -130,6 +130,7 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             MovedEpisode(
                 row["id"], row["job_id"], row["tenant_id"], row["queue"], row["type"],
                 row["error_type"], row["incident_id"], requeued=bool(row["requeued"]),
+                discarded_at=row["discarded_at"],
             )
             for row in rows
         ]  # fmt: skip

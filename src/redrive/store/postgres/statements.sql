@@ -509,7 +509,7 @@ WITH picked AS MATERIALIZED (
 )
 UPDATE dead_letters SET status = :moved_to, moved_at = :now, moved_by = :moved_by
 FROM picked WHERE dead_letters.id = picked.id AND dead_letters.status = 'dead'
-RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type, incident_id;
+RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type, incident_id, discarded_at;
 
 -- name: select_dead_letters_by_id
 SELECT * FROM dead_letters WHERE id = ANY(CAST(:ids AS text[]));
@@ -544,7 +544,8 @@ WITH picked AS MATERIALIZED (
 ), moved AS (
     UPDATE dead_letters SET status = 'retried', moved_at = :now, moved_by = :moved_by
     FROM picked WHERE dead_letters.id = picked.id AND dead_letters.status = 'dead'
-    RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type, incident_id
+    RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type, incident_id,
+        discarded_at
 ), requeued AS (
     UPDATE jobs SET {redriven_job}
     FROM moved

@@ -499,7 +499,7 @@ WITH picked AS MATERIALIZED (
 )
 UPDATE dead_letters SET status = :moved_to, moved_at = :now, moved_by = :moved_by
 WHERE status = 'dead' AND id IN (SELECT id FROM picked)
-RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id;
+RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id, discarded_at;
 
 -- name: select_dead_letters_by_id
 SELECT * FROM dead_letters WHERE id IN (SELECT value FROM json_each(:ids));
@@ -527,7 +527,7 @@ RETURNING id;
 -- snapshot. The pick is kept in a temporary table, read by each statement after it.
 CREATE TEMP TABLE IF NOT EXISTS retried_episodes (
     id TEXT PRIMARY KEY, job_id TEXT, tenant_id TEXT, queue TEXT, type TEXT, error_type TEXT,
-    incident_id TEXT, requeued INTEGER
+    incident_id TEXT, requeued INTEGER, discarded_at INTEGER
 );
 DELETE FROM temp.retried_episodes;
 INSERT INTO temp.retried_episodes
@@ -535,9 +535,11 @@ SELECT picked.id, picked.job_id, picked.tenant_id, picked.queue, picked.type,
     picked.error_type, picked.incident_id,
     EXISTS (SELECT 1 FROM jobs WHERE jobs.id = picked.job_id AND jobs.state = 'discarded'
             AND jobs.dead_lettered)
-    AND picked.type NOT IN (SELECT value FROM json_each(:upcast_types))
+    AND picked.type NOT IN (SELECT value FROM json_each(:upcast_types)),
+    picked.discarded_at
 FROM (
-    SELECT id, job_id, tenant_id, queue, type, error_type, incident_id FROM dead_letters
+    SELECT id, job_id, tenant_id, queue, type, error_type, incident_id, discarded_at
+    FROM dead_letters
     WHERE status = 'dead' AND {dead_letter_filter}
     ORDER BY discarded_at DESC, id DESC
     LIMIT :limit
@@ -549,7 +551,7 @@ WHERE id IN (SELECT job_id FROM temp.retried_episodes WHERE requeued);
 INSERT INTO queues (name, tenant_id, created_at)
 SELECT DISTINCT queue, tenant_id, :now FROM temp.retried_episodes WHERE 1
 ON CONFLICT (tenant_id, name) DO NOTHING;
-SELECT id, job_id, tenant_id, queue, type, error_type, incident_id, requeued
+SELECT id, job_id, tenant_id, queue, type, error_type, incident_id, requeued, discarded_at
 FROM temp.retried_episodes;
 
 -- name: delete_dead_jobs
