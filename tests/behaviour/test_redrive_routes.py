@@ -84,32 +84,20 @@ async def test_unknown_and_foreign_tasks_are_not_found(client: httpx.AsyncClient
     assert_error(await client.get(REDRIVES, params={"state": "lost"}), 400, "invalid_request")
 
 
+@pytest.mark.parametrize("path", ["/ojs/v1/dead-letter/retry", "/ojs/v1/admin/jobs/bulk/retry"])
 async def test_bulk_retry_past_a_burst_answers_202_with_the_task(
-    client: httpx.AsyncClient, service: Service
+    client: httpx.AsyncClient, service: Service, path: str
 ) -> None:
     await kill(service, 101)
     body = {"filter": {"queue": "billing"}, "confirm": True}
-    accepted = await client.post("/ojs/v1/dead-letter/retry", json=body)
+    accepted = await client.post(path, json=body)
     assert accepted.status_code == 202, accepted.text
     document = accepted.json()
     assert (document["paced"], document["matched"], document["retried"]) == (True, 101, 0)
     assert document["follow"] == f"{REDRIVES}/{document['task']['id']}"
     assert accepted.headers["location"] == document["follow"]
+    shown = (await client.get(document["follow"])).json()["task"]
+    assert (shown["state"], shown["counts"]["to_move"]) == ("running", 101)
     # Up to a burst moves within the request, as always (the task skips what it finds moved).
     small = await client.post("/ojs/v1/admin/dead-letter/retry", json={**body, "limit": 100})
     assert small.status_code == 200 and small.json()["retried"] == 100
-
-
-async def test_the_admin_bulk_retry_past_a_burst_answers_202_with_the_task(
-    client: httpx.AsyncClient, service: Service
-) -> None:
-    await kill(service, 101)
-    body = {"filter": {"queue": "billing"}, "confirm": True}
-    accepted = await client.post("/ojs/v1/admin/jobs/bulk/retry", json=body)
-    assert accepted.status_code == 202, accepted.text
-    document = accepted.json()
-    assert (document["paced"], document["matched"], document["retried"]) == (True, 101, 0)
-    shown = (await client.get(document["follow"])).json()["task"]
-    assert (shown["state"], shown["counts"]["to_move"]) == ("running", 101)
-    purged = await client.post("/ojs/v1/admin/jobs/bulk/delete", json=body)
-    assert purged.status_code == 200 and purged.json()["purged"] == 101
