@@ -198,3 +198,14 @@ def test_a_failure_is_redacted_field_by_field_and_its_record_keeps_the_counts() 
     boom = lifecycle.Failure(code="handler_error", message="boom")
     plain = lifecycle.error_record(lifecycle.redact_failure(boom, DEFAULT_REDACTOR), 1, 0)
     assert "redactions" not in plain
+
+
+def test_a_text_redacted_again_gives_the_same_answer_and_counts_of_its_own() -> None:
+    redactor = Redactor()
+    text = "charge failed: Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123456789"
+    first, first_counts = redactor.redact(text)
+    assert "abcdefghijklmnopqrstuvwxyz0123456789" not in first and sum(first_counts.values()) >= 1
+    first_counts.clear()  # a caller's counts are its own: the next answer is whole
+    again, again_counts = redactor.redact(text)
+    assert again == first and sum(again_counts.values()) >= 1
+    assert redactor.redact("nothing secret here") == ("nothing secret here", {})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from redrive.domain.errors import InvalidRequest
@@ -28,6 +29,9 @@ MARKER_PREFIX = "[redacted:"
 MASK_PREFIX = "[masked:"
 KIND_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 KNOWN_KEYS = 10_000
+# The same failure text (message and backtrace) comes back for every job that fails the same
+# way: the last texts redacted are remembered, up to this many.
+REMEMBERED_TEXTS = 512
 # A number in details this long may be a card number written without quotes.
 LONGEST_ORDINARY_NUMBER = 12
 
@@ -76,6 +80,7 @@ class Redactor:
             key_value_detector(self.key_kind),
             *AFTER_KEYS,
         )
+        self._remembered = lru_cache(maxsize=REMEMBERED_TEXTS)(self._redact_text)
 
     def key_kind(self, key: str) -> str | None:
         """The kind of secret a key's value is, when its name says it holds one."""
@@ -91,6 +96,10 @@ class Redactor:
 
     def redact(self, text: str) -> tuple[str, Counter[str]]:
         """The text with every secret found replaced by its marker, and how many of each kind."""
+        redacted, counts = self._remembered(text)
+        return redacted, Counter(counts)  # the caller's own counts, to update as it likes
+
+    def _redact_text(self, text: str) -> tuple[str, Counter[str]]:
         counts: Counter[str] = Counter()
         lowered = text.lower()
         for found in self.detectors:
