@@ -149,10 +149,10 @@ async def execute(
     # Never more than the operator confirmed.
     request = BulkRequest(filters, confirm=True, limit=expected)
     if plan.action == "retry":
-        paced = await service.redrives.bulk_retry(caller, request)
-        if isinstance(paced, RedriveTask):
-            return _paced_summary(paced), True
-        result = paced
+        outcome = await service.redrives.bulk_retry(caller, request)
+        if isinstance(outcome, RedriveTask):
+            return _paced_summary(outcome), True
+        result = outcome
     else:
         result = await service.dead_letters.purge(caller, request)
     missing = expected - result.succeeded  # moved by someone else since the check
