@@ -103,7 +103,7 @@ async def run_embedded(worker: Worker, settings: Settings) -> None:
         store, _ = await open_ready_store(settings)
     except ConfigurationError:
         raise
-    except Exception as error:  # psycopg, pool and sqlite errors alike
+    except Exception as error:  # asyncpg, pool and sqlite errors alike
         raise DatabaseUnreachable(f"{type(error).__name__}: {error}") from error
     try:
         service = build_service(store, settings)

@@ -34,9 +34,16 @@ def parameter_names(sql: str) -> set[str]:
     return set(_PARAMETER.findall(sql))
 
 
-def to_pyformat(sql: str) -> str:
-    """`:name` placeholders to psycopg's `%(name)s` (leaving `::type` casts alone)."""
-    return _PARAMETER.sub(lambda match: f"%({match.group(1)})s", sql)
+def numbered(sql: str) -> tuple[str, tuple[str, ...]]:
+    """`:name` placeholders to PostgreSQL's `$1`, `$2`, ... (leaving `::type` casts alone), and
+    the parameter names in the order of their numbers: a name used twice keeps one number."""
+    names: dict[str, int] = {}
+
+    def placeholder(match: re.Match[str]) -> str:
+        number = names.setdefault(match.group(1), len(names) + 1)
+        return f"${number}"
+
+    return _PARAMETER.sub(placeholder, sql), tuple(names)
 
 
 def split_script(sql: str) -> list[str]:

@@ -1,1 +1,1 @@
-"""PostgreSQL adapter: psycopg 3 with a pool, claims with FOR UPDATE SKIP LOCKED."""
+"""PostgreSQL adapter: asyncpg with a pool, claims with FOR UPDATE SKIP LOCKED."""

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from psycopg.rows import dict_row
+import asyncpg
 
 from redrive.store.postgres.store import PostgresStore
 
@@ -68,15 +67,15 @@ def problems_of(role: dict[str, Any], tables: list[TenantTable]) -> list[str]:
 
 async def isolation_problems(store: PostgresStore) -> list[str]:
     """Connect as a pooled connection would and say what would bypass row-level security."""
-    connection = await psycopg.AsyncConnection.connect(
-        store.url, autocommit=True, row_factory=dict_row
-    )
-    async with connection:
+    connection = await asyncpg.connect(store.url)
+    try:
         try:
             await store.act_as_application_role(connection)
-        except psycopg.Error as error:
+        except asyncpg.PostgresError as error:
             return [f"cannot SET ROLE {store.role}: {str(error).strip()}"]
-        role = await (await connection.execute(EFFECTIVE_ROLE)).fetchone()
-        rows = await (await connection.execute(TENANT_TABLES)).fetchall()
+        role = await connection.fetchrow(EFFECTIVE_ROLE)
+        rows = await connection.fetch(TENANT_TABLES)
+    finally:
+        await connection.close()
     assert role is not None  # current_user is always a role
-    return problems_of(role, [TenantTable(**row) for row in rows])
+    return problems_of(dict(role), [TenantTable(**row) for row in rows])

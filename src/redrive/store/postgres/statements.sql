@@ -226,8 +226,8 @@ ON CONFLICT (tenant_id, name) DO NOTHING;
 -- name: set_queue_paused
 INSERT INTO queues (name, tenant_id, created_at, paused, paused_at, resumed_at)
 VALUES (:name, :tenant_id, :now, :paused,
-        CASE WHEN CAST(:paused AS boolean) THEN :now END,
-        CASE WHEN CAST(:paused AS boolean) THEN NULL ELSE :now END)
+        CASE WHEN CAST(:paused AS boolean) THEN CAST(:now AS bigint) END,
+        CASE WHEN CAST(:paused AS boolean) THEN NULL ELSE CAST(:now AS bigint) END)
 ON CONFLICT (tenant_id, name) DO UPDATE SET
     paused = excluded.paused,
     paused_at = CASE WHEN excluded.paused THEN :now ELSE queues.paused_at END,

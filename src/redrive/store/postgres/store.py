@@ -1,9 +1,9 @@
-"""The PostgreSQL store: a psycopg 3 connection pool; each transaction takes one connection.
+"""The PostgreSQL store: an asyncpg connection pool; each transaction takes one connection.
 
 Row-level security (migration 0007) binds every pooled connection: each one acts as the
 application role (SET ROLE once, when the pool makes it), and each transaction names its tenant
-in the transaction-local setting `redrive.tenant_id` (SET LOCAL), sent with its BEGIN and its
-first statement in one round trip. The LISTEN connection and the migrations connect as the
+in the transaction-local setting `redrive.tenant_id` (SET LOCAL), sent with its BEGIN in one
+simple query before its first statement. The LISTEN connection and the migrations connect as the
 configured user, the tables' owner.
 """
 
@@ -15,22 +15,14 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
-import psycopg
-from psycopg import sql
-from psycopg.pq import TransactionStatus
-from psycopg.rows import dict_row
-from psycopg.types.string import TextLoader
-from psycopg_pool import AsyncConnectionPool
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from redrive.domain.caller import Caller
-from redrive.store.statements import (
-    load_statements,
-    migration_files,
-    split_script,
-    to_pyformat,
-)
+from redrive.store.postgres.statements import Statement, load_scripts
+from redrive.store.statements import migration_files
 from redrive.store.transaction import SqlTransaction
 from redrive.store.wakeups import Wakeups
 
@@ -42,74 +34,59 @@ ALL_TENANTS = "*"
 BEGIN_CACHE_SIZE = 10_000
 MIGRATION_LOCK_KEY = 0x7265647269766500  # "redrive\0"
 CHANNEL = "redrive_jobs"
+CUSTOM_PLANS_QUERY = "SET LOCAL plan_cache_mode = force_custom_plan"
+# Room for every named statement (about 150, a few in several parts) on each connection, kept
+# prepared for the connection's life.
+STATEMENT_CACHE_SIZE = 1_024
+MAX_CACHEABLE_STATEMENT_SIZE = 1 << 20
 log = logging.getLogger("redrive.store.postgres")
-# Filter queries keep custom plans: a generic prepared plan is slow on skewed data.
-UNPREPARED = frozenset(
-    {
-        "select_dead_letters",
-        "count_dead_letters",
-        "move_dead_letters",
-        "retry_dead_letters",
-        "select_jobs",
-        "count_jobs",
-        "select_events",
-        "select_audit_records",
-        "select_incidents_recent",
-        "select_incidents_by_count",
-        "select_webhook_deliveries",
-        "pin_redrive_items",
-    }
-)
+Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
 
 
 class PostgresExecutor:
     """Runs one transaction's statements on its connection, saving round trips: BEGIN and the
-    tenant go out in one pipeline with the first statement, and the wake-ups (NOTIFY) in one
-    simple query with the COMMIT. A transaction that runs no statement sends nothing."""
+    tenant go out in one simple query just before the first statement, and the wake-ups
+    (NOTIFY) in one simple query with the COMMIT. A transaction that runs no statement sends
+    nothing."""
 
-    def __init__(
-        self, connection: psycopg.AsyncConnection[dict[str, Any]], store: PostgresStore,
-        begin: list[bytes],
-    ) -> None:  # fmt: skip
+    def __init__(self, connection: Connection, store: PostgresStore, begin: str) -> None:
         self.connection = connection
         self.store = store
         self.begin = begin
+        self.custom_plans = False
         self.wake: set[str] = set()
 
-    async def _execute(
-        self, query: str, parameters: dict[str, Any], prepare: bool | None = None
-    ) -> psycopg.AsyncCursor[dict[str, Any]]:
-        if not self.begin:
-            return await self.connection.execute(query, parameters, prepare=prepare)
-        begin, self.begin = self.begin, []
-        async with self.connection.pipeline():
-            for part in begin:
-                await self.connection.execute(part, prepare=False)
-            cursor = await self.connection.execute(query, parameters, prepare=prepare)
-        return cursor
+    async def _ready(self, statement: Statement) -> Connection:
+        """The connection, inside this transaction, planning for the values if the statement
+        wants it: BEGIN, the tenant and the plan mode go out in one simple query if not yet."""
+        parts = [self.begin] if self.begin else []
+        if statement.custom_plans and not self.custom_plans:
+            parts.append(CUSTOM_PLANS_QUERY)
+            self.custom_plans = True
+        if parts:
+            self.begin = ""
+            await self.connection.execute("; ".join(parts))
+        return self.connection
 
-    async def begun(self) -> psycopg.AsyncConnection[dict[str, Any]]:
+    async def begun(self) -> Connection:
         """The connection, inside this transaction (BEGIN and the tenant sent if not yet)."""
         if self.begin:
-            begin, self.begin = self.begin, []
-            async with self.connection.pipeline():
-                for part in begin:
-                    await self.connection.execute(part, prepare=False)
+            begin, self.begin = self.begin, ""
+            await self.connection.execute(begin)
         return self.connection
 
     async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
-        cursor = await self._execute(
-            self.store.statements[name], parameters, False if name in UNPREPARED else None
-        )
-        if cursor.description is None:
-            return []
-        return await cursor.fetchall()
+        (statement,) = self.store.scripts[name]
+        connection = await self._ready(statement)
+        records = await connection.fetch(statement.sql, *statement.arguments(parameters))
+        return [dict(record) for record in records]
 
     async def run(self, name: str, parameters: dict[str, Any]) -> int:
         changed = 0
-        for part in self.store.scripts[name]:
-            cursor = await self._execute(part, parameters)
-            changed += max(cursor.rowcount, 0)
+        for statement in self.store.scripts[name]:
+            connection = await self._ready(statement)
+            status = await connection.execute(statement.sql, *statement.arguments(parameters))
+            changed += rowcount(status)
         return changed
 
     def list_parameter(self, values: list[str] | None) -> Any:
@@ -120,26 +97,34 @@ class PostgresExecutor:
         self.wake |= queues
 
     async def commit(self) -> None:
-        """The wake-ups and COMMIT in one simple query (one round trip, no pipeline to set up);
-        nothing when no statement ran."""
+        """The wake-ups and COMMIT in one simple query (one round trip); nothing when no
+        statement ran."""
         if self.begin and not self.wake:
             return
-        parts = [*self.begin]
+        parts = [self.begin] if self.begin else []
         parts.extend(
-            sql.SQL("SELECT pg_notify({}, {})")
-            .format(sql.Literal(CHANNEL), sql.Literal(queue))
-            .as_bytes(self.connection)
-            for queue in sorted(self.wake)
+            f"SELECT pg_notify('{CHANNEL}', {literal(queue)})" for queue in sorted(self.wake)
         )
-        parts.append(b"COMMIT")
-        self.begin = []
-        await self.connection.execute(b"; ".join(parts), prepare=False)
+        parts.append("COMMIT")
+        self.begin = ""
+        await self.connection.execute("; ".join(parts))
 
 
-def _load_json_as_text(connection: psycopg.AsyncConnection[Any]) -> None:
-    # JSON columns come back as text; the codec decodes them the same way for both dialects.
-    connection.adapters.register_loader("jsonb", TextLoader)
-    connection.adapters.register_loader("json", TextLoader)
+def rowcount(status: str) -> int:
+    """The rows a command changed (or returned), from its status: `UPDATE 3`, `INSERT 0 1`,
+    `SELECT 5`; 0 for a command that counts none (`SAVEPOINT`)."""
+    count = status.rpartition(" ")[2]
+    return int(count) if count.isdigit() else 0
+
+
+def literal(text: str) -> str:
+    """A string constant, whatever standard_conforming_strings says: an escape string (E'...')
+    with its backslashes and quotes doubled."""
+    return "E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def tenant_setting(caller: Caller) -> str:
@@ -147,6 +132,12 @@ def tenant_setting(caller: Caller) -> str:
     marker of a caller that spans every tenant (tenant ids cannot be `*`)."""
     scope = caller.tenant_scope
     return ALL_TENANTS if scope is None else scope
+
+
+async def keep_session(connection: asyncpg.Connection[asyncpg.Record]) -> None:
+    """What the pool does to a connection handed back, beyond asyncpg's own ROLLBACK of an open
+    transaction (never needed: a transaction ends before its connection goes back): nothing. A
+    connection keeps its role and prepared statements; SET LOCAL ended with the transaction."""
 
 
 class PostgresStore:
@@ -157,78 +148,84 @@ class PostgresStore:
     ) -> None:
         self.url = url
         self.role = role
+        self.min_size = min_size
+        self.max_size = max_size
         # Bulk chunks side by side: the server's cores share the work; a quarter of the pool
         # (at most 4) leaves the rest of it to workers and producers meanwhile.
         self.write_lanes = max(1, min(4, max_size // 4))
         self.wakeups = Wakeups()
         self._listener: asyncio.Task[None] | None = None
-        raw = load_statements(HERE / "statements.sql")
-        self.statements = {name: to_pyformat(sql) for name, sql in raw.items()}
-        self.scripts = {name: split_script(sql) for name, sql in self.statements.items()}
-        self.pool: AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]] = (
-            AsyncConnectionPool(
-                url,
-                min_size=min_size,
-                max_size=max_size,
-                open=False,
-                configure=self._configure,
-                kwargs={"row_factory": dict_row, "autocommit": True},
-            )
-        )
+        self.scripts = load_scripts(HERE / "statements.sql")
+        # The statements of one part (all but a few), by name, as the connections run them.
+        self.statements: dict[str, Statement] = {
+            name: parts[0] for name, parts in self.scripts.items() if len(parts) == 1
+        }
         # The pool opens on first use: its connections SET ROLE to the application role, which
         # `migrate` creates, so a fresh database is migrated (on a connection of its own) first.
-        self._pool_opened = False
-        self._begins: dict[str, bytes] = {}
+        self.pool: asyncpg.Pool[asyncpg.Record] | None = None
+        self._begins: dict[str, str] = {}
         self._pool_opening = asyncio.Lock()
 
     async def open(self) -> None:
         self._listener = asyncio.create_task(self._listen())
 
-    async def _configure(self, connection: psycopg.AsyncConnection[Any]) -> None:
-        _load_json_as_text(connection)
-        await self.act_as_application_role(connection)
-
-    async def act_as_application_role(self, connection: psycopg.AsyncConnection[Any]) -> None:
+    async def act_as_application_role(self, connection: Connection) -> None:
         """SET ROLE for the rest of the session (a pooled connection outside any transaction
         is bound by row-level security too, and sees nothing: no tenant is set)."""
-        await connection.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(self.role)))
+        await connection.execute(f"SET ROLE {identifier(self.role)}")
 
-    async def opened_pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[dict[str, Any]]]:
-        if not self._pool_opened:
+    async def opened_pool(self) -> asyncpg.Pool[asyncpg.Record]:
+        if self.pool is None:
             async with self._pool_opening:
-                if not self._pool_opened:
-                    await self.pool.open(wait=True, timeout=30)
-                    self._pool_opened = True
+                if self.pool is None:
+                    self.pool = await asyncpg.create_pool(
+                        self.url,
+                        min_size=self.min_size,
+                        max_size=self.max_size,
+                        init=self.act_as_application_role,
+                        reset=keep_session,
+                        timeout=30,
+                        statement_cache_size=STATEMENT_CACHE_SIZE,
+                        max_cached_statement_lifetime=0,
+                        max_cacheable_statement_size=MAX_CACHEABLE_STATEMENT_SIZE,
+                    )
         return self.pool
 
     async def _listen(self) -> None:
         """LISTEN on a connection of its own; a NOTIFY from any replica wakes local waiters."""
         while True:
             try:
-                connection = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-                async with connection:
-                    await connection.execute(f"LISTEN {CHANNEL}")
-                    async for notice in connection.notifies():
-                        self.wakeups.signal([notice.payload])
-            except asyncio.CancelledError:
-                raise
-            except (psycopg.Error, OSError) as error:
-                log.warning("LISTEN connection lost (%s); reconnecting", error)
+                connection = await asyncpg.connect(self.url)
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
+                log.warning("LISTEN connection failed (%s); reconnecting", error)
                 await asyncio.sleep(1)
+                continue
+            lost = asyncio.Event()
+            connection.add_termination_listener(lambda _: lost.set())
+            try:
+                await connection.add_listener(CHANNEL, self._notified)
+                await lost.wait()
+                log.warning("LISTEN connection lost; reconnecting")
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
+                log.warning("LISTEN connection lost (%s); reconnecting", error)
+            finally:
+                connection.terminate()
+            await asyncio.sleep(1)
+
+    def _notified(self, connection: object, pid: int, channel: str, payload: object) -> None:
+        self.wakeups.signal([str(payload)])
 
     async def wait_for_work(self, queues: list[str], timeout: float) -> bool:
         return await self.wakeups.wait(queues, timeout)
 
     @asynccontextmanager
     async def transaction(self, caller: Caller) -> AsyncIterator[SqlTransaction]:
-        """BEGIN and the tenant (SET LOCAL) go out with the first statement, COMMIT (with the
+        """BEGIN and the tenant (SET LOCAL) go out before the first statement, COMMIT (with the
         wake-ups) on success and ROLLBACK on any error; SET LOCAL ends with the transaction, so
         the pooled connection goes back to the pool with no tenant set."""
         pool = await self.opened_pool()
-        async with pool.connection() as connection:
-            executor = PostgresExecutor(
-                connection, self, [b"BEGIN", self._begin(caller, connection)]
-            )
+        async with pool.acquire() as connection:
+            executor = PostgresExecutor(connection, self, self._begin(caller))
             transaction = SqlTransaction(executor)
             try:
                 yield transaction
@@ -237,26 +234,21 @@ class PostgresStore:
             except BaseException:
                 # A broken connection cannot roll back; the pool discards it (and rolls back
                 # any connection handed back inside a transaction).
-                if connection.info.transaction_status != TransactionStatus.IDLE:
-                    with contextlib.suppress(psycopg.Error):
-                        await connection.execute(b"ROLLBACK", prepare=False)
+                if not connection.is_closed() and connection.is_in_transaction():
+                    with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError):
+                        await connection.execute("ROLLBACK")
                 raise
 
-    def _begin(self, caller: Caller, connection: psycopg.AsyncConnection[Any]) -> bytes:
-        """`SET LOCAL redrive.tenant_id = <tenant>`, quoted by psycopg once per tenant (a few
+    def _begin(self, caller: Caller) -> str:
+        """`BEGIN; SET LOCAL redrive.tenant_id = <tenant>`, quoted once per tenant (a few
         tenants make up most transactions). SET LOCAL, not `SELECT set_config(..., true)`: the
-        same effect, without a statement to plan and a row to send back (measured about 40 us
-        less per transaction)."""
+        same effect, without a statement to plan and a row to send back."""
         scope = tenant_setting(caller)
         begin = self._begins.get(scope)
         if begin is None:
             if len(self._begins) >= BEGIN_CACHE_SIZE:
                 self._begins.clear()
-            begin = (
-                sql.SQL("SET LOCAL {} = {}")
-                .format(sql.SQL(TENANT_SETTING), sql.Literal(scope))
-                .as_bytes(connection)
-            )
+            begin = f"BEGIN; SET LOCAL {TENANT_SETTING} = {literal(scope)}"
             self._begins[scope] = begin
         return begin
 
@@ -269,18 +261,16 @@ class PostgresStore:
         if until is not None and until not in {file.stem for file in files}:
             raise ValueError(f"no migration {until!r}")
         done: list[str] = []
-        connection = await psycopg.AsyncConnection.connect(
-            self.url, autocommit=True, row_factory=dict_row
-        )
-        async with connection:
-            await connection.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        connection = await asyncpg.connect(self.url)
+        try:
+            await connection.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
             try:
                 await connection.execute(
                     "CREATE TABLE IF NOT EXISTS schema_migrations "
                     "(version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
                 )
-                cursor = await connection.execute("SELECT version FROM schema_migrations")
-                applied = {row["version"] for row in await cursor.fetchall()}
+                rows = await connection.fetch("SELECT version FROM schema_migrations")
+                applied = {row["version"] for row in rows}
                 for file in files:
                     if until is not None and file.stem > until:
                         break
@@ -289,28 +279,30 @@ class PostgresStore:
                     async with connection.transaction():
                         # A migration that changes rows sees them all once RLS is forced.
                         await connection.execute(
-                            "SELECT set_config(%s, %s, true)", (TENANT_SETTING, ALL_TENANTS)
+                            "SELECT set_config($1, $2, true)", TENANT_SETTING, ALL_TENANTS
                         )
-                        await connection.execute(file.read_text(encoding="utf-8").encode())
+                        await connection.execute(file.read_text(encoding="utf-8"))
                         await connection.execute(
-                            "INSERT INTO schema_migrations (version) VALUES (%s)", (file.stem,)
+                            "INSERT INTO schema_migrations (version) VALUES ($1)", file.stem
                         )
                     done.append(file.stem)
                 async with connection.transaction():
                     await connection.execute(
-                        "SELECT set_config('redrive.application_role', %s, true)", (self.role,)
+                        "SELECT set_config('redrive.application_role', $1, true)", self.role
                     )
-                    await connection.execute((HERE / "access.sql").read_bytes())
+                    await connection.execute((HERE / "access.sql").read_text(encoding="utf-8"))
             finally:
-                await connection.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+                await connection.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+        finally:
+            await connection.close()
         return done
 
     async def ping(self) -> bool:
         try:
             pool = await self.opened_pool()
-            async with pool.connection(timeout=5) as connection:
+            async with pool.acquire(timeout=5) as connection:
                 await connection.execute("SELECT 1")
-        except (psycopg.Error, TimeoutError, OSError):
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError, OSError):
             return False
         return True
 
@@ -320,4 +312,5 @@ class PostgresStore:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
             self._listener = None
-        await self.pool.close()
+        if self.pool is not None:
+            await self.pool.close()

@@ -1,0 +1,54 @@
+"""The named statements of `statements.sql` as asyncpg runs them: `$n` placeholders, in parts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from redrive.store.statements import load_statements, numbered, split_script
+
+# Filter queries keep custom plans: a generic prepared plan is slow on skewed data. asyncpg
+# prepares (and caches) every statement, so the transaction that runs one of these asks the
+# server for custom plans (SET LOCAL plan_cache_mode) before it.
+CUSTOM_PLANS = frozenset(
+    {
+        "select_dead_letters",
+        "count_dead_letters",
+        "move_dead_letters",
+        "retry_dead_letters",
+        "select_jobs",
+        "count_jobs",
+        "select_events",
+        "select_audit_records",
+        "select_incidents_recent",
+        "select_incidents_by_count",
+        "select_webhook_deliveries",
+        "pin_redrive_items",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One SQL statement with `$n` placeholders, the parameter name each number stands for, and
+    whether it must be planned for its values each time (see CUSTOM_PLANS)."""
+
+    sql: str
+    names: tuple[str, ...]
+    custom_plans: bool
+
+    def arguments(self, parameters: dict[str, Any]) -> list[Any]:
+        return [parameters[name] for name in self.names]
+
+
+def load_scripts(path: Path) -> dict[str, tuple[Statement, ...]]:
+    """Each named statement as the statements it holds, in order (most hold one)."""
+    scripts = {}
+    for name, sql in load_statements(path).items():
+        parts = []
+        for part in split_script(sql):
+            text, names = numbered(part)
+            parts.append(Statement(text, names, name in CUSTOM_PLANS))
+        scripts[name] = tuple(parts)
+    return scripts
