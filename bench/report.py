@@ -161,7 +161,7 @@ def versions(postgres: dict[str, str] | None = None) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "redrive": metadata.version("redrive"),
         "psycopg": metadata.version("psycopg"),
-        "psycopg_pool": metadata.version("psycopg-pool"),
+        "asyncpg": metadata.version("asyncpg"),
         "git_commit": _git("rev-parse", "HEAD"),
         # uncommitted changes under src/ at the start of the run (the code that was measured)
         "git_dirty_src": (_git("status", "--porcelain", "--", "src") or "").splitlines(),

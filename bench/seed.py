@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
+import asyncpg
 import psycopg
 
 from redrive.domain.dead_letter import new_dead_letter
@@ -27,8 +28,8 @@ from redrive.domain.job import DEFAULT_TENANT, DISCARDED, Job
 from redrive.domain.lifecycle import Failure, error_record
 from redrive.domain.retry import RetryPolicy
 from redrive.store.codec import dead_letter_record, dump, incident_entry_record, job_parameters
+from redrive.store.postgres.statements import load_scripts
 from redrive.store.postgres.store import HERE as POSTGRES_STATEMENTS
-from redrive.store.statements import load_statements, to_pyformat
 
 DAY_MS = 86_400_000
 SPAN_DAYS = 200
@@ -416,11 +417,14 @@ async def seed(url: str, plan: SeedPlan, chunk: int = 5_000) -> SeedResult:
         seconds["tallies"] = time.perf_counter() - phase
 
         phase = time.perf_counter()
-        upsert = to_pyformat(
-            load_statements(POSTGRES_STATEMENTS / "statements.sql")["upsert_incidents"]
-        )
+        (upsert,) = load_scripts(POSTGRES_STATEMENTS / "statements.sql")["upsert_incidents"]
         entries = [incident_entry_record(entry) for entry in generator.incidents.values()]
-        await dead_connection.execute(upsert, {"incidents": dump(entries), "regress": False})
+        arguments = upsert.arguments({"incidents": dump(entries), "regress": False})
+        incidents_connection = await asyncpg.connect(url)
+        try:
+            await incidents_connection.execute(upsert.sql, *arguments)
+        finally:
+            await incidents_connection.close()
         seconds["incidents"] = time.perf_counter() - phase
 
         phase = time.perf_counter()

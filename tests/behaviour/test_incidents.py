@@ -6,10 +6,12 @@ entries into one incident on PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import psycopg
 import pytest
@@ -673,14 +675,16 @@ async def test_listing_incidents_reads_the_incidents_table_alone(
         assert not any("dead_letters" in line for line in plan), plan
         return
     assert isinstance(store, PostgresStore)
-    async with await psycopg.AsyncConnection.connect(store.url) as connection:
-        cursor = await connection.execute(
-            "EXPLAIN (FORMAT JSON) " + store.statements[name], LIST_PARAMETERS
+    statement = store.statements[name]
+    connection = await asyncpg.connect(store.url)
+    try:
+        plan = await connection.fetchval(
+            "EXPLAIN (FORMAT JSON) " + statement.sql, *statement.arguments(LIST_PARAMETERS)
         )
-        row = await cursor.fetchone()
-    assert row is not None
+    finally:
+        await connection.close()
     relations = set()
-    pending: list[Any] = [row[0]]
+    pending: list[Any] = [json.loads(plan)]
     while pending:
         node = pending.pop()
         if isinstance(node, dict):

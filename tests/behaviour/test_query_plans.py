@@ -3,7 +3,7 @@
 A database is seeded through the service with a few thousand jobs in several queues and every
 state, then each named statement (as the store loaded it) is explained with realistic parameters
 (the ones the store would send). PostgreSQL is checked after ANALYZE: planned with the values,
-prepared and run a few times (as psycopg prepares a hot statement), and, for the statements whose
+prepared and run a few times (asyncpg prepares every statement), and, for the statements whose
 path must not depend on the values, as a forced generic plan. SQLite is checked as the server
 leaves it (no statistics) and after ANALYZE.
 """
@@ -176,7 +176,8 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
         by_state[state] = by_state.get(state, 0) + count
     return Seeded(
         location=location,
-        statements=dict(store.statements),
+        # What the SQLite checks explain (PostgreSQL's come from PostgresStore itself).
+        statements=dict(store.statements) if isinstance(store, SqliteStore) else {},
         counts=by_state,
         parameters={
             "claim_jobs": {**claim, "tenant_id": None},
@@ -253,49 +254,31 @@ def index_names(plan: object) -> set[str]:
     return {node["Index Name"] for node in plan_nodes(plan) if "Index Name" in node}
 
 
-_PYFORMAT = re.compile(r"%\((\w+)\)s")
-
-
-def prepared_form(sql: str) -> tuple[str, list[str]]:
-    """A pyformat statement as PREPARE takes it ($1, $2, ...), and the parameter names in order."""
-    order: list[str] = []
-
-    def placeholder(match: re.Match[str]) -> str:
-        if match.group(1) not in order:
-            order.append(match.group(1))
-        return f"${order.index(match.group(1)) + 1}"
-
-    return _PYFORMAT.sub(placeholder, sql), order
-
-
 def explain_postgres(url: str, name: str, parameters: dict[str, Any], mode: str) -> Any:
-    """The JSON plan of a named statement, as loaded by PostgresStore.
+    """The JSON plan of a named statement, as loaded by PostgresStore and prepared (asyncpg
+    prepares every statement it runs).
 
-    custom: planned with the values bound, as the first runs of a statement are.
-    prepared: prepared and run a few times (rolled back), then explained: the plan the server
-      keeps once psycopg prepares a statement the application runs often (custom or generic,
-      as the plan cache decides).
+    custom: planned with the values bound (plan_cache_mode force_custom_plan), as the store's
+      transactions run the statements of CUSTOM_PLANS, and as any statement's first runs are.
+    prepared: run a few times (rolled back), then explained: the plan the server keeps for a
+      statement the application runs often (custom or generic, as the plan cache decides).
     generic: the generic plan, whatever the values (the worst a prepared statement can get).
     """
-    sql = PostgresStore(url).statements[name]
+    statement = PostgresStore(url).statements[name]
     with psycopg.connect(url, autocommit=True) as connection:
         # As the server runs it: the application role, bound by row-level security, in the
         # statement's tenant (or across tenants, as the server's own work).
         connection.execute("SET ROLE redrive_app")
         tenant = parameters.get("tenant_id") or ALL_TENANTS
         connection.execute("SELECT set_config(%s, %s, false)", (TENANT_SETTING, tenant))
-        if mode == "custom":
-            connection.execute("SET plan_cache_mode = force_custom_plan")
-            row = connection.execute("EXPLAIN (FORMAT JSON) " + sql, parameters).fetchone()
-            assert row is not None
-            return row[0]
-        prepared, order = prepared_form(sql)
-        connection.execute(f"PREPARE probe AS {prepared}")
-        values = psycopg.sql.SQL(", ").join(psycopg.sql.Literal(parameters[key]) for key in order)
+        connection.execute(f"PREPARE probe AS {statement.sql}")
+        values = psycopg.sql.SQL(", ").join(
+            psycopg.sql.Literal(value) for value in statement.arguments(parameters)
+        )
         execute = psycopg.sql.SQL("EXECUTE probe ({})").format(values)
         explain = psycopg.sql.SQL("EXPLAIN (FORMAT JSON) ") + execute
-        if mode == "generic":
-            connection.execute("SET plan_cache_mode = force_generic_plan")
+        if mode in ("custom", "generic"):
+            connection.execute(f"SET plan_cache_mode = force_{mode}_plan")
             row = connection.execute(explain).fetchone()
         else:
             assert mode == "prepared"

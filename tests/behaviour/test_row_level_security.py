@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import psycopg
 import pytest
@@ -33,7 +34,7 @@ from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.archive import FileArchive
 from redrive.store.postgres.isolation import isolation_problems
-from redrive.store.postgres.store import HERE, PostgresExecutor, PostgresStore
+from redrive.store.postgres.store import HERE, Connection, PostgresExecutor, PostgresStore
 from redrive.store.transaction import SqlTransaction
 from tests.behaviour.ojs_http import enqueue, kill_job
 from tests.support.clock import ManualClock
@@ -75,9 +76,7 @@ def owner_run(url: str, *statements: str) -> None:
             connection.execute(statement)
 
 
-async def connection_of(
-    transaction: SqlTransaction,
-) -> psycopg.AsyncConnection[dict[str, Any]]:
+async def connection_of(transaction: SqlTransaction) -> Connection:
     executor = transaction.executor
     assert isinstance(executor, PostgresExecutor)
     return await executor.begun()
@@ -86,13 +85,13 @@ async def connection_of(
 async def tenants_seen(store: PostgresStore, caller: Caller, table: str) -> set[str]:
     """Every tenant_id an unfiltered SELECT of the whole table returns to the caller."""
     async with store.transaction(caller) as transaction:
-        cursor = await (await connection_of(transaction)).execute(f"SELECT tenant_id FROM {table}")
-        return {row["tenant_id"] for row in await cursor.fetchall()}
+        rows = await (await connection_of(transaction)).fetch(f"SELECT tenant_id FROM {table}")
+        return {row["tenant_id"] for row in rows}
 
 
 async def backend_pid(store: PostgresStore, caller: Caller) -> int:
     async with store.transaction(caller) as transaction:
-        return (await connection_of(transaction)).info.backend_pid
+        return (await connection_of(transaction)).get_server_pid()
 
 
 @dataclass
@@ -177,13 +176,13 @@ async def test_a_tenant_transaction_that_failed_leaves_nothing_on_the_connection
     isolated: Isolated,
 ) -> None:
     store = isolated.store
-    with pytest.raises(psycopg.errors.DivisionByZero):
+    with pytest.raises(asyncpg.DivisionByZeroError):
         async with store.transaction(GLOBEX) as transaction:
             await (await connection_of(transaction)).execute("SELECT 1 / 0")
     assert await tenants_seen(store, ACME, "jobs") == {"acme"}
-    async with store.pool.connection() as connection:
-        setting = await connection.execute("SELECT current_setting('redrive.tenant_id', true)")
-        assert (await setting.fetchall())[0]["current_setting"] in ("", None)
+    async with (await store.opened_pool()).acquire() as connection:
+        setting = await connection.fetchval("SELECT current_setting('redrive.tenant_id', true)")
+        assert setting in ("", None)
 
 
 @pytest.mark.postgres
@@ -192,12 +191,10 @@ async def test_a_pooled_connection_outside_any_transaction_sees_nothing(
 ) -> None:
     store = isolated.store
     assert await tenants_seen(store, GLOBEX, "jobs") == {"globex"}
-    async with store.pool.connection() as connection:
-        role = await (await connection.execute("SELECT current_user AS name")).fetchone()
-        assert role == {"name": "redrive_app"}
+    async with (await store.opened_pool()).acquire() as connection:
+        assert await connection.fetchval("SELECT current_user") == "redrive_app"
         for table in isolated.tables:
-            cursor = await connection.execute(f"SELECT COUNT(*) AS count FROM {table}")
-            assert await cursor.fetchall() == [{"count": 0}], table
+            assert await connection.fetchval(f"SELECT COUNT(*) FROM {table}") == 0, table
 
 
 @pytest.mark.postgres
@@ -223,7 +220,7 @@ async def test_writing_a_row_for_another_tenant_is_refused_by_with_check(
         "VALUES ('forged', 'globex', 'job.completed', 0, '{}')",
     ]
     for write in writes:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
             async with store.transaction(ACME) as transaction:
                 await (await connection_of(transaction)).execute(write)
     # Another tenant's rows are out of reach of UPDATE and DELETE as well: none match.
@@ -233,7 +230,7 @@ async def test_writing_a_row_for_another_tenant_is_refused_by_with_check(
             "UPDATE jobs SET priority = 9 WHERE tenant_id = 'globex'"
         )
         deleted = await connection.execute("DELETE FROM dead_letters WHERE tenant_id = 'globex'")
-        assert (updated.rowcount, deleted.rowcount) == (0, 0)
+        assert (updated, deleted) == ("UPDATE 0", "DELETE 0")
     assert await tenants_seen(store, SYSTEM, "queues") == {"acme", "globex"}
     globex_jobs = owner_rows(isolated.url, "SELECT priority FROM jobs WHERE tenant_id = 'globex'")
     assert globex_jobs and all(row[0] != 9 for row in globex_jobs)
@@ -243,7 +240,7 @@ async def test_writing_a_row_for_another_tenant_is_refused_by_with_check(
 @pytest.mark.postgres
 async def test_truncate_is_not_granted_to_the_application_role(isolated: Isolated) -> None:
     """TRUNCATE ignores row-level security; the server's role may not run it."""
-    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+    with pytest.raises(asyncpg.InsufficientPrivilegeError):
         async with isolated.store.transaction(SYSTEM) as transaction:
             await (await connection_of(transaction)).execute("TRUNCATE jobs")
 
@@ -375,9 +372,8 @@ async def test_migrate_creates_a_configured_role_while_another_database_does_the
                 await wait_for_lock_wait(second)
                 await holding.commit()
                 assert await migrating == []
-                async with (await store.opened_pool()).connection() as connection:
-                    cursor = await connection.execute("SELECT current_user AS name")
-                    assert await cursor.fetchall() == [{"name": role_name}]
+                async with (await store.opened_pool()).acquire() as connection:
+                    assert await connection.fetchval("SELECT current_user") == role_name
                 assert await isolation_problems(store) == []
             finally:
                 await store.close()

@@ -195,22 +195,22 @@ class PostgresStore:
         """LISTEN on a connection of its own; a NOTIFY from any replica wakes local waiters."""
         while True:
             try:
-                connection = await asyncpg.connect(self.url)
-            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
-                log.warning("LISTEN connection failed (%s); reconnecting", error)
-                await asyncio.sleep(1)
-                continue
-            lost = asyncio.Event()
-            connection.add_termination_listener(lambda _: lost.set())
-            try:
-                await connection.add_listener(CHANNEL, self._notified)
-                await lost.wait()
-                log.warning("LISTEN connection lost; reconnecting")
+                await self._listen_until_lost()
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
                 log.warning("LISTEN connection lost (%s); reconnecting", error)
-            finally:
-                connection.terminate()
+            else:
+                log.warning("LISTEN connection lost; reconnecting")
             await asyncio.sleep(1)
+
+    async def _listen_until_lost(self) -> None:
+        connection = await asyncpg.connect(self.url)
+        lost = asyncio.Event()
+        connection.add_termination_listener(lambda _: lost.set())
+        try:
+            await connection.add_listener(CHANNEL, self._notified)
+            await lost.wait()
+        finally:
+            connection.terminate()
 
     def _notified(self, connection: object, pid: int, channel: str, payload: object) -> None:
         self.wakeups.signal([str(payload)])
