@@ -20,6 +20,7 @@ CREATE TABLE dead_letter_tombstones (
     job JSONB NOT NULL,
     moved_at BIGINT NOT NULL,
     moved_by TEXT NOT NULL,
+    args TEXT NOT NULL DEFAULT '[]',
     replay_count INTEGER NOT NULL,
     fingerprint TEXT,
     fingerprint_version INTEGER,

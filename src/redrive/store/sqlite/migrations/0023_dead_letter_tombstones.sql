@@ -17,6 +17,7 @@ CREATE TABLE dead_letter_tombstones (
     job TEXT NOT NULL,
     moved_at INTEGER NOT NULL,
     moved_by TEXT NOT NULL,
+    args TEXT NOT NULL DEFAULT '[]',
     replay_count INTEGER NOT NULL,
     fingerprint TEXT,
     fingerprint_version INTEGER,
