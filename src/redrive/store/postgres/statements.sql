@@ -390,14 +390,15 @@ NOT EXISTS (
 -- see move_dead_letters); rows another transaction holds are skipped. Returns the tally columns
 -- as they were (status dead).
 WITH picked AS MATERIALIZED (
-    SELECT id FROM dead_letters
+    SELECT ctid FROM dead_letters
     WHERE status = 'dead' AND discarded_at < :before AND {not_held}
       AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 ), gone AS (
-    DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
-    RETURNING dead_letters.*
+    -- By the picked rows' places (locked, they stay put): a scan of the whole table otherwise.
+    DELETE FROM dead_letters WHERE ctid = ANY(ARRAY(SELECT ctid FROM picked))
+    RETURNING *
 ), tombstones AS (
     {insert_tombstones}
 )
@@ -429,15 +430,16 @@ LIMIT :limit
 -- name: prune_oldest_dead_letters
 -- The oldest dead letters past the floor (:before; NULL: any), tombstoned as above.
 WITH picked AS MATERIALIZED (
-    SELECT id FROM dead_letters
+    SELECT ctid FROM dead_letters
     WHERE status = 'dead' AND (CAST(:before AS bigint) IS NULL OR discarded_at < :before) AND {not_held}
       AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
     ORDER BY discarded_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 ), gone AS (
-    DELETE FROM dead_letters USING picked WHERE dead_letters.id = picked.id
-    RETURNING dead_letters.*
+    -- By the picked rows' places (locked, they stay put): a scan of the whole table otherwise.
+    DELETE FROM dead_letters WHERE ctid = ANY(ARRAY(SELECT ctid FROM picked))
+    RETURNING *
 ), tombstones AS (
     {insert_tombstones}
 )
