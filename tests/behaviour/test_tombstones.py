@@ -112,4 +112,3 @@ async def test_migration_0023_moves_the_tombstones_written_in_place(
             assert (episode.moved_at, episode.moved_by) == (2000, "system")
     finally:
         await store.close()
-
