@@ -22,6 +22,9 @@ DELETED = "deleted"
 PRUNED = "pruned"
 ARCHIVED = "archived"
 STATUSES = (DEAD, RETRIED, REPLAYED, DELETED, PRUNED, ARCHIVED)
+# What pruning leaves of a dead letter: a tombstone (who pruned it and when, the job without its
+# args, meta, errors and result), kept apart from the episodes (migration 0023).
+TOMBSTONES = (PRUNED, ARCHIVED)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,13 @@ from collections import Counter
 from dataclasses import fields
 from typing import Any
 
-from redrive.domain.dead_letter import DEAD, DeadLetter, DeadLetterStats, MovedEpisode
+from redrive.domain.dead_letter import (
+    DEAD,
+    TOMBSTONES,
+    DeadLetter,
+    DeadLetterStats,
+    MovedEpisode,
+)
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.incident import Incident, IncidentEntry
 from redrive.ports import DeadLetterStore, Page
@@ -24,6 +30,19 @@ from redrive.store.codec import (
 def filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
     """Every filter attribute, bound by its own name (the SQL fragment names each one)."""
     return {item.name: getattr(filters, item.name) for item in fields(DeadLetterFilter)}
+
+
+# Tombstones have a table of their own: the statements that read them instead of episodes.
+TOMBSTONE_STATEMENTS = {
+    "select_dead_letters": "select_dead_letter_tombstones",
+    "count_dead_letters": "count_dead_letter_tombstones",
+    "count_dead_letters_by_queue": "count_dead_letter_tombstones_by_queue",
+}
+
+
+def _rows_of(statement: str, filters: DeadLetterFilter) -> str:
+    """The statement that reads the rows of the filter's status."""
+    return TOMBSTONE_STATEMENTS[statement] if filters.status in TOMBSTONES else statement
 
 
 def _tally_row(dead: DeadLetter) -> dict[str, Any]:
@@ -65,7 +84,7 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
 
     async def list_dead_letters(self, filters: DeadLetterFilter, page: Page) -> list[DeadLetter]:
         rows = await self._rows(
-            "select_dead_letters",
+            _rows_of("select_dead_letters", filters),
             limit=page.limit,
             offset=page.offset,
             cursor_at=page.cursor_at,
@@ -77,13 +96,16 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
     async def count_dead_letters(self, filters: DeadLetterFilter) -> int:
         if filters.counted_by_tallies:
             return sum((await self.count_dead_letters_by_queue(filters)).values())
-        rows = await self._rows("count_dead_letters", **filter_parameters(filters))
+        rows = await self._rows(
+            _rows_of("count_dead_letters", filters), **filter_parameters(filters)
+        )
         return int(rows[0]["count"])
 
     async def count_dead_letters_by_queue(self, filters: DeadLetterFilter) -> dict[str, int]:
         """From the tallies when they count the set exactly, else by counting rows."""
         if not filters.counted_by_tallies:
-            rows = await self._rows("count_dead_letters_by_queue", **filter_parameters(filters))
+            statement = _rows_of("count_dead_letters_by_queue", filters)
+            rows = await self._rows(statement, **filter_parameters(filters))
             return {row["queue"]: int(row["count"]) for row in rows}
         rows = await self._rows("select_dead_letter_tallies", tenant_id=filters.tenant_id)
         wanted = {"queue": filters.queue, "type": filters.type, "error_type": filters.error_type}

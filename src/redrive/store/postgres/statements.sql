@@ -306,6 +306,25 @@ SELECT queue, COUNT(*) AS count FROM dead_letters
 WHERE status = :status AND {dead_letter_filter}
 GROUP BY queue;
 
+-- name: select_dead_letter_tombstones
+-- The tombstones (:status pruned or archived, migration 0023) as select_dead_letters lists dead
+-- letters; the alias lets the filter fragment name the row it tests.
+SELECT * FROM dead_letter_tombstones AS dead_letters
+WHERE status = :status AND {dead_letter_filter}
+  AND (CAST(:cursor_at AS bigint) IS NULL
+       OR (discarded_at, id) < (CAST(:cursor_at AS bigint), CAST(:cursor_id AS text)))
+ORDER BY discarded_at DESC, id DESC
+LIMIT :limit OFFSET :offset;
+
+-- name: count_dead_letter_tombstones
+SELECT COUNT(*) AS count FROM dead_letter_tombstones AS dead_letters
+WHERE status = :status AND {dead_letter_filter};
+
+-- name: count_dead_letter_tombstones_by_queue
+SELECT queue, COUNT(*) AS count FROM dead_letter_tombstones AS dead_letters
+WHERE status = :status AND {dead_letter_filter}
+GROUP BY queue;
+
 -- name: select_dead_letter
 SELECT * FROM dead_letters
 WHERE job_id = :job_id AND status = 'dead' AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
@@ -337,7 +356,16 @@ SELECT MIN(discarded_at) AS oldest_at, MAX(discarded_at) AS newest_at
 FROM dead_letters WHERE status = 'dead' AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 
 -- name: select_dead_letter_episodes
-SELECT * FROM dead_letters WHERE job_id = :job_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+-- Every episode of the job: its dead letters and history, and the tombstones of those pruned.
+SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
+       moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
+       aggregate_key
+FROM dead_letters WHERE job_id = :job_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+UNION ALL
+SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
+       moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
+       aggregate_key
+FROM dead_letter_tombstones WHERE job_id = :job_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 ORDER BY discarded_at, id;
 
 -- fragment: not_held
@@ -355,29 +383,46 @@ NOT EXISTS (
 )
 
 -- name: prune_dead_letters_by_age
--- Pruning keeps a tombstone of each dead letter it removes: the row stays with status :status
--- (pruned, or archived once the archive file holds it), who pruned it and when, and the job
--- without its args, meta, errors and result (`redrive dlq ls --status pruned` lists them).
--- The batch is picked once (a materialised CTE: see move_dead_letters); rows another
--- transaction holds are skipped. Returns the tally columns as they were (status dead).
+-- Pruning keeps a tombstone of each dead letter it removes: the row is deleted and its
+-- tombstone (migration 0023) written with status :status (pruned, or archived once the archive
+-- file holds it), who pruned it and when, and the job without its args, meta, errors and result
+-- (`redrive dlq ls --status pruned` lists them). The batch is picked once (a materialised CTE:
+-- see move_dead_letters); rows another transaction holds are skipped. Returns the tally columns
+-- as they were (status dead).
 WITH picked AS MATERIALIZED (
-    SELECT id FROM dead_letters
+    SELECT ctid FROM dead_letters
     WHERE status = 'dead' AND discarded_at < :before AND {not_held}
       AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
+), gone AS (
+    -- By the picked rows' places (locked, they stay put): a scan of the whole table otherwise.
+    DELETE FROM dead_letters WHERE ctid = ANY(ARRAY(SELECT ctid FROM picked))
+    RETURNING *
+), tombstones AS (
+    {insert_tombstones}
 )
-UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
-    job = job || jsonb_build_object('args', CAST('[]' AS jsonb), 'meta', CAST('{}' AS jsonb),
-        'errors', CAST('[]' AS jsonb), 'error', NULL, 'extra', CAST('{}' AS jsonb), 'result', NULL)
-FROM picked WHERE dead_letters.id = picked.id
-RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
-    dead_letters.error_type, CAST('dead' AS text) AS status, dead_letters.incident_id;
+SELECT id, tenant_id, queue, type, error_type, CAST('dead' AS text) AS status, incident_id
+FROM gone;
+
+-- fragment: insert_tombstones
+-- The tombstones of the dead letters in `gone`.
+INSERT INTO dead_letter_tombstones (
+    id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job, moved_at,
+    moved_by, replay_count, fingerprint, fingerprint_version, incident_id, aggregate_key
+)
+SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, :status,
+       job || jsonb_build_object('args', CAST('[]' AS jsonb), 'meta', CAST('{}' AS jsonb),
+           'errors', CAST('[]' AS jsonb), 'error', NULL, 'extra', CAST('{}' AS jsonb),
+           'result', NULL),
+       :now, :moved_by, replay_count, fingerprint, fingerprint_version, incident_id, aggregate_key
+FROM gone
 
 -- name: archive_dead_letters_by_age
--- The whole rows an age prune archives: dead letters and their history (not the tombstones).
+-- The whole rows an age prune archives: dead letters and their history (the tombstones live
+-- in a table of their own).
 SELECT * FROM dead_letters
-WHERE status NOT IN ('pruned', 'archived') AND discarded_at < :before AND {not_held}
+WHERE discarded_at < :before AND {not_held}
   AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
 LIMIT :limit
     FOR UPDATE SKIP LOCKED;
@@ -385,19 +430,21 @@ LIMIT :limit
 -- name: prune_oldest_dead_letters
 -- The oldest dead letters past the floor (:before; NULL: any), tombstoned as above.
 WITH picked AS MATERIALIZED (
-    SELECT id FROM dead_letters
+    SELECT ctid FROM dead_letters
     WHERE status = 'dead' AND (CAST(:before AS bigint) IS NULL OR discarded_at < :before) AND {not_held}
       AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
     ORDER BY discarded_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
+), gone AS (
+    -- By the picked rows' places (locked, they stay put): a scan of the whole table otherwise.
+    DELETE FROM dead_letters WHERE ctid = ANY(ARRAY(SELECT ctid FROM picked))
+    RETURNING *
+), tombstones AS (
+    {insert_tombstones}
 )
-UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
-    job = job || jsonb_build_object('args', CAST('[]' AS jsonb), 'meta', CAST('{}' AS jsonb),
-        'errors', CAST('[]' AS jsonb), 'error', NULL, 'extra', CAST('{}' AS jsonb), 'result', NULL)
-FROM picked WHERE dead_letters.id = picked.id
-RETURNING dead_letters.id, dead_letters.tenant_id, dead_letters.queue, dead_letters.type,
-    dead_letters.error_type, CAST('dead' AS text) AS status, dead_letters.incident_id;
+SELECT id, tenant_id, queue, type, error_type, CAST('dead' AS text) AS status, incident_id
+FROM gone;
 
 -- name: archive_oldest_dead_letters
 SELECT * FROM dead_letters
@@ -408,28 +455,40 @@ LIMIT :limit
     FOR UPDATE SKIP LOCKED;
 
 -- name: tombstone_dead_letters
--- The archived dead letters (:ids) keep their tombstones; their history rows go.
-UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
-    job = job || jsonb_build_object('args', CAST('[]' AS jsonb), 'meta', CAST('{}' AS jsonb),
-        'errors', CAST('[]' AS jsonb), 'error', NULL, 'extra', CAST('{}' AS jsonb), 'result', NULL)
-WHERE id = ANY(CAST(:ids AS text[])) AND status = 'dead';
-DELETE FROM dead_letters WHERE id = ANY(CAST(:ids AS text[])) AND status NOT IN ('dead', 'pruned', 'archived');
+-- The archived dead letters (:ids) leave their tombstones; their history rows go.
+WITH deleted AS (
+    DELETE FROM dead_letters WHERE id = ANY(CAST(:ids AS text[])) RETURNING *
+), gone AS (
+    SELECT * FROM deleted WHERE status = 'dead'
+)
+{insert_tombstones};
 
 -- name: delete_old_episodes
 -- What an age prune deletes outright: history episodes (retried, replayed, deleted) that died
--- before :before, and tombstones pruned before it (kept as long as the policy keeps dead letters).
-DELETE FROM dead_letters WHERE id IN (
-    SELECT id FROM dead_letters
-    WHERE status <> 'dead' AND {not_held} AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
-      AND CASE WHEN status IN ('pruned', 'archived') THEN moved_at < :before
-               ELSE discarded_at < :before END
-    LIMIT :limit
+-- before :before, and tombstones pruned before it (kept as long as the policy keeps dead
+-- letters); up to :limit of each.
+WITH episodes AS (
+    DELETE FROM dead_letters WHERE id IN (
+        SELECT id FROM dead_letters
+        WHERE status <> 'dead' AND discarded_at < :before AND {not_held}
+          AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+        LIMIT :limit
+    )
+    RETURNING id, tenant_id, queue, type, error_type, status, incident_id
+), tombstones AS (
+    DELETE FROM dead_letter_tombstones WHERE id IN (
+        SELECT id FROM dead_letter_tombstones AS dead_letters
+        WHERE moved_at < :before AND {not_held}
+          AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
+        LIMIT :limit
+    )
+    RETURNING id, tenant_id, queue, type, error_type, status, incident_id
 )
-RETURNING id, tenant_id, queue, type, error_type, status, incident_id;
+SELECT * FROM episodes UNION ALL SELECT * FROM tombstones;
 
 -- name: delete_archived_tombstone
 -- Restoring an archived dead letter replaces its tombstone.
-DELETE FROM dead_letters WHERE id = :id AND status = 'archived';
+DELETE FROM dead_letter_tombstones WHERE id = :id AND status = 'archived';
 
 -- name: restore_dead_letter
 INSERT INTO dead_letters (
@@ -654,13 +713,21 @@ WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 -- name: count_incident_arrivals
 -- The dead letters (in any status now) that arrived at each incident of :ids in [:start, :end),
 -- per bucket of :width ms (0 the oldest); empty buckets are absent. One index-only range scan
--- per incident on dead_letters_incident_arrivals.
+-- per incident on dead_letters_incident_arrivals, and the tombstones of the range (a range scan
+-- per status: few are that young).
 SELECT incident_id, (discarded_at - CAST(:start AS bigint)) / CAST(:width AS bigint) AS bucket,
        COUNT(*) AS count
-FROM dead_letters
-WHERE incident_id = ANY(CAST(:ids AS text[]))
-  AND discarded_at >= CAST(:start AS bigint) AND discarded_at < CAST(:end AS bigint)
-  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+FROM (
+    SELECT incident_id, discarded_at FROM dead_letters
+    WHERE incident_id = ANY(CAST(:ids AS text[]))
+      AND discarded_at >= CAST(:start AS bigint) AND discarded_at < CAST(:end AS bigint)
+      AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+    UNION ALL
+    SELECT incident_id, discarded_at FROM dead_letter_tombstones
+    WHERE status IN ('pruned', 'archived') AND incident_id = ANY(CAST(:ids AS text[]))
+      AND discarded_at >= CAST(:start AS bigint) AND discarded_at < CAST(:end AS bigint)
+      AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+) AS arrived
 GROUP BY incident_id, bucket;
 
 -- name: change_incident_state
@@ -876,6 +943,7 @@ SELECT pg_try_advisory_xact_lock(CAST(:key AS bigint)) AS locked;
 -- granted it; a SYSTEM transaction (the only one that resets) sees and deletes every row.
 DELETE FROM jobs;
 DELETE FROM dead_letters;
+DELETE FROM dead_letter_tombstones;
 DELETE FROM queues;
 DELETE FROM workers;
 DELETE FROM crons;
@@ -1056,12 +1124,17 @@ DELETE FROM webhook_deliveries WHERE id IN (
 
 -- name: select_dead_letter_arrivals
 -- Dead letters (in any status now) that arrived since :since, per queue: how many within the
--- quiet period and how many within the spike window (index-only on dead_letters_arrivals).
+-- quiet period and how many within the spike window (index-only on dead_letters_arrivals; the
+-- tombstones of those pruned since, by a range scan per status).
 SELECT tenant_id, queue,
        SUM(CASE WHEN discarded_at >= :quiet_start THEN 1 ELSE 0 END) AS in_quiet_period,
        SUM(CASE WHEN discarded_at >= :window_start THEN 1 ELSE 0 END) AS in_window
-FROM dead_letters
-WHERE discarded_at >= :since
+FROM (
+    SELECT tenant_id, queue, discarded_at FROM dead_letters WHERE discarded_at >= :since
+    UNION ALL
+    SELECT tenant_id, queue, discarded_at FROM dead_letter_tombstones
+    WHERE status IN ('pruned', 'archived') AND discarded_at >= :since
+) AS arrived
 GROUP BY tenant_id, queue;
 
 -- name: count_queue_arrivals
@@ -1070,7 +1143,12 @@ GROUP BY tenant_id, queue;
 SELECT wanted.tenant_id, wanted.queue,
        (SELECT COUNT(*) FROM dead_letters
         WHERE dead_letters.tenant_id = wanted.tenant_id AND dead_letters.queue = wanted.queue
-          AND discarded_at >= :start AND discarded_at < :end) AS count
+          AND discarded_at >= :start AND discarded_at < :end)
+       + (SELECT COUNT(*) FROM dead_letter_tombstones AS tombstones
+          WHERE tombstones.status IN ('pruned', 'archived')
+            AND tombstones.discarded_at >= :start AND tombstones.discarded_at < :end
+            AND tombstones.tenant_id = wanted.tenant_id AND tombstones.queue = wanted.queue)
+       AS count
 FROM jsonb_to_recordset(CAST(:queues AS jsonb)) AS wanted(tenant_id text, queue text);
 
 -- name: select_dead_type_counts

@@ -308,6 +308,24 @@ SELECT queue, COUNT(*) AS count FROM dead_letters
 WHERE status = :status AND {dead_letter_filter}
 GROUP BY queue;
 
+-- name: select_dead_letter_tombstones
+-- The tombstones (:status pruned or archived, migration 0023) as select_dead_letters lists dead
+-- letters; the alias lets the filter fragment name the row it tests.
+SELECT * FROM dead_letter_tombstones AS dead_letters
+WHERE status = :status AND {dead_letter_filter}
+  AND (:cursor_at IS NULL OR (discarded_at, id) < (:cursor_at, :cursor_id))
+ORDER BY discarded_at DESC, id DESC
+LIMIT :limit OFFSET :offset;
+
+-- name: count_dead_letter_tombstones
+SELECT COUNT(*) AS count FROM dead_letter_tombstones AS dead_letters
+WHERE status = :status AND {dead_letter_filter};
+
+-- name: count_dead_letter_tombstones_by_queue
+SELECT queue, COUNT(*) AS count FROM dead_letter_tombstones AS dead_letters
+WHERE status = :status AND {dead_letter_filter}
+GROUP BY queue;
+
 -- name: select_dead_letter
 SELECT * FROM dead_letters
 WHERE job_id = :job_id AND status = 'dead' AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
@@ -336,7 +354,16 @@ SELECT MIN(discarded_at) AS oldest_at, MAX(discarded_at) AS newest_at
 FROM dead_letters WHERE status = 'dead' AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
 -- name: select_dead_letter_episodes
-SELECT * FROM dead_letters WHERE job_id = :job_id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+-- Every episode of the job: its dead letters and history, and the tombstones of those pruned.
+SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
+       moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
+       aggregate_key
+FROM dead_letters WHERE job_id = :job_id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+UNION ALL
+SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
+       moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
+       aggregate_key
+FROM dead_letter_tombstones WHERE job_id = :job_id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 ORDER BY discarded_at, id;
 
 -- fragment: not_held
@@ -354,43 +381,71 @@ NOT EXISTS (
 )
 
 -- name: prune_dead_letters_by_age
--- Pruning keeps a tombstone of each dead letter it removes: the row stays with status :status
--- (pruned, or archived once the archive file holds it), who pruned it and when, and the job
--- without its args, meta, errors and result (`redrive dlq ls --status pruned` lists them).
--- The batch is picked once (a materialised CTE: see move_dead_letters); rows another
--- transaction holds are skipped. Returns the tally columns as they were (status dead).
-WITH picked AS MATERIALIZED (
+-- Pruning keeps a tombstone of each dead letter it removes: the row is deleted and its
+-- tombstone (migration 0023) written with status :status (pruned, or archived once the archive
+-- file holds it), who pruned it and when, and the job without its args, meta, errors and result
+-- (`redrive dlq ls --status pruned` lists them). The batch is picked by one query, run twice in
+-- the one writer's transaction (the same rows both times): the tombstones are written, then the
+-- dead letters that have one deleted. Returns the tally columns as they were (status dead).
+{insert_tombstones}
+WHERE id IN (
     SELECT id FROM dead_letters
     WHERE status = 'dead' AND discarded_at < :before AND {not_held}
       AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
     LIMIT :limit
-)
-UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
-    job = json_set(job, '$.args', json('[]'), '$.meta', json('{}'), '$.errors', json('[]'),
-        '$.error', NULL, '$.extra', json('{}'), '$.result', NULL)
-WHERE status = 'dead' AND id IN (SELECT id FROM picked)
+);
+DELETE FROM dead_letters
+WHERE id IN (
+    SELECT id FROM dead_letters
+    WHERE status = 'dead' AND discarded_at < :before AND {not_held}
+      AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+    LIMIT :limit
+) AND {tombstoned}
 RETURNING id, tenant_id, queue, type, error_type, 'dead' AS status, incident_id;
 
+-- fragment: insert_tombstones
+-- The tombstones of the dead letters the statement's WHERE picks (from dead_letters).
+INSERT INTO dead_letter_tombstones (
+    id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job, moved_at,
+    moved_by, replay_count, fingerprint, fingerprint_version, incident_id, aggregate_key
+)
+SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, :status,
+       json_set(job, '$.args', json('[]'), '$.meta', json('{}'), '$.errors', json('[]'),
+           '$.error', NULL, '$.extra', json('{}'), '$.result', NULL),
+       :now, :moved_by, replay_count, fingerprint, fingerprint_version, incident_id, aggregate_key
+FROM dead_letters
+
+-- fragment: tombstoned
+-- The dead letter has its tombstone (nothing is pruned without one).
+EXISTS (SELECT 1 FROM dead_letter_tombstones AS tombstone
+        WHERE tombstone.id = dead_letters.id AND tombstone.moved_at = :now)
+
 -- name: archive_dead_letters_by_age
--- The whole rows an age prune archives: dead letters and their history (not the tombstones).
+-- The whole rows an age prune archives: dead letters and their history (the tombstones live
+-- in a table of their own).
 SELECT * FROM dead_letters
-WHERE status NOT IN ('pruned', 'archived') AND discarded_at < :before AND {not_held}
+WHERE discarded_at < :before AND {not_held}
   AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
 LIMIT :limit;
 
 -- name: prune_oldest_dead_letters
 -- The oldest dead letters past the floor (:before; NULL: any), tombstoned as above.
-WITH picked AS MATERIALIZED (
+{insert_tombstones}
+WHERE id IN (
     SELECT id FROM dead_letters
     WHERE status = 'dead' AND (:before IS NULL OR discarded_at < :before) AND {not_held}
       AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
     ORDER BY discarded_at, id
     LIMIT :limit
-)
-UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
-    job = json_set(job, '$.args', json('[]'), '$.meta', json('{}'), '$.errors', json('[]'),
-        '$.error', NULL, '$.extra', json('{}'), '$.result', NULL)
-WHERE status = 'dead' AND id IN (SELECT id FROM picked)
+);
+DELETE FROM dead_letters
+WHERE id IN (
+    SELECT id FROM dead_letters
+    WHERE status = 'dead' AND (:before IS NULL OR discarded_at < :before) AND {not_held}
+      AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+    ORDER BY discarded_at, id
+    LIMIT :limit
+) AND {tombstoned}
 RETURNING id, tenant_id, queue, type, error_type, 'dead' AS status, incident_id;
 
 -- name: archive_oldest_dead_letters
@@ -401,28 +456,33 @@ ORDER BY discarded_at, id
 LIMIT :limit;
 
 -- name: tombstone_dead_letters
--- The archived dead letters (:ids) keep their tombstones; their history rows go.
-UPDATE dead_letters SET status = :status, moved_at = :now, moved_by = :moved_by, args = '[]',
-    job = json_set(job, '$.args', json('[]'), '$.meta', json('{}'), '$.errors', json('[]'),
-        '$.error', NULL, '$.extra', json('{}'), '$.result', NULL)
+-- The archived dead letters (:ids) leave their tombstones; their history rows go.
+{insert_tombstones}
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'dead';
-DELETE FROM dead_letters WHERE id IN (SELECT value FROM json_each(:ids)) AND status NOT IN ('dead', 'pruned', 'archived');
+DELETE FROM dead_letters WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: delete_old_episodes
 -- What an age prune deletes outright: history episodes (retried, replayed, deleted) that died
--- before :before, and tombstones pruned before it (kept as long as the policy keeps dead letters).
+-- before :before, and tombstones pruned before it (kept as long as the policy keeps dead
+-- letters); up to :limit of each.
 DELETE FROM dead_letters WHERE id IN (
     SELECT id FROM dead_letters
-    WHERE status <> 'dead' AND {not_held} AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
-      AND CASE WHEN status IN ('pruned', 'archived') THEN moved_at < :before
-               ELSE discarded_at < :before END
+    WHERE status <> 'dead' AND discarded_at < :before AND {not_held}
+      AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
+    LIMIT :limit
+)
+RETURNING id, tenant_id, queue, type, error_type, status, incident_id;
+DELETE FROM dead_letter_tombstones WHERE id IN (
+    SELECT id FROM dead_letter_tombstones AS dead_letters
+    WHERE moved_at < :before AND {not_held}
+      AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
     LIMIT :limit
 )
 RETURNING id, tenant_id, queue, type, error_type, status, incident_id;
 
 -- name: delete_archived_tombstone
 -- Restoring an archived dead letter replaces its tombstone.
-DELETE FROM dead_letters WHERE id = :id AND status = 'archived';
+DELETE FROM dead_letter_tombstones WHERE id = :id AND status = 'archived';
 
 -- name: restore_dead_letter
 INSERT INTO dead_letters (
@@ -639,12 +699,20 @@ SELECT * FROM incidents WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :t
 -- name: count_incident_arrivals
 -- The dead letters (in any status now) that arrived at each incident of :ids in [:start, :end),
 -- per bucket of :width ms (0 the oldest); empty buckets are absent. One index-only range scan
--- per incident on dead_letters_incident_arrivals.
+-- per incident on dead_letters_incident_arrivals, and the tombstones of the range (a range scan
+-- per status: few are that young).
 SELECT incident_id, (discarded_at - :start) / :width AS bucket, COUNT(*) AS count
-FROM dead_letters
-WHERE incident_id IN (SELECT value FROM json_each(:ids))
-  AND discarded_at >= :start AND discarded_at < :end
-  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+FROM (
+    SELECT incident_id, discarded_at FROM dead_letters
+    WHERE incident_id IN (SELECT value FROM json_each(:ids))
+      AND discarded_at >= :start AND discarded_at < :end
+      AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+    UNION ALL
+    SELECT incident_id, discarded_at FROM dead_letter_tombstones
+    WHERE status IN ('pruned', 'archived') AND incident_id IN (SELECT value FROM json_each(:ids))
+      AND discarded_at >= :start AND discarded_at < :end
+      AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+) AS arrived
 GROUP BY incident_id, bucket;
 
 -- name: change_incident_state
@@ -856,6 +924,7 @@ SELECT CAST(:key AS INTEGER) IS NOT NULL AS locked;
 -- The audit log and its chain heads survive a reset: they are append-only for everyone.
 DELETE FROM jobs;
 DELETE FROM dead_letters;
+DELETE FROM dead_letter_tombstones;
 DELETE FROM queues;
 DELETE FROM workers;
 DELETE FROM crons;
@@ -1028,12 +1097,18 @@ DELETE FROM webhook_deliveries WHERE id IN (
 
 -- name: select_dead_letter_arrivals
 -- Dead letters (in any status now) that arrived since :since, per queue: how many within the
--- quiet period and how many within the spike window (covered by dead_letters_arrivals).
+-- quiet period and how many within the spike window (covered by dead_letters_arrivals; the
+-- tombstones of those pruned since, by a range scan per status).
 SELECT tenant_id, queue,
        SUM(CASE WHEN discarded_at >= :quiet_start THEN 1 ELSE 0 END) AS in_quiet_period,
        SUM(CASE WHEN discarded_at >= :window_start THEN 1 ELSE 0 END) AS in_window
-FROM dead_letters INDEXED BY dead_letters_arrivals
-WHERE discarded_at >= :since
+FROM (
+    SELECT tenant_id, queue, discarded_at FROM dead_letters INDEXED BY dead_letters_arrivals
+    WHERE discarded_at >= :since
+    UNION ALL
+    SELECT tenant_id, queue, discarded_at FROM dead_letter_tombstones
+    WHERE status IN ('pruned', 'archived') AND discarded_at >= :since
+) AS arrived
 GROUP BY tenant_id, queue;
 
 -- name: count_queue_arrivals
@@ -1043,7 +1118,13 @@ SELECT wanted.value ->> '$.tenant_id' AS tenant_id, wanted.value ->> '$.queue' A
        (SELECT COUNT(*) FROM dead_letters INDEXED BY dead_letters_queue_arrivals
         WHERE dead_letters.tenant_id = wanted.value ->> '$.tenant_id'
           AND dead_letters.queue = wanted.value ->> '$.queue'
-          AND discarded_at >= :start AND discarded_at < :end) AS count
+          AND discarded_at >= :start AND discarded_at < :end)
+       + (SELECT COUNT(*) FROM dead_letter_tombstones AS tombstones
+          WHERE tombstones.status IN ('pruned', 'archived')
+            AND tombstones.discarded_at >= :start AND tombstones.discarded_at < :end
+            AND tombstones.tenant_id = wanted.value ->> '$.tenant_id'
+            AND tombstones.queue = wanted.value ->> '$.queue')
+       AS count
 FROM json_each(:queues) AS wanted;
 
 -- name: select_dead_type_counts
