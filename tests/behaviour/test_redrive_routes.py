@@ -6,9 +6,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from redrive.api.worker_requests import batch_items, each_parsed, fetch_request, nack_request
 from redrive.service.facade import Service
 from tests.behaviour.ojs_http import assert_error
-from tests.behaviour.test_redrive_tasks import kill, tick
+from tests.behaviour.test_redrive_tasks import ERROR, kill, redrive_incident, tick
+from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -55,6 +57,28 @@ async def test_a_task_over_http_from_start_to_end(
     assert again.status_code == 201 and again.json()["task"]["counts"]["to_move"] == 2
     cancelled = await client.post(f"{REDRIVES}/{again.json()['task']['id']}/cancel")
     assert cancelled.json()["task"]["state"] == "cancelled"
+
+
+async def test_reading_a_task_names_the_redriven_jobs_that_died_again(
+    client: httpx.AsyncClient, service: Service, clock: ManualClock
+) -> None:
+    task_id, incident_id = await redrive_incident(service, clock, 3)
+    fetched = await service.workers.fetch(
+        CALLER, fetch_request({"queues": ["billing"], "count": 10})
+    )
+    assert len(fetched) == 3  # each job the task requeued in place carries its id
+    nacks = [
+        {"job_id": job.id, "lease_token": job.lease_token, "error": ERROR} for job in fetched[:2]
+    ]
+    await service.workers.nack_many(
+        CALLER, each_parsed(batch_items({"nacks": nacks}, "nacks"), nack_request)
+    )
+    shown = (await client.get(f"{REDRIVES}/{task_id}")).json()
+    assert shown["task"]["counts"]["dead_again"] == 2
+    assert sorted(item["job_id"] for item in shown["dead_again"]) == sorted(
+        job.id for job in fetched[:2]
+    )
+    assert {item["died_incident_id"] for item in shown["dead_again"]} == {incident_id}
 
 
 @pytest.mark.parametrize(

@@ -299,3 +299,25 @@ async def test_an_incident_whose_redriven_jobs_all_succeeded_closes_when_configu
     )
     incident, _ = await service.incidents.get(CALLER, incident_id)
     assert incident.state == RESOLVED and task_id in (incident.fix_reference or "")
+
+
+async def test_jobs_a_task_requeues_in_place_or_from_the_snapshot_count_for_the_task(
+    service: Service, clock: ManualClock
+) -> None:
+    ids = await kill(service, 4)
+    async with service.runtime.store.transaction(CALLER) as transaction:
+        await transaction.delete_dead_jobs(ids[:2])  # their job rows pruned: from the snapshot
+    task = await service.redrives.start(OPERATOR, RedriveRequest(by_queue("billing")))
+    await tick(service, clock, 10)
+    fetched = await service.workers.fetch(
+        CALLER, fetch_request({"queues": ["billing"], "count": 10})
+    )
+    assert sorted(job.id for job in fetched) == sorted(ids)
+    acks: list[AckRequest | OjsError] = [
+        AckRequest(job.id, None, job.lease_token, {"ok": True}) for job in fetched
+    ]
+    await service.workers.ack_many(CALLER, acks)
+    done = await service.redrives.get(CALLER, task.id)
+    assert (done.state, done.moved, done.succeeded, done.dead_again) == (
+        redrive.COMPLETED, 4, 4, 0,
+    )  # fmt: skip

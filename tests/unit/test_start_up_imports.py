@@ -52,3 +52,15 @@ def test_the_server_still_builds_its_app_with_the_dashboard() -> None:
         "build_app(SqliteStore(':memory:'), Settings(database_url='sqlite:///:memory:'))"
     )
     assert {"fastapi", "redrive.api.app", "redrive.dashboard"} <= loaded
+
+
+def test_an_embedded_producer_starts_without_the_http_client_or_the_servers_loops() -> None:
+    loaded = modules_after("import redrive; redrive.Embedded")
+    assert not {"httpx", "redrive.client.client", "redrive.maintenance.webhooks"} & loaded
+
+
+def test_the_client_package_still_offers_every_name() -> None:
+    loaded = modules_after(
+        "import redrive.client\nfor name in redrive.client.__all__: getattr(redrive.client, name)"
+    )
+    assert {"httpx", "redrive.client.client", "redrive.client.sync"} <= loaded

@@ -104,7 +104,8 @@ async def get_redrive(task_id: str, request: Request) -> Response:
     service = service_of(request).redrives
     caller = caller_of(request)
     task = await service.get(caller, task_id)
-    died = await service.items(caller, task_id, DEAD_AGAIN)
+    # (its count says whether any died again: a running task is polled, and most have none)
+    died = await service.items(caller, task_id, DEAD_AGAIN) if task.dead_again else []
     dead_again = [
         {"dead_letter_id": item["dead_letter_id"], "job_id": item["job_id"],
          "incident_id": item["incident_id"], "died_incident_id": item["died_incident_id"],

@@ -477,18 +477,20 @@ class DeadLetterService:
 
     async def revive(
         self, transaction: DeadLetterMoves, moved: list[MovedEpisode], moved_by: str, now: int,
-        upcast_jobs: dict[str, Job] | None = None,
-    ) -> None:  # fmt: skip
+        upcast_jobs: dict[str, Job] | None = None, task_id: str | None = None,
+    ) -> list[str]:  # fmt: skip
         """Requeue the jobs of moved episodes the move did not requeue already (`requeued`):
         upcast where an upcaster changes them, else in place where the dead job's row is still in
-        the jobs table, else from the episode's snapshot (decoded only for those two cases).
-        `upcast_jobs`: their upcasts prepared before the move (see `prepare_upcasts`), else done
-        here."""
+        the jobs table (marked as the redrive task `task_id`'s in the same write), else from the
+        episode's snapshot (decoded only for those two cases). `upcast_jobs`: their upcasts
+        prepared before the move (see `prepare_upcasts`), else done here. Returns the ids of the
+        jobs requeued other than in place (a task marks those as its own)."""
         if not moved:
-            return
+            return []
         waiting = [episode for episode in moved if not episode.requeued]
-        if waiting:
-            await self._requeue(transaction, waiting, now, upcast_jobs)
+        others = (
+            await self._requeue(transaction, waiting, now, upcast_jobs, task_id) if waiting else []
+        )
         await transaction.notify({episode.queue for episode in moved})
         events = [
             episode_event("dead_letter.retried", episode, moved_by=moved_by, episode_id=episode.id)
@@ -496,11 +498,12 @@ class DeadLetterService:
         ]
         await self.runtime.emit(transaction, events, now)
         self.runtime.metrics.dead_letter_retried.update(episode.queue for episode in moved)
+        return others
 
     async def _requeue(
         self, transaction: DeadLetterMoves, moved: list[MovedEpisode], now: int,
-        upcast_jobs: dict[str, Job] | None,
-    ) -> None:  # fmt: skip
+        upcast_jobs: dict[str, Job] | None, task_id: str | None,
+    ) -> list[str]:  # fmt: skip
         if upcast_jobs is None:
             upcast_jobs = await self._upcast_moved(transaction, moved, now)
         else:
@@ -510,22 +513,22 @@ class DeadLetterService:
                 if episode.job_id in upcast_jobs
             }
         in_place = [episode.job_id for episode in moved if episode.job_id not in upcast_jobs]
-        revived = await transaction.redrive_jobs(in_place, now) if in_place else set()
+        revived = await transaction.redrive_jobs(in_place, now, task_id) if in_place else set()
         pruned = [
             episode.id
             for episode in moved
             if episode.job_id not in revived and episode.job_id not in upcast_jobs
         ]
-        await transaction.insert_jobs(
-            [
-                episodes.redrive(dead.job, now)
-                for dead in await transaction.dead_letters_by_id(pruned)
-            ]
-        )
+        inserted = [
+            episodes.redrive(dead.job, now)
+            for dead in await transaction.dead_letters_by_id(pruned)
+        ]  # fmt: skip
+        await transaction.insert_jobs(inserted)
         for job in upcast_jobs.values():
             await transaction.upsert_job(job)
         for queue, tenant in sorted({(episode.queue, episode.tenant_id) for episode in moved}):
             await transaction.ensure_queue(queue, tenant, now)
+        return [*(job.id for job in inserted), *upcast_jobs]
 
     async def _upcast_moved(
         self, transaction: DeadLetterMoves, moved: list[MovedEpisode], now: int

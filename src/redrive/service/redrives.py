@@ -234,8 +234,11 @@ class RedriveService:
         chosen = [episode_id for episode_id in picked if episode_id not in refused]
         mover = moved_by(task)
         moved = await transaction.move_dead_letters_by_id(chosen, episodes.RETRIED, now, mover)
-        await self.dead_letters.revive(transaction, moved, mover, now, prepared.jobs)
-        await transaction.mark_redriven_jobs(task.id, [episode.job_id for episode in moved])
+        others = await self.dead_letters.revive(
+            transaction, moved, mover, now, prepared.jobs, task.id
+        )
+        if others:  # those requeued in place carry the task's id already
+            await transaction.mark_redriven_jobs(task.id, others)
         after = await transaction.count_redrive_batch(
             task.id, chosen, [episode.id for episode in moved], now, paced_until, len(refused)
         )

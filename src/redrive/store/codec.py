@@ -65,7 +65,8 @@ def load(value: Any) -> Any:
 
 # Job fields that are not columns of their own: the envelope column holds them.
 ENVELOPE_FIELDS = ("args", "meta", "options", "extra", "scheduled_at_text", "expires_at_text")
-# redrive_task_id is a column written only by mark_redriven_jobs (never by inserts or upserts).
+# redrive_task_id is a column written only by redrive_jobs and mark_redriven_jobs (never by
+# inserts or upserts).
 NOT_COLUMNS = frozenset({*ENVELOPE_FIELDS, "retry", "sequence", "redrive_task_id"})
 
 

@@ -168,11 +168,15 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             for row in await self._rows("select_dead_letters_by_id", ids=ids)
         ]
 
-    async def redrive_jobs(self, job_ids: list[str], now: int) -> set[str]:
-        """Put dead jobs whose rows are still in the jobs table back in their queues."""
+    async def redrive_jobs(
+        self, job_ids: list[str], now: int, task_id: str | None = None
+    ) -> set[str]:
+        """Put dead jobs whose rows are still in the jobs table back in their queues, marked
+        as redriven by the task `task_id` if one moves them."""
         if not job_ids:
             return set()
-        rows = await self._rows("redrive_jobs", ids=self.executor.list_parameter(job_ids), now=now)
+        ids = self.executor.list_parameter(job_ids)
+        rows = await self._rows("redrive_jobs", ids=ids, now=now, task_id=task_id)
         return {row["id"] for row in rows}
 
     async def delete_dead_jobs(self, job_ids: list[str]) -> None:

@@ -582,8 +582,9 @@ worker_id = NULL, lease_token = NULL, lease_expires_at = NULL, timeout_at = NULL
 result = NULL, dead_lettered = FALSE, run_at = NULL
 
 -- name: redrive_jobs
--- Dead jobs whose rows are still in the jobs table back in their queues.
-UPDATE jobs SET {redriven_job}
+-- Dead jobs whose rows are still in the jobs table back in their queues; a redrive task's
+-- (:task_id) carry its id, in the same write (a job redriven without a task keeps the id it had).
+UPDATE jobs SET {redriven_job}, redrive_task_id = COALESCE(CAST(:task_id AS text), redrive_task_id)
 WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered
 RETURNING id;
 
@@ -1391,7 +1392,8 @@ WHERE id = :id
 RETURNING *;
 
 -- name: mark_redriven_jobs
--- The jobs a task requeued carry its id, so that their end updates the task.
+-- The jobs a task requeued other than in place (upcast, or from the snapshot) carry its id, so
+-- that their end updates the task.
 UPDATE jobs SET redrive_task_id = :task_id WHERE id = ANY(CAST(:ids AS text[]));
 
 -- name: record_redrive_outcomes

@@ -573,8 +573,9 @@ worker_id = NULL, lease_token = NULL, lease_expires_at = NULL, timeout_at = NULL
 result = NULL, dead_lettered = 0, run_at = NULL
 
 -- name: redrive_jobs
--- Dead jobs whose rows are still in the jobs table back in their queues.
-UPDATE jobs SET {redriven_job}
+-- Dead jobs whose rows are still in the jobs table back in their queues; a redrive task's
+-- (:task_id) carry its id, in the same write (a job redriven without a task keeps the id it had).
+UPDATE jobs SET {redriven_job}, redrive_task_id = COALESCE(:task_id, redrive_task_id)
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'discarded' AND dead_lettered
 RETURNING id;
 
@@ -1359,7 +1360,8 @@ WHERE id = :id
 RETURNING *;
 
 -- name: mark_redriven_jobs
--- The jobs a task requeued carry its id, so that their end updates the task.
+-- The jobs a task requeued other than in place (upcast, or from the snapshot) carry its id, so
+-- that their end updates the task.
 UPDATE jobs SET redrive_task_id = :task_id WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: record_redrive_outcomes
