@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import gc
-from collections.abc import Coroutine
-from typing import Any, TypeVar
-
-import uvloop
-
-Result = TypeVar("Result")
 
 # Python's cyclic collector looks at its youngest generation every 700 container allocations.
 # A batch of 1,000 jobs allocates far more than that, so the collector ran dozens of times per
@@ -27,11 +20,3 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(
         YOUNG_GENERATION_THRESHOLD, OLDER_GENERATION_THRESHOLD, OLDER_GENERATION_THRESHOLD
     )
-
-
-def run(main: Coroutine[Any, Any, Result]) -> Result:
-    """Run the process's main coroutine to its end on uvloop (installed with uvicorn[standard]):
-    its event loop and sockets are C, about half the CPU time of asyncio's per request in a
-    server's loop."""
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(main)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
 
-from redrive.process import OLDER_GENERATION_THRESHOLD, YOUNG_GENERATION_THRESHOLD, run
+from redrive.process import OLDER_GENERATION_THRESHOLD, YOUNG_GENERATION_THRESHOLD
 
 PROBE = """
 import gc, json
@@ -32,10 +31,3 @@ def test_collector_runs_less_often_and_skips_start_up_objects_but_still_collects
     ]  # fmt: skip
     assert found["frozen"] > 1000  # modules and their objects
     assert found["collected"] is True  # cycles made after start-up are still garbage-collected
-
-
-def test_a_process_runs_its_main_coroutine_on_uvloop() -> None:
-    async def loop_module() -> str:
-        return type(asyncio.get_running_loop()).__module__
-
-    assert run(loop_module()).startswith("uvloop")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import os
@@ -16,7 +17,7 @@ from redrive.composition import ConfigurationError, build_service, open_ready_st
 from redrive.logs import configure_logging
 from redrive.maintenance.loop import SweepLoop
 from redrive.maintenance.webhooks import DeliveryLoop
-from redrive.process import run, tune_garbage_collector
+from redrive.process import tune_garbage_collector
 from redrive.settings import Settings
 from redrive.worker.embedded_source import EmbeddedJobSource
 from redrive.worker.http_source import HttpJobSource
@@ -170,9 +171,9 @@ def worker(
     tune_garbage_collector()  # after the handlers' module is imported: that is start-up too
     try:
         if embedded:
-            run(run_embedded(found, settings))
+            asyncio.run(run_embedded(found, settings))
         else:
-            run(run_over_http(found, url or DEFAULT_URL))
+            asyncio.run(run_over_http(found, url or DEFAULT_URL))
     except (ConfigurationError, ValueError) as error:
         raise _usage(str(error)) from error
     except DatabaseUnreachable as error:
