@@ -52,3 +52,8 @@ def test_the_server_still_builds_its_app_with_the_dashboard() -> None:
         "build_app(SqliteStore(':memory:'), Settings(database_url='sqlite:///:memory:'))"
     )
     assert {"fastapi", "redrive.api.app", "redrive.dashboard"} <= loaded
+
+
+def test_the_server_does_not_import_the_clients_network_library() -> None:
+    loaded = modules_after("import redrive.cli\nfrom redrive.composition import build_app")
+    assert "redrive.client.transport" in loaded and "aiohttp" not in loaded

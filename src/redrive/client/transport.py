@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import urllib.request
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
-import aiohttp
 import httpx
 import orjson
 
@@ -20,6 +18,9 @@ from redrive.client.errors import (
     UnreachableError,
     from_response,
 )
+
+if TYPE_CHECKING:
+    import aiohttp
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT = 30.0
@@ -91,33 +92,44 @@ class NetworkSender:
     costs the client about a quarter of the CPU time (its parser and connection pool are C and a
     thin layer; httpx goes through httpcore, h11 and anyio), which is most of what a producer
     process spends per job. aiohttp is a well-kept library (aio-libs) that the ecosystem relies
-    on. The session is made on the first request, inside the event loop that uses it."""
+    on. It is imported, and the session made, on the first request, inside the event loop that
+    uses it: `redrive serve` imports the client with its CLI but never sends with it (9 MB)."""
 
     def __init__(self, url: str, headers: dict[str, str], timeout: float) -> None:
+        self.url = url
         self.headers = headers
-        self.timeout = aiohttp.ClientTimeout(total=timeout)
+        self.timeout = timeout
         self.proxy = proxy_for(url)
         self._session: aiohttp.ClientSession | None = None
 
     def _opened(self) -> aiohttp.ClientSession:
         if self._session is None:
+            import aiohttp
+
             connector = aiohttp.TCPConnector(keepalive_timeout=KEEPALIVE_SECONDS)
             self._session = aiohttp.ClientSession(
-                headers=self.headers, timeout=self.timeout, connector=connector, proxy=self.proxy
+                headers=self.headers,
+                connector=connector,
+                proxy=self.proxy,
             )
         return self._session
 
     async def send(
         self, method: str, url: str, content: bytes | None, query: Query | None, timeout: float
     ) -> tuple[int, bytes]:
-        """The status and body of the answer; transport failures raise aiohttp's or asyncio's."""
+        """The status and body of the answer, or UnreachableError when none came back."""
         session = self._opened()
+        import aiohttp
+
         headers = {"Content-Type": MEDIA_TYPE} if content is not None else None
-        limit = self.timeout if timeout == self.timeout.total else aiohttp.ClientTimeout(timeout)
-        async with session.request(
-            method, url, data=content, params=query, headers=headers, timeout=limit
-        ) as response:
-            return response.status, await response.read()
+        limit = aiohttp.ClientTimeout(total=timeout)  # the session's default, or the long poll's
+        try:
+            async with session.request(
+                method, url, data=content, params=query, headers=headers, timeout=limit
+            ) as response:
+                return response.status, await response.read()
+        except (TimeoutError, aiohttp.ClientError) as error:
+            raise UnreachableError(self.url, f"{type(error).__name__}: {error}") from error
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -130,25 +142,25 @@ class InProcessSender:
     in this process (the CLI's `--database` and tests): no socket, so no pool to keep lean."""
 
     def __init__(
-        self, headers: dict[str, str], timeout: float, transport: httpx.AsyncBaseTransport
+        self, url: str, headers: dict[str, str], timeout: float, transport: httpx.AsyncBaseTransport
     ) -> None:
+        self.url = url
         self._http = httpx.AsyncClient(timeout=timeout, transport=transport, headers=headers)
 
     async def send(
         self, method: str, url: str, content: bytes | None, query: Query | None, timeout: float
     ) -> tuple[int, bytes]:
         headers = {"Content-Type": MEDIA_TYPE} if content is not None else None
-        response = await self._http.request(
-            method, url, content=content, params=query, headers=headers, timeout=timeout
-        )
+        try:
+            response = await self._http.request(
+                method, url, content=content, params=query, headers=headers, timeout=timeout
+            )
+        except httpx.TransportError as error:
+            raise UnreachableError(self.url, f"{type(error).__name__}: {error}") from error
         return response.status_code, response.content
 
     async def aclose(self) -> None:
         await self._http.aclose()
-
-
-# What a failed exchange raises, in either sender, when no answer came back.
-UNREACHABLE = (aiohttp.ClientError, asyncio.TimeoutError, httpx.TransportError)
 
 
 class Connection:
@@ -180,7 +192,7 @@ class Connection:
         self._sender = (
             NetworkSender(self.url, sent, timeout)
             if transport is None
-            else InProcessSender(sent, timeout, transport)
+            else InProcessSender(self.url, sent, timeout, transport)
         )
 
     async def __aenter__(self) -> Self:
@@ -208,13 +220,10 @@ class Connection:
     ) -> dict[str, Any]:
         content = None if body is None else _encode(body)
         query = _query(params) if params else None
-        try:
-            status, answer = await self._sender.send(
-                method, self.url + path, content, query,
-                timeout if timeout is not None else self.timeout,
-            )  # fmt: skip
-        except UNREACHABLE as error:
-            raise UnreachableError(self.url, f"{type(error).__name__}: {error}") from error
+        status, answer = await self._sender.send(
+            method, self.url + path, content, query,
+            timeout if timeout is not None else self.timeout,
+        )  # fmt: skip
         if status == 204:
             return {}
         payload = _decode(answer)
