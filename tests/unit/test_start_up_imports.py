@@ -64,3 +64,8 @@ def test_the_client_package_still_offers_every_name() -> None:
         "import redrive.client\nfor name in redrive.client.__all__: getattr(redrive.client, name)"
     )
     assert {"httpx", "redrive.client.client", "redrive.client.sync"} <= loaded
+
+
+def test_the_server_does_not_import_the_clients_network_library() -> None:
+    loaded = modules_after("import redrive.cli\nfrom redrive.composition import build_app")
+    assert "redrive.client.transport" in loaded and "aiohttp" not in loaded

@@ -52,7 +52,9 @@ async def read_json(request: Request, required: bool = True) -> Any:
     except UnicodeDecodeError as error:
         raise InvalidPayload(f"the request body is not well-formed UTF-8 text: {error}") from error
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        if text.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        value = DECODER.decode(text)
     except ValueError as error:
         raise InvalidPayload(f"the request body is not valid JSON: {error}") from error
     except RecursionError as error:
@@ -71,6 +73,10 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise InvalidPayload(f"the number {text} is out of range")
     return value
+
+
+# One decoder for every body (json.loads with hooks would build a new one per request).
+DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def _check_strings(value: Any) -> None:
