@@ -60,13 +60,24 @@ def test_no_statement_name_is_defined_twice() -> None:
         assert duplicates == [], f"{path.parent.name}: {duplicates}"
 
 
+# Parameters PostgreSQL's set-based form of a statement needs and SQLite's form, run once per
+# element of :rows, does not (`update_jobs` lists the ids again only for PostgreSQL's plan).
+SET_BASED_ONLY = {"update_jobs": {"ids"}}
+
+
 @pytest.mark.parametrize("name", sorted(set(sqlite_statements()) & set(postgres_statements())))
 def test_each_statement_takes_the_same_parameters_in_both_dialects(name: str) -> None:
     sqlite = parameter_names(sqlite_statements()[name])
-    postgres = parameter_names(postgres_statements()[name])
+    postgres = parameter_names(postgres_statements()[name]) - SET_BASED_ONLY.get(name, set())
     assert sqlite == postgres, (
         f"{name}: sqlite-only {sqlite - postgres}, postgres-only {postgres - sqlite}"
     )
+
+
+def test_a_statement_over_each_element_names_its_array_as_its_parameter() -> None:
+    assert parameter_names("UPDATE t SET a = :rows->>a, b = :rows->b WHERE id = :rows->>id") == {
+        "rows"
+    }
 
 
 def test_parameter_names_ignore_postgres_casts() -> None:

