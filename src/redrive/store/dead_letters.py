@@ -32,17 +32,9 @@ def filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
     return {item.name: getattr(filters, item.name) for item in fields(DeadLetterFilter)}
 
 
-# Tombstones have a table of their own: the statements that read them instead of episodes.
-TOMBSTONE_STATEMENTS = {
-    "select_dead_letters": "select_dead_letter_tombstones",
-    "count_dead_letters": "count_dead_letter_tombstones",
-    "count_dead_letters_by_queue": "count_dead_letter_tombstones_by_queue",
-}
-
-
-def _rows_of(statement: str, filters: DeadLetterFilter) -> str:
-    """The statement that reads the rows of the filter's status."""
-    return TOMBSTONE_STATEMENTS[statement] if filters.status in TOMBSTONES else statement
+def _tombstones(filters: DeadLetterFilter) -> bool:
+    """Whether the filter reads tombstones, which have a table (and statements) of their own."""
+    return filters.status in TOMBSTONES
 
 
 def _tally_row(dead: DeadLetter) -> dict[str, Any]:
@@ -83,8 +75,11 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         return [incident_from_row(row) for row in found]
 
     async def list_dead_letters(self, filters: DeadLetterFilter, page: Page) -> list[DeadLetter]:
+        statement = (
+            "select_dead_letter_tombstones" if _tombstones(filters) else "select_dead_letters"
+        )
         rows = await self._rows(
-            _rows_of("select_dead_letters", filters),
+            statement,
             limit=page.limit,
             offset=page.offset,
             cursor_at=page.cursor_at,
@@ -96,15 +91,18 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
     async def count_dead_letters(self, filters: DeadLetterFilter) -> int:
         if filters.counted_by_tallies:
             return sum((await self.count_dead_letters_by_queue(filters)).values())
-        rows = await self._rows(
-            _rows_of("count_dead_letters", filters), **filter_parameters(filters)
-        )
+        statement = "count_dead_letter_tombstones" if _tombstones(filters) else "count_dead_letters"
+        rows = await self._rows(statement, **filter_parameters(filters))
         return int(rows[0]["count"])
 
     async def count_dead_letters_by_queue(self, filters: DeadLetterFilter) -> dict[str, int]:
         """From the tallies when they count the set exactly, else by counting rows."""
         if not filters.counted_by_tallies:
-            statement = _rows_of("count_dead_letters_by_queue", filters)
+            statement = (
+                "count_dead_letter_tombstones_by_queue"
+                if _tombstones(filters)
+                else "count_dead_letters_by_queue"
+            )
             rows = await self._rows(statement, **filter_parameters(filters))
             return {row["queue"]: int(row["count"]) for row in rows}
         rows = await self._rows("select_dead_letter_tallies", tenant_id=filters.tenant_id)
