@@ -10,7 +10,7 @@ from typing import Any
 from redrive.domain import job as states
 from redrive.domain.durations import format_timestamp
 from redrive.domain.errors import Conflict, InvalidRequest
-from redrive.domain.job import Job
+from redrive.domain.job import Job, evolve
 from redrive.domain.redaction import Redactor, counts_document
 from redrive.domain.retry import matches_non_retryable, retry_delay_ms
 
@@ -75,7 +75,7 @@ def _released(job: Job) -> dict[str, Any]:
 
 
 def acknowledge(job: Job, now: int, result: Any) -> Job:
-    return replace(
+    return evolve(
         job,
         state=states.COMPLETED,
         completed_at=now,
@@ -220,17 +220,17 @@ def fail(
             attempt=max(job.attempt - 1, 0), state=states.AVAILABLE, enqueued_at=now,
             worker_id=None, next_attempt_at=None, retry_delay_ms=None,
         )  # fmt: skip
-        return FailureOutcome(replace(job, **changes), None)
+        return FailureOutcome(evolve(job, **changes), None)
     terminal, reason = _terminal(job, failure)
     if terminal:
         changes.update(
             state=states.DISCARDED, discarded_at=now, completed_at=now, next_attempt_at=None,
             dead_lettered=reason is not None,
         )  # fmt: skip
-        return FailureOutcome(replace(job, **changes), reason)
+        return FailureOutcome(evolve(job, **changes), reason)
     delay = retry_delay_ms(job.retry, job.attempt, jitter_factor)
     changes.update(state=states.RETRYABLE, next_attempt_at=now + delay, retry_delay_ms=delay)
-    return FailureOutcome(replace(job, **changes), None)
+    return FailureOutcome(evolve(job, **changes), None)
 
 
 def reap(job: Job, now: int, jitter_factor: float) -> FailureOutcome:
@@ -255,7 +255,7 @@ def reap(job: Job, now: int, jitter_factor: float) -> FailureOutcome:
     )
     outcome = fail(job, now, failure, jitter_factor)
     if outcome.job.state == states.RETRYABLE:
-        available = replace(
+        available = evolve(
             outcome.job,
             state=states.AVAILABLE,
             enqueued_at=now,
@@ -270,19 +270,19 @@ def reap(job: Job, now: int, jitter_factor: float) -> FailureOutcome:
 def cancel(job: Job, now: int) -> Job:
     if job.state not in states.CANCELLABLE_STATES:
         raise conflict(job, "cancel")
-    return replace(job, state=states.CANCELLED, cancelled_at=now, **_released(job))
+    return evolve(job, state=states.CANCELLED, cancelled_at=now, **_released(job))
 
 
 def activate(job: Job, now: int) -> Job:
     if job.state != states.PENDING:
         raise conflict(job, "activate")
-    return replace(job, state=states.AVAILABLE, enqueued_at=now)
+    return evolve(job, state=states.AVAILABLE, enqueued_at=now)
 
 
 def expire(job: Job, now: int) -> Job:
     """TTL ran out before the job started: discarded, no completed_at, not a dead letter."""
-    return replace(job, state=states.DISCARDED, discarded_at=now, expired_at=now)
+    return evolve(job, state=states.DISCARDED, discarded_at=now, expired_at=now)
 
 
 def extend_lease(job: Job, now: int, visibility_timeout_ms: int | None) -> Job:
-    return replace(job, lease_expires_at=now + (visibility_timeout_ms or job.visibility_timeout_ms))
+    return evolve(job, lease_expires_at=now + (visibility_timeout_ms or job.visibility_timeout_ms))

@@ -10,7 +10,7 @@ import orjson
 from redrive.domain.dead_letter import DeadLetter
 from redrive.domain.events import Event
 from redrive.domain.incident import Incident, IncidentEntry
-from redrive.domain.job import Job
+from redrive.domain.job import Job, job_of
 from redrive.domain.records import (
     job_from_record,
     job_to_record,
@@ -136,8 +136,7 @@ def job_parameters(job: Job) -> dict[str, Any]:
 def job_from_row(row: dict[str, Any]) -> Job:
     envelope = load(row["envelope"])
     values = {column: row[column] for column in JOB_COLUMNS}
-    return Job(
-        **values,
+    values.update(
         sequence=row["sequence"],
         args=envelope["args"],
         meta=envelope["meta"],
@@ -152,6 +151,7 @@ def job_from_row(row: dict[str, Any]) -> Job:
         dead_lettered=bool(row["dead_lettered"]),
         redrive_task_id=row.get("redrive_task_id"),
     )
+    return job_of(values)
 
 
 def dead_letter_record(dead_letter: DeadLetter) -> dict[str, Any]:
