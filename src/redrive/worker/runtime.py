@@ -18,6 +18,7 @@ from typing import Any
 
 from redrive.worker.context import Handler, HandlerRegistry, JobContext, Registered
 from redrive.worker.delivery import Delivery
+from redrive.worker.failure_log import FailureLog
 from redrive.worker.failures import error_document, handler_not_found, shutdown_error
 from redrive.worker.source import (
     DIRECTIVE_QUIET,
@@ -99,6 +100,7 @@ class Worker:
         self._quiet = False
         self._executor: ThreadPoolExecutor | None = None
         self._delivery: Delivery | None = None
+        self._failure_log = FailureLog()
 
     # -- registration ---------------------------------------------------------------------------
 
@@ -175,6 +177,7 @@ class Worker:
         finally:
             beater.cancel()
             await asyncio.gather(beater, return_exceptions=True)
+            self._failure_log.flush()
             await self._delivery.close(flusher)
             self._executor.shutdown(wait=False, cancel_futures=True)
             await self.source.close()
@@ -276,9 +279,8 @@ class Worker:
             self._delivery.add_completion(Completion(job_id, running.lease_token, result))
         else:
             document = error_document(error)
-            log.warning("job %s (%s) failed on attempt %s: %s: %s", job_id,
-                        running.payload.get("type"), running.payload.get("attempt"),
-                        document["type"], document["message"])  # fmt: skip
+            payload = running.payload
+            self._failure_log.failed(job_id, payload.get("type"), payload.get("attempt"), document)
             self._deliver_failure(Failure(job_id, running.lease_token, document))
         if self._waiting and not (self._stopping.is_set() or self._quiet):
             self._start(self._waiting.popleft())
