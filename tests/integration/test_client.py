@@ -241,3 +241,15 @@ async def test_unreachable_server_raises_unreachable_error() -> None:
     assert "http://127.0.0.1:9" in str(unreachable.value)
     assert "redrive serve" in str(unreachable.value) and unreachable.value.retryable
     assert isinstance(unreachable.value, ConnectionError)
+
+
+async def test_fetch_documents_are_the_claimed_jobs_as_the_server_wrote_them(
+    redrive: Client,
+) -> None:
+    first = await redrive.enqueue("mail.send", ["a@b.c"], queue="documents")
+    second = await redrive.enqueue("mail.send", ["d@e.f"], queue="documents")
+    documents = await redrive.fetch_documents(["documents"], count=5, worker_id="w1")
+    assert [document["id"] for document in documents] == [first.id, second.id]
+    assert all(document["state"] == "active" and document["lease_token"] for document in documents)
+    assert documents[0]["args"] == ["a@b.c"] and documents[0]["worker_id"] == "w1"
+    assert await redrive.fetch_documents(["documents"]) == []

@@ -69,6 +69,23 @@ class Client(
     ) -> list[Job]:
         """Claim up to `count` jobs from `queues` (strict order); [] when none is available.
         `wait_ms` (redrive) long-polls an empty fetch until work arrives or the time is up."""
+        documents = await self.fetch_documents(
+            queues, count=count, worker_id=worker_id, wait_ms=wait_ms,
+            visibility_timeout_ms=visibility_timeout_ms,
+        )  # fmt: skip
+        return [Job.from_document(document) for document in documents]
+
+    async def fetch_documents(
+        self,
+        queues: Sequence[str],
+        *,
+        count: int = 1,
+        worker_id: str | None = None,
+        wait_ms: int | None = None,
+        visibility_timeout_ms: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """`fetch`, each claimed job as the server's OJS job document (what a worker runtime
+        reads: no `Job` is built for it, which was 8 % of the HTTP worker's CPU)."""
         body: dict[str, Any] = {"queues": list(queues), "count": count}
         optional = {
             "worker_id": worker_id,
@@ -79,7 +96,7 @@ class Client(
         timeout = self.timeout + (wait_ms or 0) / 1000
         payload = await self._request("POST", f"{WORKERS}/fetch", body, timeout=timeout)
         jobs = payload.get("jobs") or []
-        return [Job.from_document(job) for job in jobs if isinstance(job, dict)]
+        return [job for job in jobs if isinstance(job, dict)]
 
     async def ack(
         self,

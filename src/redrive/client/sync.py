@@ -120,6 +120,26 @@ class SyncClient:
         )
         return self._run(coroutine)
 
+    def fetch_documents(
+        self,
+        queues: Sequence[str],
+        *,
+        count: int = 1,
+        worker_id: str | None = None,
+        wait_ms: int | None = None,
+        visibility_timeout_ms: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """`fetch`, each claimed job as the server's OJS job document (what a worker runtime
+        reads: no `Job` is built for it, which was 8 % of the HTTP worker's CPU)."""
+        coroutine = self._client.fetch_documents(
+            queues,
+            count=count,
+            worker_id=worker_id,
+            wait_ms=wait_ms,
+            visibility_timeout_ms=visibility_timeout_ms,
+        )
+        return self._run(coroutine)
+
     def ack(
         self,
         job_id: str,

@@ -41,11 +41,11 @@ class HttpJobSource:
         while True:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             wait = min(remaining_ms, WAIT_SLICE_MS) if not self._interrupted else 0
-            jobs = await self.client.fetch(
+            jobs = await self.client.fetch_documents(
                 queues, count=count, worker_id=worker_id, wait_ms=wait if wait > 0 else None
             )
             if jobs or wait <= 0 or self._interrupted:
-                return [job.raw for job in jobs]
+                return jobs
 
     def interrupt(self) -> None:
         self._interrupted = True
