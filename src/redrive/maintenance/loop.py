@@ -15,7 +15,7 @@ async def sweep_forever(sweeper: Sweeper, interval_seconds: float) -> None:
     failures = 0
     while True:
         try:
-            await sweeper.sweep()
+            await sweeper.sweep(paced=True)
             failures = 0
         except asyncio.CancelledError:
             raise

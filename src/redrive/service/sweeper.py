@@ -43,6 +43,13 @@ LOCK_KEYS = {
 }
 
 Task = Callable[[Transaction, int], Awaitable[int]]
+# Retention trims that may wait: in a paced sweep (the loop's), one that found nothing waits
+# twice as long before its next run, up to TRIM_BACKOFF_MS, and runs every sweep again once it
+# trims something. Each is a transaction of four round trips five times a second; the sweep was
+# 10 % of a busy server's CPU on the HTTP no-op path (N = 10,000, py-spy).
+PACED_TASKS = frozenset({"events", "finished", "webhook_log"})
+TRIM_BACKOFF_MS = 2_000
+FIRST_BACKOFF_MS = 400
 
 
 class Sweeper:
@@ -66,6 +73,8 @@ class Sweeper:
         self.next_alerts_at = runtime.now()
         self.next_prune_at = retention.next_prune_at()
         self.next_backfill_at = runtime.now()
+        self.backoff_ms: dict[str, int] = {}
+        self.next_run_at: dict[str, int] = {}
         self.tasks: dict[str, Task] = {
             "promote": self._promote,
             "expire": self._expire,
@@ -76,10 +85,17 @@ class Sweeper:
             "webhook_log": self._trim_webhook_log,
         }
 
-    async def sweep(self) -> dict[str, int]:
+    async def sweep(self, paced: bool = False) -> dict[str, int]:
         """Run every task once: rows moved per task (-1 where another replica holds it).
-        Dead-letter pruning runs only when its interval boundary has passed."""
-        moved = {name: await self.run(name) for name in self.tasks}
+        Dead-letter pruning runs only when its interval boundary has passed; `paced` (the
+        sweep loop) also skips the trims of PACED_TASKS that are backing off."""
+        moved: dict[str, int] = {}
+        for name in self.tasks:
+            if paced and self.runtime.now() < self.next_run_at.get(name, 0):
+                continue
+            moved[name] = await self.run(name)
+            if paced and name in PACED_TASKS:
+                self._pace(name, moved[name])
         moved["replay"] = sum((await self.replay.replay_due()).values())
         moved["redrives"] = await self.redrives.advance()
         if self.runtime.now() >= self.next_prune_at:
@@ -90,6 +106,12 @@ class Sweeper:
             evaluation = await self.evaluate_alerts()
             moved["alerts"] = -1 if evaluation is None else len(evaluation.fired)
         return moved
+
+    def _pace(self, name: str, moved: int) -> None:
+        backoff = self.backoff_ms.get(name, 0)
+        backoff = 0 if moved > 0 else min(TRIM_BACKOFF_MS, max(FIRST_BACKOFF_MS, 2 * backoff))
+        self.backoff_ms[name] = backoff
+        self.next_run_at[name] = self.runtime.now() + backoff
 
     async def evaluate_alerts(self) -> Evaluation | None:
         """Evaluate the alert rules once (None where another replica holds the lock); the next
