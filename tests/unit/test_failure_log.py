@@ -49,7 +49,8 @@ async def test_past_the_limit_the_rest_of_the_second_is_counted(
     clock.now += 1.0  # the next second: its first failure writes the count, then its own line
     failures.failed("job-4", "email.send", 1, ERROR)
     assert lines(caplog)[1:] == [
-        "3 more jobs failed (beyond 1 lines a second): email.send SmtpError x2, sms.send Timeout x1",
+        "3 more jobs failed (beyond 1 lines a second): "
+        "email.send SmtpError x2, sms.send Timeout x1",
         "job job-4 (email.send) failed on attempt 1: SmtpError: relay refused",
     ]
 
