@@ -77,7 +77,7 @@ def credentials(
 def _load_settings(**overrides: object) -> Settings:
     values = {key: value for key, value in overrides.items() if value is not None}
     try:
-        return Settings(**values)  # type: ignore[arg-type]
+        return Settings(**values)
     except ValueError as error:
         console.print(f"[red]invalid settings:[/red] {error}")
         raise typer.Exit(2) from error
