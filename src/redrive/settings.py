@@ -19,9 +19,9 @@ COMMA_SEPARATED = frozenset({"sensitive_keys"})
 class Settings(BaseModel):
     """Each setting from the constructor, else the environment (REDRIVE_NAME, any case), else
     the TOML file (REDRIVE_CONFIG_FILE, ./redrive.toml by default), else its default. A plain
-    pydantic model reading its two sources itself: pydantic-settings cost every redrive process
-    0.2 s of CPU to import (its providers pull in argparse, dotenv, asyncio and more), half of
-    what an embedded producer spent before its first enqueue."""
+    pydantic model reading its two sources itself: importing pydantic-settings (its providers
+    pull in argparse, dotenv and more) was 66 M of the 1,487 M instructions an embedded
+    producer spent importing redrive (callgrind)."""
 
     model_config = ConfigDict(extra="ignore")
 
