@@ -73,9 +73,11 @@ def test_the_server_does_not_import_the_clients_network_library() -> None:
 
 
 # Loaded by a path that needs them only: registering a job schema (jsonschema), sealing or
-# opening a webhook secret (cryptography), an in-process transport or a webhook send (httpx),
-# serving (uvicorn), the other store's driver.
-ON_DEMAND = ("jsonschema", "cryptography", "httpx", "uvicorn", "typer", "fastapi", "starlette")
+# opening a webhook secret (cryptography), checking a redaction candidate's checksum (stdnum),
+# an in-process transport or a webhook send (httpx), serving (uvicorn), the other store's driver.
+ON_DEMAND = (
+    "jsonschema", "cryptography", "stdnum", "httpx", "uvicorn", "typer", "fastapi", "starlette",
+)  # fmt: skip
 
 
 def loaded_packages(modules: set[str], packages: tuple[str, ...]) -> set[str]:
