@@ -20,18 +20,18 @@ from redrive.domain.root_cause import ClassificationRule, parse_rules
 from redrive.domain.secret_box import KEY_BYTES, SecretBox, parse_key
 from redrive.domain.upcasting import Upcasters, parse_declared
 from redrive.domain.webhook_delivery import DeliveryOptions
-from redrive.ports import Store
-from redrive.service.facade import Service
-from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.settings import Settings
-from redrive.store.archive import FileArchive
 from redrive.store.key_file import key_file_of, load_or_create_key
-from redrive.store.postgres.isolation import isolation_problems
-from redrive.store.postgres.store import PostgresStore
-from redrive.store.sqlite.store import SqliteStore
 
+# The stores, the service and the app are imported by the functions that build them: `redrive
+# worker --url` needs only the settings checks and the redactor from here, and each store
+# loads only its own driver (SQLite without asyncpg, PostgreSQL without sqlite3).
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from redrive.ports import Store
+    from redrive.service.facade import Service
+    from redrive.service.runtime import ServiceOptions
 
 
 class ConfigurationError(ValueError):
@@ -75,8 +75,12 @@ async def open_store(settings: Settings) -> Store:
     """Connect to the configured database (inside the event loop that will use it)."""
     url = settings.database_url
     if url.startswith("sqlite:"):
+        from redrive.store.sqlite.store import SqliteStore
+
         return SqliteStore(sqlite_path(url))
     if url.startswith(("postgresql:", "postgres:")):
+        from redrive.store.postgres.store import PostgresStore
+
         store = PostgresStore(url, max_size=settings.pool_size, role=settings.database_role)
         await store.open()
         return store
@@ -179,6 +183,11 @@ def upcasters(settings: Settings) -> Upcasters:
 async def check_tenant_isolation(store: Store) -> None:
     """On PostgreSQL, refuse to go on when row-level security would not bind the server's
     connections (SQLite filters by tenant in its store and has nothing to check)."""
+    if store.backend != "postgres":
+        return
+    from redrive.store.postgres.isolation import isolation_problems
+    from redrive.store.postgres.store import PostgresStore
+
     if not isinstance(store, PostgresStore):
         return
     problems = await isolation_problems(store)
@@ -255,6 +264,8 @@ def alert_config(settings: Settings, secrets: Redactor) -> AlertConfig:
 
 
 def service_options(settings: Settings) -> ServiceOptions:
+    from redrive.service.runtime import ServiceOptions
+
     try:
         retention = parse_policy_changes(
             {
@@ -292,6 +303,10 @@ def service_options(settings: Settings) -> ServiceOptions:
 
 
 def build_service(store: Store, settings: Settings) -> Service:
+    from redrive.service.facade import Service
+    from redrive.service.runtime import Runtime
+    from redrive.store.archive import FileArchive
+
     runtime = Runtime(
         store, options=service_options(settings), archive=FileArchive(settings.archive_dir)
     )

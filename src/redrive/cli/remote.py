@@ -8,9 +8,8 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
-import httpx
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -27,8 +26,10 @@ from redrive.client import (
     UnreachableError,
 )
 from redrive.composition import ConfigurationError, build_app, open_ready_store
-from redrive.ports import Store
 from redrive.settings import Settings
+
+if TYPE_CHECKING:
+    from redrive.ports import Store
 
 
 def stdout() -> Console:
@@ -139,6 +140,8 @@ async def open_client(target: Target, key: str | None = None) -> AsyncIterator[C
         raise
     except Exception as error:
         raise DatabaseUnavailable(f"{type(error).__name__}: {error}") from error
+    import httpx  # only for --database: the server's commands and the worker start without it
+
     try:
         transport = httpx.ASGITransport(app=build_app(store, settings, authenticate=False))
         async with Client(

@@ -13,14 +13,10 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from redrive.composition import ConfigurationError, build_service, open_ready_store, redactor
+from redrive.composition import ConfigurationError, redactor
 from redrive.logs import configure_logging
-from redrive.maintenance.loop import SweepLoop
-from redrive.maintenance.webhooks import DeliveryLoop
 from redrive.process import tune_garbage_collector
 from redrive.settings import Settings
-from redrive.worker.embedded_source import EmbeddedJobSource
-from redrive.worker.http_source import HttpJobSource
 from redrive.worker.runtime import Worker
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -92,13 +88,21 @@ def _configure(
 
 
 async def run_over_http(worker: Worker, url: str) -> None:
+    from redrive.worker.http_source import HttpJobSource
+
     worker.install_signal_handlers()
     await worker.run(HttpJobSource.connect(url))
 
 
 async def run_embedded(worker: Worker, settings: Settings) -> None:
     """Straight to the database: the service in this process, with its own maintenance sweep
-    (so retries come due and expired leases are reaped without a server) and webhook deliveries."""
+    (so retries come due and expired leases are reaped without a server) and webhook deliveries.
+    The service, the stores and the loops are imported here: a worker over HTTP needs none."""
+    from redrive.composition import build_service, open_ready_store
+    from redrive.maintenance.loop import SweepLoop
+    from redrive.maintenance.webhooks import DeliveryLoop
+    from redrive.worker.embedded_source import EmbeddedJobSource
+
     try:
         store, _ = await open_ready_store(settings)
     except ConfigurationError:

@@ -77,8 +77,16 @@ class SyncClient:
 
 
 def _imported_names(tree: ast.Module) -> dict[str, str]:
+    """The names a module imports, those under `if TYPE_CHECKING:` too (the transport names
+    httpx there only)."""
     found: dict[str, str] = {}
-    for node in tree.body:
+    checking = [
+        node
+        for block in tree.body
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+        for node in block.body
+    ]
+    for node in [*tree.body, *checking]:
         if isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__":
             found.update({alias.asname or alias.name: node.module for alias in node.names})
         elif isinstance(node, ast.Import):

@@ -9,7 +9,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
-import httpx
 import orjson
 
 from redrive.client.errors import (
@@ -21,6 +20,7 @@ from redrive.client.errors import (
 
 if TYPE_CHECKING:
     import aiohttp
+    import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT = 30.0
@@ -139,17 +139,23 @@ class NetworkSender:
 
 class InProcessSender:
     """Requests handed to an httpx transport, such as `httpx.ASGITransport(app=...)` for an app
-    in this process (the CLI's `--database` and tests): no socket, so no pool to keep lean."""
+    in this process (the CLI's `--database` and tests): no socket, so no pool to keep lean.
+    httpx is imported here, not with the client: it loads its own command line (click, rich,
+    pygments), about 200 of the 350 ms a producer or an HTTP worker spent importing the client."""
 
     def __init__(
         self, url: str, headers: dict[str, str], timeout: float, transport: httpx.AsyncBaseTransport
     ) -> None:
+        import httpx
+
         self.url = url
         self._http = httpx.AsyncClient(timeout=timeout, transport=transport, headers=headers)
 
     async def send(
         self, method: str, url: str, content: bytes | None, query: Query | None, timeout: float
     ) -> tuple[int, bytes]:
+        import httpx
+
         headers = {"Content-Type": MEDIA_TYPE} if content is not None else None
         try:
             response = await self._http.request(

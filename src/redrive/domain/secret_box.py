@@ -12,9 +12,11 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from functools import cached_property
+from typing import TYPE_CHECKING
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -52,11 +54,19 @@ class SecretBox:
     def __init__(self, key: bytes) -> None:
         if len(key) != KEY_BYTES:
             raise ValueError(f"a secret box needs a {KEY_BYTES}-byte key")
-        self._cipher = AESGCM(key)
+        self._key = key
         self.fingerprint = hashlib.sha256(b"redrive-secret-box\0" + key).hexdigest()[:12]
 
     def __repr__(self) -> str:
         return f"SecretBox(fingerprint={self.fingerprint!r})"
+
+    @cached_property
+    def _cipher(self) -> AESGCM:
+        """Made on the first seal or open: every process builds a box, few use it (webhooks),
+        and cryptography's import is a fiftieth of a worker's start-up."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        return AESGCM(self._key)
 
     def seal(self, plaintext: str, nonce: bytes, context: str) -> str:
         if len(nonce) != NONCE_BYTES:
@@ -76,6 +86,8 @@ class SecretBox:
                 f"server's is {self.fingerprint}): set REDRIVE_SECRET_KEY to the key it was "
                 "sealed with"
             )
+        from cryptography.exceptions import InvalidTag
+
         try:
             raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
             plaintext = self._cipher.decrypt(

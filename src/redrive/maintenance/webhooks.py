@@ -9,14 +9,16 @@ import contextlib
 import ipaddress
 import logging
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-import httpx
 
 from redrive import __version__
 from redrive.domain.webhook_delivery import AttemptResult, DeliveryRecord, Problem
 from redrive.domain.webhooks import is_private_address, is_private_host
 from redrive.service.webhooks import Delivery, WebhookService
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("redrive.webhooks")
 USER_AGENT = f"redrive-webhooks/{__version__}"
@@ -66,8 +68,12 @@ class DeliveryLoop:
 
     @property
     def http(self) -> httpx.AsyncClient:
-        """Made on first use: a loop that never runs (the CLI's in-process app) makes none."""
+        """Made on first use: a loop that never runs (the CLI's in-process app) makes none, and
+        httpx (with its own command line: click, rich, pygments) is imported only then, so an
+        embedded worker with no webhook to send starts without it."""
         if self._http is None:
+            import httpx
+
             self._http = httpx.AsyncClient(
                 follow_redirects=False, headers={"user-agent": USER_AGENT}
             )
@@ -130,6 +136,8 @@ class DeliveryLoop:
         return record
 
     async def send(self, delivery: Delivery) -> AttemptResult:
+        import httpx
+
         assert delivery.subscription is not None
         url = delivery.subscription.url
         options = self.webhooks.delivery_options
