@@ -23,7 +23,26 @@ async def sweep_forever(sweeper: Sweeper, interval_seconds: float) -> None:
             failures += 1
             if failures == 1 or failures % 100 == 0:
                 log.exception("periodic sweep failed (%d in a row); will retry", failures)
-        await asyncio.sleep(interval_seconds * min(failures + 1, 10))
+        await rest(sweeper, interval_seconds * min(failures + 1, 10))
+
+
+async def rest(sweeper: Sweeper, seconds: float) -> None:
+    """Wait `seconds` for the next sweep; a redrive task started meanwhile in this process moves
+    its batch due at once (at the next sweep it waited up to the sweep's other work plus the
+    interval: ~0.2-0.5 s of a 20,000 critical redrive's ~3 s)."""
+    clock = asyncio.get_running_loop()
+    deadline = clock.time() + seconds
+    started = sweeper.redrives.started
+    while (left := deadline - clock.time()) > 0:
+        try:
+            await asyncio.wait_for(started.wait(), left)
+        except TimeoutError:
+            return
+        started.clear()
+        try:
+            await sweeper.redrives.advance()
+        except Exception:
+            log.exception("advancing a redrive task just started failed; the sweep will retry")
 
 
 class SweepLoop:
