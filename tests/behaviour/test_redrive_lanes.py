@@ -117,3 +117,21 @@ async def test_a_task_started_moves_at_once_in_a_process_with_a_sweep_loop(
     resting.cancel()
     done = await service.redrives.get(CALLER, task.id)
     assert (done.state, done.moved) == (redrive.COMPLETED, 30)
+
+
+async def test_pinned_dead_letters_moved_meanwhile_are_skipped_and_the_rest_moved(
+    laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
+    service = served(laned, clock)
+    ids = await kill(service, 60)
+    task = await service.redrives.start(CALLER, critical())
+    retried = await service.dead_letters.retry_selected(CALLER, ids[:3])  # before its turn
+    assert sorted(retried.moved) == sorted(ids[:3])
+    clock.advance(2000)
+    assert await service.redrives.advance() == 57
+    done = await service.redrives.get(CALLER, task.id)
+    assert (done.state, done.moved, done.skipped) == (redrive.COMPLETED, 57, 3)
+    skipped = await service.redrives.items(CALLER, task.id, "skipped")
+    assert sorted(item["job_id"] for item in skipped) == sorted(ids[:3])
+    assert len(await service.redrives.items(CALLER, task.id, "moved")) == 57

@@ -1379,13 +1379,13 @@ WHERE id = ANY(CAST(:ids AS text[])) AND status = 'dead'
 RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id;
 
 -- name: mark_redrive_items
--- Pinned items leave `pending`: moved, or skipped (no longer dead when their turn came). The ids
--- were picked (and locked) pending by this transaction, so no state guard: with one, the planner
--- (no statistics on a fresh table) read every pending item of the task through the partial
--- index and, once the statement's plan went generic, compared each with every id (1 s a chunk
--- of 1,000 at 20,000 pinned, against 0.07 s probing the primary key per id).
-UPDATE redrive_task_items AS item
-SET state = CASE WHEN picked.id = ANY(CAST(:moved AS text[])) THEN 'moved' ELSE 'skipped' END
+-- Pinned items leave `pending` as :state (moved, or skipped: no longer dead when their turn
+-- came). The ids were picked (and locked) pending by this transaction, so no state guard: with
+-- one, the planner (no statistics on a fresh table) read every pending item of the task through
+-- the partial index and, once the plan went generic, compared each with every id (1 s a chunk
+-- of 1,000 at 20,000 pinned, against 0.07 s probing the primary key per id). One state a call:
+-- a CASE over an array parameter is a linear search per row in a generic plan.
+UPDATE redrive_task_items AS item SET state = :state
 FROM unnest(CAST(:ids AS text[])) AS picked(id)
 WHERE item.task_id = :task_id AND item.dead_letter_id = picked.id;
 

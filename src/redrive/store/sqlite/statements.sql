@@ -1304,9 +1304,8 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'dead'
 RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id;
 
 -- name: mark_redrive_items
--- Pinned items leave `pending`: moved, or skipped (no longer dead when their turn came).
-UPDATE redrive_task_items
-SET state = CASE WHEN dead_letter_id IN (SELECT value FROM json_each(:moved)) THEN 'moved' ELSE 'skipped' END
+-- Pinned items leave `pending` as :state: moved, or skipped (no longer dead when their turn came).
+UPDATE redrive_task_items SET state = :state
 WHERE task_id = :task_id AND dead_letter_id IN (SELECT value FROM json_each(:ids)) AND state = 'pending';
 
 -- name: count_redrive_batch
