@@ -1,7 +1,8 @@
 """A redrive task's batch larger than a chunk, on both stores: on PostgreSQL it moves a chunk per
 transaction over the write lanes (SQLite, one writer, moves it in the tick's transaction), each
 dead letter once, with the task's accounting, events and failure handling of one batch; and a
-task started in a process with a sweep loop moves its batch due without waiting for the sweep."""
+task started in a process with a sweep loop moves its batch due without waiting for the sweep;
+a start waits for a pin in flight and never pins a dead letter twice."""
 
 from __future__ import annotations
 
@@ -135,3 +136,18 @@ async def test_pinned_dead_letters_moved_meanwhile_are_skipped_and_the_rest_move
     skipped = await service.redrives.items(CALLER, task.id, "skipped")
     assert sorted(item["job_id"] for item in skipped) == sorted(ids[:3])
     assert len(await service.redrives.items(CALLER, task.id, "moved")) == 57
+
+
+async def test_a_start_waits_for_a_pin_in_flight_and_leaves_out_what_it_pinned(
+    laned: Store, clock: ManualClock
+) -> None:
+    service = served(laned, clock)
+    await kill(service, 80)
+    async with laned.transaction(CALLER) as other:
+        pinned = await other.pin_redrive_items("rdt_other", by_queue("billing"), 30)
+        assert sum(pinned.values()) == 30
+        starting = asyncio.create_task(service.redrives.start(CALLER, critical()))
+        await asyncio.sleep(0.3)
+        assert not starting.done()  # it waits for the other pin to commit
+    task = await starting
+    assert task.to_move == 50  # never one pinned twice

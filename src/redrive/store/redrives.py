@@ -64,6 +64,7 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
     ) -> dict[tuple[str, str], int]:
         parameters = filter_parameters(filters)
         del parameters["status"]  # pinned dead letters are dead
+        await self._rows("lock_redrive_pins")
         rows = await self._rows("pin_redrive_items", task_id=task_id, limit=limit, **parameters)
         return {(row["tenant_id"], row["queue"]): int(row["count"]) for row in rows}
 

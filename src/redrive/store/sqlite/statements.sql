@@ -1210,6 +1210,10 @@ INSERT INTO redrive_tasks (
     :to_move, :moved, :skipped, :succeeded, :dead_again, :queues
 );
 
+-- name: lock_redrive_pins
+-- One writer at a time already (BEGIN IMMEDIATE): nothing to lock.
+SELECT 1 AS locked;
+
 -- name: pin_redrive_items
 -- The dead letters matching the filter now, newest first, up to :limit, pinned to the task; one
 -- pinned by another unfinished task is left out (the partial unique index). Per queue and tenant,
