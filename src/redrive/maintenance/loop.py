@@ -23,7 +23,27 @@ async def sweep_forever(sweeper: Sweeper, interval_seconds: float) -> None:
             failures += 1
             if failures == 1 or failures % 100 == 0:
                 log.exception("periodic sweep failed (%d in a row); will retry", failures)
-        await asyncio.sleep(interval_seconds * min(failures + 1, 10))
+        await rest(sweeper, interval_seconds * min(failures + 1, 10))
+
+
+async def rest(sweeper: Sweeper, seconds: float) -> None:
+    """Wait `seconds` for the next sweep; a redrive task started meanwhile in this process moves
+    its batch due at once (at the next sweep it waited for the rest of the interval and the
+    sweep's other tasks first, which scan the jobs table: a critical redrive's whole batch is
+    due by the time its start commits)."""
+    clock = asyncio.get_running_loop()
+    deadline = clock.time() + seconds
+    started = sweeper.redrives.started
+    while (left := deadline - clock.time()) > 0:
+        try:
+            await asyncio.wait_for(started.wait(), left)
+        except TimeoutError:
+            return
+        started.clear()
+        try:
+            await sweeper.redrives.advance()
+        except Exception:
+            log.exception("advancing a redrive task just started failed; the sweep will retry")
 
 
 class SweepLoop:

@@ -64,6 +64,7 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
     ) -> dict[tuple[str, str], int]:
         parameters = filter_parameters(filters)
         del parameters["status"]  # pinned dead letters are dead
+        await self._rows("lock_redrive_pins")
         rows = await self._rows("pin_redrive_items", task_id=task_id, limit=limit, **parameters)
         return {(row["tenant_id"], row["queue"]): int(row["count"]) for row in rows}
 
@@ -165,12 +166,14 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
     ) -> RedriveTask:  # fmt: skip
         """`picked`: the items leaving `pending` as moved or skipped (not those marked failed,
         `failed` of them)."""
-        if picked:
-            await self._run(
-                "mark_redrive_items", task_id=task_id,
-                ids=self.executor.list_parameter(picked),
-                moved=self.executor.list_parameter(moved),
-            )  # fmt: skip
+        moved_ids = set(moved)
+        skipped = [episode_id for episode_id in picked if episode_id not in moved_ids]
+        for state, ids in (("moved", moved), ("skipped", skipped)):
+            if ids:
+                await self._run(
+                    "mark_redrive_items", task_id=task_id, state=state,
+                    ids=self.executor.list_parameter(ids),
+                )  # fmt: skip
         rows = await self._rows(
             "count_redrive_batch", id=task_id, moved=len(moved),
             skipped=len(picked) - len(moved), failed=failed, now=now, paced_until=paced_until,

@@ -1210,6 +1210,10 @@ INSERT INTO redrive_tasks (
     :to_move, :moved, :skipped, :succeeded, :dead_again, :queues
 );
 
+-- name: lock_redrive_pins
+-- One writer at a time already (BEGIN IMMEDIATE): nothing to lock.
+SELECT 1 AS locked;
+
 -- name: pin_redrive_items
 -- The dead letters matching the filter now, newest first, up to :limit, pinned to the task; one
 -- pinned by another unfinished task is left out (the partial unique index). Per queue and tenant,
@@ -1304,9 +1308,8 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'dead'
 RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id;
 
 -- name: mark_redrive_items
--- Pinned items leave `pending`: moved, or skipped (no longer dead when their turn came).
-UPDATE redrive_task_items
-SET state = CASE WHEN dead_letter_id IN (SELECT value FROM json_each(:moved)) THEN 'moved' ELSE 'skipped' END
+-- Pinned items leave `pending` as :state: moved, or skipped (no longer dead when their turn came).
+UPDATE redrive_task_items SET state = :state
 WHERE task_id = :task_id AND dead_letter_id IN (SELECT value FROM json_each(:ids)) AND state = 'pending';
 
 -- name: count_redrive_batch

@@ -1,0 +1,153 @@
+"""A redrive task's batch larger than a chunk, on both stores: on PostgreSQL it moves a chunk per
+transaction over the write lanes (SQLite, one writer, moves it in the tick's transaction), each
+dead letter once, with the task's accounting, events and failure handling of one batch; and a
+task started in a process with a sweep loop moves its batch due without waiting for the sweep;
+a start waits for a pin in flight and never pins a dead letter twice."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import pytest
+
+from redrive.domain import redrive
+from redrive.domain.redrive import RedriveRequest
+from redrive.maintenance.loop import rest
+from redrive.ports import Store
+from redrive.service import redrives as redrive_service
+from redrive.service.facade import Service
+from redrive.service.runtime import Runtime
+from redrive.store.postgres.store import PostgresStore
+from redrive.store.sqlite.store import SqliteStore
+from tests.behaviour.test_redrive_failures import UNSTORABLE, by_queue, dead_count, events_of, kill
+from tests.support.callers import CALLER
+from tests.support.clock import ManualClock
+from tests.support.options import service_options
+
+pytestmark = pytest.mark.anyio
+CHUNK = 20
+
+
+@pytest.fixture
+async def laned(database_url: str) -> AsyncIterator[Store]:
+    """The store as a server opens it: on PostgreSQL a pool large enough for two write lanes."""
+    if database_url.startswith("sqlite"):
+        store: Store = SqliteStore(database_url.removeprefix("sqlite:///"))
+    else:
+        postgres = PostgresStore(database_url, max_size=8)
+        await postgres.open()
+        store = postgres
+    await store.migrate()
+    yield store
+    await store.close()
+
+
+def served(store: Store, clock: ManualClock) -> Service:
+    options = replace(service_options(), redrive_max_rate=6000)
+    return Service(Runtime(store, clock=clock, options=options, rng=random.Random(5)))
+
+
+def critical() -> RedriveRequest:
+    return RedriveRequest(by_queue("billing"), 6000, critical=True, reason="outage over")
+
+
+async def test_a_batch_larger_than_a_chunk_moves_each_dead_letter_once_with_its_accounting(
+    laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
+    service = served(laned, clock)
+    assert laned.write_lanes == (1 if isinstance(laned, SqliteStore) else 2)
+    ids = await kill(service, 150)
+    async with laned.transaction(CALLER) as transaction:
+        await transaction.delete_dead_jobs(ids[:5])  # requeued from the snapshot
+    task = await service.redrives.start(CALLER, critical())
+    clock.advance(2000)  # 200 due at 6,000 a minute: all 150 in one batch, 8 chunks
+    assert await service.redrives.advance() == 150
+    done = await service.redrives.get(CALLER, task.id)
+    assert (done.state, done.moved, done.skipped, done.failed) == (redrive.COMPLETED, 150, 0, 0)
+    assert done.queues == ("billing",) and await dead_count(service, "billing") == 0
+    assert await service.redrives.items(CALLER, task.id, "pending") == []
+    assert len(await service.redrives.items(CALLER, task.id, "moved")) == 100  # the first page
+    retried = await service.events.list(CALLER, "dead_letter.retried", None, None, None, 1000)
+    assert sorted(str(stored.event.subject) for stored in retried) == sorted(ids)
+    assert len(await events_of(service, "redrive.completed")) == 1
+    for job_id in ids:
+        job = await service.jobs.get(CALLER, job_id)
+        assert job.state == "available"
+        (episode,) = await service.dead_letters.episodes(CALLER, job_id)
+        assert episode.status == "retried" and episode.moved_by == f"redrive:{task.id}"
+    assert service.runtime.metrics.redrive_moved[task.id] == 150
+
+
+async def test_a_chunk_that_raises_is_undone_alone_and_fails_the_task(
+    laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
+    ids = await kill(served(laned, clock), 100)
+    task = await served(laned, clock).redrives.start(CALLER, critical())
+    options = replace(service_options(), redrive_max_rate=6000, upcasters=UNSTORABLE)
+    unstorable = Service(Runtime(laned, clock=clock, options=options))
+    clock.advance(2000)
+    assert await unstorable.redrives.advance() == 0
+    failed = await unstorable.redrives.get(CALLER, task.id)
+    assert (failed.state, failed.moved) == (redrive.FAILED, 0)
+    assert failed.failure is not None and failed.failure.code == "internal_error"
+    assert failed.failure.job_id in ids
+    assert await dead_count(unstorable, "billing") == 100
+    assert (await unstorable.dead_letters.stats(CALLER)).total == 100
+    assert await unstorable.redrives.items(CALLER, task.id, "pending") == []  # released
+
+
+async def test_a_task_started_moves_at_once_in_a_process_with_a_sweep_loop(
+    laned: Store, clock: ManualClock
+) -> None:
+    service = served(laned, clock)
+    await kill(service, 30)
+    resting = asyncio.create_task(rest(service.sweeper, 60.0))
+    await asyncio.sleep(0)
+    task = await service.redrives.start(CALLER, critical())
+    clock.advance(1000)  # what the start itself took: 100 due, all 30
+    for _ in range(200):
+        if (await service.redrives.get(CALLER, task.id)).state == redrive.COMPLETED:
+            break
+        await asyncio.sleep(0.01)
+    assert not resting.done()  # woken by the start, it moved the task and waits on
+    resting.cancel()
+    done = await service.redrives.get(CALLER, task.id)
+    assert (done.state, done.moved) == (redrive.COMPLETED, 30)
+
+
+async def test_pinned_dead_letters_moved_meanwhile_are_skipped_and_the_rest_moved(
+    laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
+    service = served(laned, clock)
+    ids = await kill(service, 60)
+    task = await service.redrives.start(CALLER, critical())
+    retried = await service.dead_letters.retry_selected(CALLER, ids[:3])  # before its turn
+    assert sorted(retried.moved) == sorted(ids[:3])
+    clock.advance(2000)
+    assert await service.redrives.advance() == 57
+    done = await service.redrives.get(CALLER, task.id)
+    assert (done.state, done.moved, done.skipped) == (redrive.COMPLETED, 57, 3)
+    skipped = await service.redrives.items(CALLER, task.id, "skipped")
+    assert sorted(item["job_id"] for item in skipped) == sorted(ids[:3])
+    assert len(await service.redrives.items(CALLER, task.id, "moved")) == 57
+
+
+async def test_a_start_waits_for_a_pin_in_flight_and_leaves_out_what_it_pinned(
+    laned: Store, clock: ManualClock
+) -> None:
+    service = served(laned, clock)
+    await kill(service, 80)
+    async with laned.transaction(CALLER) as other:
+        pinned = await other.pin_redrive_items("rdt_other", by_queue("billing"), 30)
+        assert sum(pinned.values()) == 30
+        starting = asyncio.create_task(service.redrives.start(CALLER, critical()))
+        await asyncio.sleep(0.3)
+        assert not starting.done()  # it waits for the other pin to commit
+    task = await starting
+    assert task.to_move == 50  # never one pinned twice
