@@ -67,7 +67,8 @@ def create_app(
         app.include_router(router)
     openapi.install(app)
     # The last added runs first: ProtocolHeaders wraps every request, ExactRoutes included.
-    app.add_middleware(ExactRoutes, routes=exact_routes(route for router in ROUTERS for route in router.routes))
+    api_routes = (route for router in ROUTERS for route in router.routes)
+    app.add_middleware(ExactRoutes, routes=exact_routes(api_routes))
     app.add_middleware(ProtocolHeaders, max_body_bytes=max_body_bytes)
     return app
 

@@ -33,7 +33,7 @@ def exact_routes(routes: Iterable[BaseRoute]) -> dict[Key, APIRoute]:
     earlier: list[BaseRoute] = []
     for route in routes:
         if isinstance(route, APIRoute) and _takes_only_the_request(route):
-            for method in route.methods:
+            for method in route.methods or ():
                 scope = {"type": "http", "method": method, "path": route.path, "root_path": ""}
                 if not any(other.matches(scope)[0] is Match.FULL for other in earlier):
                     table.setdefault((method, route.path), route)
