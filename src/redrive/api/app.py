@@ -29,6 +29,7 @@ from redrive.api import (
 )
 from redrive.api.authorization import authorize
 from redrive.api.errors import install_error_handlers
+from redrive.api.exact_routes import ExactRoutes, exact_routes
 from redrive.api.middleware import ProtocolHeaders
 from redrive.service.facade import Service
 
@@ -62,10 +63,13 @@ def create_app(
     app.state.service = service
     app.state.auth_required = auth_required
     install_error_handlers(app)
-    app.add_middleware(ProtocolHeaders, max_body_bytes=max_body_bytes)
     for router in ROUTERS:
         app.include_router(router)
     openapi.install(app)
+    # The last added runs first: ProtocolHeaders wraps every request, ExactRoutes included.
+    api_routes = (route for router in ROUTERS for route in router.routes)
+    app.add_middleware(ExactRoutes, routes=exact_routes(api_routes))
+    app.add_middleware(ProtocolHeaders, max_body_bytes=max_body_bytes)
     return app
 
 

@@ -35,7 +35,7 @@ from redrive.composition import (
 )
 from redrive.domain.caller import SYSTEM
 from redrive.logs import configure_logging
-from redrive.process import tune_garbage_collector
+from redrive.process import run, tune_garbage_collector
 from redrive.settings import Settings
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def serve(
     tune_garbage_collector()
     try:
         configure_logging(settings.log_level, settings.log_format, redactor(settings))
-        asyncio.run(_serve(settings))
+        run(_serve(settings))
     except ConfigurationError as error:
         console.print(f"[red]{error}[/red]")
         raise typer.Exit(2) from error

@@ -1,0 +1,51 @@
+"""The client's typed results: a Job read from a document is the one its constructor makes."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from redrive.client.models import Job
+
+ACTIVE: dict[str, Any] = {
+    "id": "019a0000-0000-7000-8000-000000000001",
+    "type": "email.send",
+    "queue": "mail",
+    "state": "active",
+    "args": ["ada@example.com"],
+    "meta": {"trace": "t1"},
+    "attempt": 2,
+    "max_attempts": 5,
+    "priority": 3,
+    "errors": [{"code": "smtp", "message": "refused"}, "not an object"],
+    "error": {"code": "smtp"},
+    "result": {"sent": False},
+    "worker_id": "w1",
+    "lease_token": 7,
+    "created_at": "2026-11-25T04:00:00.000Z",
+    "enqueued_at": "2026-11-25T04:00:00.000Z",
+    "started_at": "2026-11-25T04:00:01.000Z",
+}
+
+
+@pytest.mark.parametrize("document", [ACTIVE, {}, {"job_id": "j", "attempt": True}])
+def test_from_document_equals_the_constructor(document: dict[str, Any]) -> None:
+    job = Job.from_document(document)
+    built = Job(**{field.name: getattr(job, field.name) for field in dataclasses.fields(Job)})
+    assert job == built
+    assert job.raw is document
+    assert job.errors == ([{"code": "smtp", "message": "refused"}] if document is ACTIVE else [])
+    assert job.lease_token == ("7" if document is ACTIVE else None)
+    assert job.queue == ("mail" if document is ACTIVE else "default")
+    assert job.attempt == (2 if document is ACTIVE else 0)
+    assert job.id == str(document.get("id") or document.get("job_id") or "")
+
+
+def test_a_job_from_a_document_stays_frozen() -> None:
+    job = Job.from_document(ACTIVE)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.state = "completed"  # type: ignore[misc]
+    assert dataclasses.replace(job, state="completed").state == "completed"
+    assert "raw" not in repr(job)

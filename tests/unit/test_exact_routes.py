@@ -1,0 +1,42 @@
+"""Which routes the exact-route table answers itself: fixed paths with a `(request)` handler that
+no earlier route would take; everything else stays with FastAPI's routing."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from starlette.requests import Request
+from starlette.responses import Response
+
+from redrive.api.app import ROUTERS
+from redrive.api.exact_routes import exact_routes
+
+
+async def plain(request: Request) -> Response:
+    return Response()
+
+
+async def with_parameter(job_id: str, request: Request) -> Response:
+    return Response()
+
+
+async def returning_a_dict(request: Request) -> dict[str, str]:
+    return {}
+
+
+def test_fixed_paths_with_a_request_handler_only_in_the_routers_order() -> None:
+    router = APIRouter(prefix="/things")
+    router.add_api_route("/{thing_id}", with_parameter, methods=["GET"])
+    router.add_api_route("/stats", plain, methods=["GET", "POST"])  # GET is /{thing_id}'s
+    router.add_api_route("/plain", plain, methods=["DELETE"])
+    router.add_api_route("/dict", returning_a_dict, methods=["GET"])
+    guarded = APIRouter(prefix="/guarded", dependencies=[Depends(plain)])
+    guarded.add_api_route("/plain", plain, methods=["GET"])
+    table = exact_routes([*router.routes, *guarded.routes])
+    assert sorted(table) == [("DELETE", "/things/plain"), ("POST", "/things/stats")]
+
+
+def test_the_hot_paths_are_in_the_apps_table() -> None:
+    table = exact_routes(route for router in ROUTERS for route in router.routes)
+    for path in ("/jobs", "/jobs/batch", "/workers/fetch", "/workers/ack", "/workers/nack"):
+        assert ("POST", f"/ojs/v1{path}") in table
+    assert not any("{" in path for _, path in table)
