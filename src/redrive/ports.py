@@ -123,6 +123,7 @@ class JobStore(Protocol):
         """New jobs (as `new_job` makes them: never claimed), their queues and, with
         `event_ids` (one per job), each job's `enqueued_event` under its id."""
         ...
+
     async def upsert_job(self, job: Job) -> None: ...
     async def update_job(
         self, job: Job, expected_state: str, expected_lease: str | None

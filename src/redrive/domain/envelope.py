@@ -11,7 +11,7 @@ from redrive.domain import job as states
 from redrive.domain.durations import parse_timestamp
 from redrive.domain.errors import InvalidRequest, OjsError, at_index
 from redrive.domain.identifiers import is_uuid7
-from redrive.domain.job import DEFAULT_TENANT, DEFAULT_VISIBILITY_TIMEOUT_MS, Job
+from redrive.domain.job import DEFAULT_TENANT, DEFAULT_VISIBILITY_TIMEOUT_MS, Job, assemble_job
 from redrive.domain.retry import RetryPolicy, parse_retry_policy
 from redrive.domain.upcasting import VERSION_FIELD, check_version
 
@@ -291,7 +291,7 @@ def _made(request: JobRequest, context: EnqueueContext, job_id: str, retry: Retr
     expires_at, expires_text = _moment(request.expires, now)
     state = _initial_state(request.pending, scheduled_at, now)
     meta = dict(request.meta)
-    return Job(
+    return assemble_job(
         id=job_id,
         tenant_id=_tenant(meta, context.tenant),
         type=request.type,

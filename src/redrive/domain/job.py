@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from redrive.domain.frozen import Assembler
 from redrive.domain.retry import RetryPolicy
 
 SCHEDULED = "scheduled"
@@ -88,3 +89,9 @@ class Job:
             directive = metadata.get("test_directive")
             return directive if isinstance(directive, str) else None
         return None
+
+
+# Job(...) of a new job cost ~72,000 instructions (callgrind) of the ~214,000 a job of an
+# enqueue of 1,000 took in the producer: a frozen dataclass sets each of its 40 fields with a
+# call to object.__setattr__. The enqueue hot path makes its jobs with this instead.
+assemble_job = Assembler(Job)
