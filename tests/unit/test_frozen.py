@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -10,7 +11,7 @@ from redrive.domain.frozen import Assembler
 from redrive.domain.job import Job, assemble_job
 from redrive.domain.retry import RetryPolicy
 
-REQUIRED = {"id": "j1", "tenant_id": "t", "type": "a.b", "queue": "q", "args": [1],
+REQUIRED: dict[str, Any] = {"id": "j1", "tenant_id": "t", "type": "a.b", "queue": "q", "args": [1],
             "state": "available", "created_at": 5}  # fmt: skip
 
 
@@ -18,7 +19,12 @@ def test_an_assembled_job_is_the_job_the_constructor_makes() -> None:
     made, assembled = Job(**REQUIRED), assemble_job(**REQUIRED)
     assert assembled == made
     assert list(vars(assembled).items()) == list(vars(made).items())
-    given = {**REQUIRED, "priority": 3, "retry": RetryPolicy(max_attempts=9), "meta": {"k": 1}}
+    given: dict[str, Any] = {
+        **REQUIRED,
+        "priority": 3,
+        "retry": RetryPolicy(max_attempts=9),
+        "meta": {"k": 1},
+    }
     assert assemble_job(**given) == Job(**given)
 
 
