@@ -88,13 +88,16 @@ class Embedded:
     ) -> str:
         """Enqueue one job (committed, durable, when this returns) and return its id. `options`
         takes any other OJS enqueue option (retry, scheduled_at, unique, tags, ...)."""
-        spec = JobSpec(
-            type=type, args=args, queue=queue, priority=priority,
-            meta=None if meta is None else dict(meta), id=id,
-        )  # fmt: skip
-        envelope = spec.to_envelope()
-        if options:
-            envelope["options"] = {**dict(options), **envelope.get("options", {})}
+        # The envelope JobSpec.to_envelope writes for these fields, without building a JobSpec.
+        envelope: dict[str, Any] = {"type": type, "args": list(args or [])}
+        if id is not None:
+            envelope["id"] = id
+        if meta is not None:
+            envelope["meta"] = dict(meta)
+        given = {"queue": queue, "priority": priority}
+        named = {key: value for key, value in given.items() if value is not None}
+        if options or named:
+            envelope["options"] = {**dict(options or {}), **named}
         job = await self.service.jobs.enqueue(self.caller, read_envelope(envelope))
         return job.id
 
@@ -102,9 +105,12 @@ class Embedded:
         """Enqueue many jobs in one transaction (all or none); each is a `redrive.client.JobSpec`
         or an OJS envelope. Returns their ids, in order."""
         requests = [
-            read_envelope(job.to_envelope() if isinstance(job, JobSpec) else dict(job))
+            read_envelope(
+                job.to_envelope() if isinstance(job, JobSpec)
+                else job if isinstance(job, dict) else dict(job)
+            )
             for job in jobs
-        ]
+        ]  # fmt: skip
         enqueued = await self.service.jobs.enqueue_batch(self.caller, requests)
         return [job.id for job in enqueued]
 

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 
 from redrive.domain import job as states
-from redrive.domain.envelope import EnqueueContext, validate_envelope, validate_tenant
+from redrive.domain.envelope import (
+    EnqueueContext,
+    new_job,
+    new_jobs,
+    read_envelope,
+    validate_envelope,
+    validate_tenant,
+)
 from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
 from redrive.domain.identifiers import uuid7
 from redrive.domain.job import DEFAULT_TENANT, DEFAULT_VISIBILITY_TIMEOUT_MS, Job
@@ -450,3 +457,24 @@ def test_retry_policy_errors_raise_invalid_retry_policy(retry: object, field: st
     with pytest.raises(InvalidRetryPolicy) as caught:
         enqueue(body(type="retry.test.invalid-coefficient", options={"retry": retry}))
     assert field in caught.value.message
+
+
+def test_a_batch_reads_a_retry_policy_its_requests_share_once() -> None:
+    shared = {"max_attempts": 2, "on_exhaustion": "dead_letter"}
+    requests = [read_envelope({"type": "a.b", "args": [n], "retry": shared}) for n in range(3)]
+    requests.append(read_envelope({"type": "a.b", "args": [], "retry": {"max_attempts": 5}}))
+    ids = iter(["01", "02", "03", "04"])
+    jobs = new_jobs(requests, EnqueueContext(now_ms=1, generated_id="unused"), lambda: next(ids))
+    assert [job.id for job in jobs] == ["01", "02", "03", "04"]
+    assert jobs[0].retry is jobs[1].retry is jobs[2].retry
+    assert jobs[0].retry == new_job(requests[0], EnqueueContext(1, "x")).retry
+    assert jobs[3].max_attempts == 5
+
+
+def test_a_batch_names_the_index_of_its_first_bad_request() -> None:
+    good = read_envelope({"type": "a.b", "args": [], "retry": {"max_attempts": 1}})
+    bad = read_envelope({"type": "a.b", "args": [], "retry": {"max_attempts": -1}})
+    with pytest.raises(InvalidRequest) as refused:
+        new_jobs([good, good, bad], EnqueueContext(1, "x"), lambda: "id")
+    assert refused.value.details["index"] == 2
+    assert refused.value.message.startswith("jobs[2]: ")

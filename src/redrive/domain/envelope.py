@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from redrive.domain import job as states
 from redrive.domain.durations import parse_timestamp
-from redrive.domain.errors import InvalidRequest
+from redrive.domain.errors import InvalidRequest, OjsError, at_index
 from redrive.domain.identifiers import is_uuid7
-from redrive.domain.job import DEFAULT_TENANT, DEFAULT_VISIBILITY_TIMEOUT_MS, Job
+from redrive.domain.job import DEFAULT_TENANT, DEFAULT_VISIBILITY_TIMEOUT_MS, Job, assemble_job
 from redrive.domain.retry import RetryPolicy, parse_retry_policy
 from redrive.domain.upcasting import VERSION_FIELD, check_version
 
@@ -259,14 +260,39 @@ def read_envelope(body: object) -> JobRequest:
 
 def new_job(request: JobRequest, context: EnqueueContext) -> Job:
     """The job a checked request makes, in the caller's tenant, at `context.now_ms`."""
+    retry = parse_retry_policy(request.retry, context.default_retry)
+    return _made(request, context, request.id or context.generated_id, retry)
+
+
+def new_jobs(
+    requests: list[JobRequest], context: EnqueueContext, new_id: Callable[[], str]
+) -> list[Job]:
+    """The jobs of a batch, as `new_job` makes each (`new_id` names those the client did not),
+    or the first one's error, naming its index (`jobs[i]...`). A retry policy that requests
+    share (one object, as a producer's batch built from one template has) is read once: parsing
+    it was a fifth of the producer's CPU per job of a batch of 1,000."""
+    policies: dict[int, RetryPolicy] = {}  # by id(): `requests` keeps each object alive
+    jobs = []
+    for index, request in enumerate(requests):
+        try:
+            retry = policies.get(id(request.retry))
+            if retry is None:
+                retry = parse_retry_policy(request.retry, context.default_retry)
+                policies[id(request.retry)] = retry
+            jobs.append(_made(request, context, request.id or new_id(), retry))
+        except OjsError as error:
+            raise at_index(error, "jobs", index) from None
+    return jobs
+
+
+def _made(request: JobRequest, context: EnqueueContext, job_id: str, retry: RetryPolicy) -> Job:
     now = context.now_ms
     scheduled_at, scheduled_text = _moment(request.scheduled, now)
     expires_at, expires_text = _moment(request.expires, now)
-    retry = parse_retry_policy(request.retry, context.default_retry)
     state = _initial_state(request.pending, scheduled_at, now)
     meta = dict(request.meta)
-    return Job(
-        id=request.id or context.generated_id,
+    return assemble_job(
+        id=job_id,
         tenant_id=_tenant(meta, context.tenant),
         type=request.type,
         queue=request.queue,

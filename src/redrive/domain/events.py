@@ -9,7 +9,7 @@ from redrive.domain.alerts import Alert
 from redrive.domain.dead_letter import MovedEpisode
 from redrive.domain.durations import format_timestamp
 from redrive.domain.incident import Incident, IncidentEntry
-from redrive.domain.job import Job
+from redrive.domain.job import SCHEDULED, Job
 
 # Every event type the server emits: webhook subscriptions name these, or a prefix of them
 # (`dead_letter.*`), or `*`. A new kind of event is one more line here.
@@ -52,6 +52,18 @@ def _event(
 def job_event(kind: str, job: Job, **data: Any) -> Event:
     """An event about one job; `kind` is the part after `job.` or a full dotted name."""
     return _event(kind, job.tenant_id, job.queue, job.type, job.id, **data)
+
+
+def enqueued_event_type(job: Job) -> str:
+    """What a new job announces: `job.scheduled` if it waits for its time, else `job.enqueued`."""
+    return "job.scheduled" if job.state == SCHEDULED else "job.enqueued"
+
+
+def enqueued_event(job: Job) -> Event:
+    """The event of a new job: its type, queue and priority. The enqueue statement
+    (store/*/statements.sql, enqueue_jobs) writes the same row from the job's own columns, so an
+    enqueue builds none of these unless a webhook subscription wants them."""
+    return job_event(enqueued_event_type(job), job, priority=job.priority)
 
 
 def episode_event(kind: str, episode: MovedEpisode, **data: Any) -> Event:

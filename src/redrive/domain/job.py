@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
+from redrive.domain.frozen import Assembler
 from redrive.domain.retry import RetryPolicy
 
 SCHEDULED = "scheduled"
@@ -90,27 +91,20 @@ class Job:
         return None
 
 
-JOB_FIELDS = frozenset(job_field.name for job_field in fields(Job))
+# Job(...) of a new job cost ~72,000 instructions (callgrind) of the ~214,000 a job of an
+# enqueue of 1,000 took in the producer: a frozen dataclass sets each of its 40 fields with a
+# call to object.__setattr__. The hot paths make, read and copy jobs with this instead.
+assemble_job = Assembler(Job)
+JOB_FIELDS = assemble_job.names
 
 
 def job_of(values: dict[str, Any]) -> Job:
-    """A Job from a value for every one of its fields (a row as the store reads it), without the
-    frozen `__init__`, which sets each of the 37 fields through object.__setattr__ (measured:
+    """A Job from a value for every one of its fields (a row as the store reads it; measured:
     25 -> 10 us per claimed or locked row). No field may be missing or unknown."""
-    if values.keys() != JOB_FIELDS:
-        missing, unknown = JOB_FIELDS - values.keys(), values.keys() - JOB_FIELDS
-        raise TypeError(f"Job fields missing {sorted(missing)}, unknown {sorted(unknown)}")
-    job = object.__new__(Job)
-    job.__dict__.update(values)
-    return job
+    return assemble_job.from_all(values)
 
 
 def evolve(job: Job, **changes: Any) -> Job:
     """`dataclasses.replace` for the hot path: a copy of `job` with `changes` (replace rebuilds
     the job through its frozen `__init__`: 21.6 -> 1.5 us per ack, nack or heartbeat)."""
-    if not JOB_FIELDS.issuperset(changes):
-        raise TypeError(f"Job has no fields {sorted(changes.keys() - JOB_FIELDS)}")
-    copy = object.__new__(Job)
-    copy.__dict__.update(job.__dict__)
-    copy.__dict__.update(changes)
-    return copy
+    return assemble_job.replace(job, **changes)

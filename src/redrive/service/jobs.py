@@ -8,11 +8,11 @@ from redrive.domain import job as states
 from redrive.domain import lifecycle
 from redrive.domain.audit import Action
 from redrive.domain.caller import Caller
-from redrive.domain.envelope import EnqueueContext, JobRequest, new_job
-from redrive.domain.errors import Duplicate, InvalidRequest, NotFound, OjsError, at_index
-from redrive.domain.events import job_event
+from redrive.domain.envelope import EnqueueContext, JobRequest, new_job, new_jobs
+from redrive.domain.errors import Duplicate, InvalidRequest, NotFound
+from redrive.domain.events import enqueued_event, job_event
 from redrive.domain.job import Job
-from redrive.ports import JobFilter, Transaction
+from redrive.ports import JobFilter, StoredEvent, Transaction
 from redrive.service import visibility
 from redrive.service.audit import AuditService
 from redrive.service.runtime import Runtime
@@ -26,39 +26,37 @@ class JobService:
         self.runtime = runtime
         self.audit = AuditService(runtime)
 
-    def _new_job(self, caller: Caller, request: JobRequest, now: int) -> Job:
-        context = EnqueueContext(
+    def _context(self, caller: Caller, now: int) -> EnqueueContext:
+        return EnqueueContext(
             now_ms=now,
             generated_id=self.runtime.new_id(now),
             tenant=caller.tenant_scope,
             default_retry=self.runtime.options.default_retry,
         )
-        return new_job(request, context)
 
     async def _insert(self, transaction: Transaction, jobs: list[Job], now: int) -> None:
         """The jobs, their queues and events in one statement; then, if any, webhook deliveries
-        (an id that exists already fails the whole enqueue: the transaction rolls back)."""
-        events = [
-            job_event(
-                "scheduled" if job.state == states.SCHEDULED else "enqueued",
-                job,
-                priority=job.priority,
-            )
-            for job in jobs
-        ]
-        stored = self.runtime.stored_events(events, now)
-        written = await transaction.enqueue_jobs(jobs, stored, now)
-        for job in jobs:
-            if job.id not in written.inserted:
-                raise Duplicate(f"job {job.id} already exists", {"job_id": job.id})
+        (an id that exists already fails the whole enqueue: the transaction rolls back). The
+        store writes each job's event from the job (`enqueued_event`) under the id given here;
+        the events themselves are built only for a webhook subscription that may want them."""
+        event_ids = [f"evt_{self.runtime.new_id(now)}" for _ in jobs]
+        written = await transaction.enqueue_jobs(jobs, event_ids, now)
+        if len(written.inserted) != len(jobs):
+            for job in jobs:
+                if job.id not in written.inserted:
+                    raise Duplicate(f"job {job.id} already exists", {"job_id": job.id})
         await transaction.notify({job.queue for job in jobs if job.state == states.AVAILABLE})
-        await self.runtime.queue_deliveries(transaction, written.listeners, stored, now)
-        for job in jobs:
-            self.runtime.metrics.enqueued[(job.queue, job.type)] += 1
+        if written.listeners:
+            stored = [
+                StoredEvent(event_id, 0, now, enqueued_event(job))
+                for event_id, job in zip(event_ids, jobs, strict=True)
+            ]
+            await self.runtime.queue_deliveries(transaction, written.listeners, stored, now)
+        self.runtime.metrics.enqueued.update((job.queue, job.type) for job in jobs)
 
     async def enqueue(self, caller: Caller, request: JobRequest) -> Job:
         now = self.runtime.now()
-        job = self._new_job(caller, request, now)
+        job = new_job(request, self._context(caller, now))
         async with self.runtime.store.transaction(caller) as transaction:
             await self._insert(transaction, [job], now)
         return job
@@ -71,14 +69,9 @@ class JobService:
         if len(requests) > limit:
             raise InvalidRequest(f"a batch holds at most {limit} jobs", {"field": "jobs"})
         now = self.runtime.now()
-        jobs = []
-        for index, request in enumerate(requests):
-            try:
-                jobs.append(self._new_job(caller, request, now))
-            except OjsError as error:
-                raise at_index(error, "jobs", index) from None
-        ids = [job.id for job in jobs]
-        if len(set(ids)) != len(ids):
+        jobs = new_jobs(requests, self._context(caller, now), lambda: self.runtime.new_id(now))
+        ids = {job.id for job in jobs}
+        if len(ids) != len(jobs):
             raise Duplicate("the batch repeats a job id", {"field": "jobs"})
         async with self.runtime.store.transaction(caller) as transaction:
             await self._insert(transaction, jobs, now)

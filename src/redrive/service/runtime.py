@@ -160,6 +160,6 @@ class Runtime:
         ]
         if not jobs:
             return
-        await transaction.enqueue_jobs(jobs, [], now)  # their queues too, in one statement
+        await transaction.enqueue_jobs(jobs, None, now)  # their queues too, in one statement
         await transaction.notify({WEBHOOK_QUEUE})
         self.metrics.enqueued[(WEBHOOK_QUEUE, DELIVERY_TYPE)] += len(jobs)

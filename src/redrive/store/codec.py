@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from redrive.domain.dead_letter import DeadLetter
-from redrive.domain.events import Event
+from redrive.domain.events import Event, enqueued_event_type
 from redrive.domain.incident import Incident, IncidentEntry
 from redrive.domain.job import Job, job_of
 from redrive.domain.records import (
@@ -107,6 +107,46 @@ def job_records(jobs: list[Job]) -> list[dict[str, Any]]:
         if retry is None:
             retry = policies[id(job.retry)] = retry_to_record(job.retry)
         records.append(_columns(job, retry, keep_nulls=False))
+    return records
+
+
+# The columns of a new job that may be null (enqueue_jobs writes only a new job's columns: the
+# lifecycle ones it has not got yet keep their defaults).
+NEW_JOB_OPTIONAL = ("timeout_ms", "enqueued_at", "scheduled_at", "expires_at", "run_at")
+
+
+def new_job_records(jobs: list[Job], event_ids: list[str] | None) -> list[dict[str, Any]]:
+    """New jobs as the `rows` of enqueue_jobs: a new job's columns (none of the lifecycle ones
+    it has not got yet) and, with `event_ids`, the id and type of its event, which the statement
+    writes from these columns. Read straight from the fields, a batch's retry policies encoded
+    once each: a third of the producer's CPU per job of a batch of 1,000 went to the full
+    records (every column of `vars(job)`) and the separate event records before."""
+    policies: dict[int, dict[str, Any]] = {}
+    records = []
+    for index, job in enumerate(jobs):
+        retry = policies.get(id(job.retry))
+        if retry is None:
+            retry = policies[id(job.retry)] = retry_to_record(job.retry)
+        record = {
+            "id": job.id,
+            "tenant_id": job.tenant_id,
+            "queue": job.queue,
+            "type": job.type,
+            "state": job.state,
+            "priority": job.priority,
+            "max_attempts": job.retry.max_attempts,
+            "envelope": _envelope(job, retry),
+            "visibility_timeout_ms": job.visibility_timeout_ms,
+            "created_at": job.created_at,
+        }
+        for name in NEW_JOB_OPTIONAL:
+            value = getattr(job, name)
+            if value is not None:
+                record[name] = value
+        if event_ids is not None:
+            record["event_id"] = event_ids[index]
+            record["event_type"] = enqueued_event_type(job)
+        records.append(record)
     return records
 
 

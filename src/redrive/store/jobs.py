@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from redrive.domain.job import Job
 from redrive.domain.webhooks import Listener
-from redrive.ports import Claim, Enqueued, JobChange, JobFilter, JobStore, StoredEvent
+from redrive.ports import Claim, Enqueued, JobChange, JobFilter, JobStore
 from redrive.store.base import SqlBase, present
 from redrive.store.codec import (
     dump,
-    event_record,
     job_from_row,
     job_parameters,
     job_records,
     lifecycle_record,
     load,
+    new_job_records,
 )
 
 
@@ -26,14 +26,13 @@ class SqlJobs(SqlBase, JobStore):
         rows = await self._rows("insert_jobs", rows=dump(job_records(jobs)))
         return {row["id"] for row in rows}
 
-    async def enqueue_jobs(self, jobs: list[Job], events: list[StoredEvent], now: int) -> Enqueued:
+    async def enqueue_jobs(
+        self, jobs: list[Job], event_ids: list[str] | None, now: int
+    ) -> Enqueued:
         """The jobs' queues, the jobs (existing ids skipped) and their events in one statement:
         on PostgreSQL one round trip, sent with the transaction's BEGIN."""
         rows = await self._rows(
-            "enqueue_jobs",
-            rows=dump(job_records(jobs)),
-            events=dump([event_record(event) for event in events]),
-            now=now,
+            "enqueue_jobs", rows=dump(new_job_records(jobs, event_ids)), now=now
         )
         return Enqueued(
             inserted={row["id"] for row in rows if row["kind"] == "job"},

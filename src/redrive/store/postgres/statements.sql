@@ -35,24 +35,42 @@ RETURNING id;
 
 -- name: enqueue_jobs
 -- What an enqueue writes, in one statement (one round trip): the jobs' queues (known ones left
--- as they are), the jobs of :rows (existing ids skipped), their events (:events). Rows of kind
--- `job` name the ids inserted; rows of kind `listener` are the active webhook subscriptions of
--- the events' tenants (the caller queues their deliveries in the same transaction).
-WITH known AS (
+-- as they are), the new jobs of :rows (existing ids skipped; only a new job's columns, the
+-- lifecycle ones keep their defaults) and the event of each record that names one (`event_id`,
+-- `event_type`), made from the job's columns as domain/events.py `enqueued_event` makes it.
+-- :rows is parsed once. Rows of kind `job` name the ids inserted; rows of kind `listener` are
+-- the active webhook subscriptions of the events' tenants (the caller queues their deliveries
+-- in the same transaction).
+WITH r AS MATERIALIZED (
+    SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+        id text, tenant_id text, queue text, type text, state text, priority integer,
+        max_attempts integer, envelope jsonb, timeout_ms bigint, visibility_timeout_ms bigint,
+        created_at bigint, enqueued_at bigint, scheduled_at bigint, expires_at bigint,
+        run_at bigint, event_id text, event_type text
+    )
+), known AS (
     INSERT INTO queues (name, tenant_id, created_at)
-    SELECT DISTINCT r.queue, r.tenant_id, CAST(:now AS bigint)
-    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(queue text, tenant_id text)
+    SELECT DISTINCT r.queue, r.tenant_id, CAST(:now AS bigint) FROM r
     ON CONFLICT (tenant_id, name) DO NOTHING
 ), inserted AS (
-    {insert_job_rows}
+    INSERT INTO jobs (
+        id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
+        visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, run_at
+    )
+    SELECT
+        r.id, r.tenant_id, r.queue, r.type, r.state, r.priority, r.max_attempts, r.envelope,
+        r.timeout_ms, r.visibility_timeout_ms, r.created_at, r.enqueued_at, r.scheduled_at,
+        r.expires_at, r.run_at
+    FROM r
+    ON CONFLICT (id) DO NOTHING
     RETURNING id
 ), added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-    SELECT r.id, r.tenant_id, r.type, r.queue, r.job_type, r.subject, r.time, r.data
-    FROM jsonb_to_recordset(CAST(:events AS jsonb)) AS r(
-        id text, tenant_id text, type text, queue text, job_type text, subject text,
-        time bigint, data jsonb
-    )
+    SELECT
+        r.event_id, r.tenant_id, r.event_type, r.queue, r.type, r.id, CAST(:now AS bigint),
+        jsonb_build_object('job_type', r.type, 'queue', r.queue, 'priority', r.priority)
+    FROM r
+    WHERE r.event_id IS NOT NULL
     RETURNING tenant_id
 )
 SELECT 'job' AS kind, id, NULL AS tenant_id, NULL AS events FROM inserted

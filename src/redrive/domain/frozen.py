@@ -1,0 +1,76 @@
+"""Making instances of frozen dataclasses on hot paths without a call per field."""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, fields
+from typing import Any, Generic, TypeVar
+
+Instance = TypeVar("Instance")
+
+
+class Assembler(Generic[Instance]):
+    """`assemble(**values)` is `cls(**values)` for a frozen dataclass without `__post_init__`:
+    the same fields in the same order, the same defaults, the same frozen instance, its
+    `__dict__` filled in one go. A frozen dataclass's own `__init__` calls object.__setattr__
+    once per field: for a Job (40 fields) that was a third of an enqueued job's CPU."""
+
+    def __init__(self, cls: type[Instance]) -> None:
+        if hasattr(cls, "__post_init__"):
+            raise TypeError(f"{cls.__name__} has a __post_init__, which assembling would skip")
+        declared = {item.name: item for item in fields(cls)}  # type: ignore[arg-type]
+        self.cls = cls
+        self.names = frozenset(declared)
+        self.required = frozenset(
+            name
+            for name, item in declared.items()
+            if item.default is MISSING and item.default_factory is MISSING
+        )
+        self.factories = tuple(
+            (name, item.default_factory)
+            for name, item in declared.items()
+            if item.default_factory is not MISSING
+        )
+        # Every field in declaration order with its default (None holds the place of the
+        # required ones and of those a factory makes: both are always replaced).
+        self.template = {
+            name: None if item.default is MISSING else item.default
+            for name, item in declared.items()
+        }
+
+    def __call__(self, **values: Any) -> Instance:
+        given = values.keys()
+        if not self.required <= given or not given <= self.names:
+            missing = sorted(self.required - given)
+            unknown = sorted(given - self.names)
+            raise TypeError(f"{self.cls.__name__}: missing {missing}, unknown {unknown}")
+        state = dict(self.template)
+        state.update(values)
+        for name, factory in self.factories:
+            if name not in values:
+                state[name] = factory()
+        instance = object.__new__(self.cls)
+        object.__setattr__(instance, "__dict__", state)
+        return instance
+
+    def from_all(self, values: dict[str, Any]) -> Instance:
+        """An instance from a value for every field (a row as a store reads it): none may be
+        missing or unknown, since a missing column is a bug, not a default."""
+        if values.keys() != self.names:
+            missing = sorted(self.names - values.keys())
+            unknown = sorted(values.keys() - self.names)
+            raise TypeError(f"{self.cls.__name__}: missing {missing}, unknown {unknown}")
+        instance = object.__new__(self.cls)
+        object.__setattr__(instance, "__dict__", dict(values))
+        return instance
+
+    def replace(self, instance: Instance, **changes: Any) -> Instance:
+        """`dataclasses.replace` without the frozen `__init__`: a copy with `changes`."""
+        if not changes.keys() <= self.names:
+            raise TypeError(
+                f"{self.cls.__name__} has no fields {sorted(changes.keys() - self.names)}"
+            )
+        state = dict(instance.__dict__)
+        state.update(changes)
+        copy = object.__new__(self.cls)
+        object.__setattr__(copy, "__dict__", state)
+        return copy

@@ -1,0 +1,60 @@
+"""The events an enqueue writes, on both stores: the enqueue statement makes each job's event
+from the job's own columns, and it is exactly the event the domain names (`enqueued_event`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from redrive.domain.caller import Caller, Role
+from redrive.domain.envelope import read_envelope
+from redrive.domain.errors import Duplicate
+from redrive.domain.events import enqueued_event
+from redrive.ports import EventQuery, Store
+from redrive.service.facade import Service
+from tests.support.clock import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+ACME = Caller.for_tenant("acme", "test", Role.ADMIN)
+
+
+async def test_each_enqueued_job_gets_the_domain_s_event(
+    service: Service, store: Store, clock: ManualClock
+) -> None:
+    one = await service.jobs.enqueue(
+        ACME, read_envelope({"type": "mail.send", "args": [1], "options": {"priority": 7}})
+    )
+    batch = await service.jobs.enqueue_batch(
+        ACME,
+        [
+            read_envelope({"type": "mail.send", "args": [2], "options": {"queue": "bulk"}}),
+            read_envelope(
+                {"type": "report.build", "args": [], "options": {"scheduled_at": "+PT1H"}}
+            ),
+            read_envelope({"type": "mail.send", "args": [3], "options": {"pending": True}}),
+        ],
+    )
+    async with store.transaction(ACME) as transaction:
+        events = await transaction.list_events(EventQuery("acme", None, None, None, None, 100))
+    jobs = [one, *batch]
+    assert [stored.event for stored in events] == [enqueued_event(job) for job in jobs]
+    assert [stored.event.type for stored in events] == [
+        "job.enqueued", "job.enqueued", "job.scheduled", "job.enqueued",
+    ]  # fmt: skip
+    assert events[0].event.data == {"job_type": "mail.send", "queue": "default", "priority": 7}
+    assert all(stored.time == clock.now_ms() for stored in events)
+    assert all(stored.id.startswith("evt_") for stored in events)
+    assert len({stored.id for stored in events}) == len(events)
+
+
+async def test_a_duplicate_id_writes_no_job_and_no_event(service: Service, store: Store) -> None:
+    job = await service.jobs.enqueue(ACME, read_envelope({"type": "mail.send", "args": []}))
+    again = read_envelope({"type": "mail.send", "args": [], "id": job.id})
+    fresh = read_envelope({"type": "mail.send", "args": []})
+    with pytest.raises(Duplicate):
+        await service.jobs.enqueue_batch(ACME, [fresh, again])
+    async with store.transaction(ACME) as transaction:
+        events = await transaction.list_events(EventQuery("acme", None, None, None, None, 100))
+        counts = await transaction.count_jobs("acme", None)
+    assert [stored.event.subject for stored in events] == [job.id]
+    assert sum(counts.values()) == 1
