@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -28,6 +27,7 @@ from redrive.domain.upcasting import MissingUpcaster, Upcast, UpcastFailed, upca
 from redrive.ports import DeadLetterMoves, Page, Transaction
 from redrive.service import visibility
 from redrive.service.audit import AuditService
+from redrive.service.lanes import Step, in_lanes
 from redrive.service.legal_holds import active_holds, marked
 from redrive.service.redrive_policy import refuse_unfiltered, require_root_causes
 from redrive.service.runtime import Runtime
@@ -414,34 +414,31 @@ class DeadLetterService:
         queues: set[str] = set()
         budget = sys.maxsize if request.limit is None else request.limit  # what lanes may take
 
-        async def lane() -> None:
+        def lane_step() -> Step:
             # Each chunk picks at or before the oldest episode the lane's last chunk moved: from
             # the top, an index scan would step over every episode moved so far (quadratic).
             # Past an empty chunk the lane looks once more from the top, for episodes it
             # skipped while another transaction held them.
-            nonlocal budget
             oldest: int | None = None
-            while (take := min(BULK_CHUNK, budget)) > 0:
-                budget -= take
+
+            async def step(take: int) -> int:
+                nonlocal oldest
                 chunk = filters if oldest is None else replace(filters, until=oldest)
                 moved = await self._move_chunk(caller, chunk, action, take)
-                budget += take - len(moved)
-                if not moved:
-                    if oldest is None:
-                        return
-                    oldest = None
-                    continue
+                if not moved and oldest is not None:
+                    moved = await self._move_chunk(caller, filters, action, take)
                 oldest = min((e.discarded_at for e in moved if e.discarded_at is not None),
                              default=None)  # fmt: skip
                 result.matched += len(moved)
                 result.succeeded += len(moved)
                 queues.update(episode.queue for episode in moved)
+                return len(moved)
+
+            return step
 
         audited = Action.DEAD_LETTER_BULK_RETRY if action == "retry" else Action.DEAD_LETTER_PURGE
         try:
-            async with asyncio.TaskGroup() as lanes:
-                for _ in range(self.runtime.store.write_lanes):
-                    lanes.create_task(lane())
+            await in_lanes(self.runtime.store.write_lanes, budget, BULK_CHUNK, lane_step)
         except Exception:
             # Chunks that committed stay moved: the record says how many before it stopped.
             await self.audit.record_attempt(

@@ -22,6 +22,7 @@ from redrive.ports import Transaction
 from redrive.service import locks
 from redrive.service.audit import AuditService
 from redrive.service.dead_letters import BulkRequest, BulkResult, DeadLetterService
+from redrive.service.lanes import in_lanes
 from redrive.service.redrive_policy import refuse_unfiltered, require_root_causes
 from redrive.service.runtime import Runtime
 
@@ -248,29 +249,17 @@ class RedriveService:
         """Up to `count` of the task's pinned dead letters, `chunk` per transaction over the
         write lanes: each lane locks the chunk it picks (others skip it). A chunk that raises is
         undone alone and stops the others; those committed stay moved and counted."""
-        budget, batches = count, []
+        batches: list[Batch] = []
         now, paced_until = times
 
-        async def lane() -> None:
-            nonlocal budget
-            while (take := min(chunk, budget)) > 0:
-                budget -= take
-                async with self.runtime.store.transaction(SYSTEM) as transaction:
-                    picked = await transaction.pending_redrive_items(task.id, take)
-                    if picked:
-                        batches.append(
-                            await self._move(transaction, task, picked, now, paced_until)
-                        )
-                budget += take - len(picked)
-                if not picked:  # what is left is held by the other lanes
-                    return
+        async def step(take: int) -> int:
+            async with self.runtime.store.transaction(SYSTEM) as transaction:
+                picked = await transaction.pending_redrive_items(task.id, take)
+                if picked:
+                    batches.append(await self._move(transaction, task, picked, now, paced_until))
+            return len(picked)
 
-        try:
-            async with asyncio.TaskGroup() as lanes:
-                for _ in range(self.runtime.store.write_lanes):
-                    lanes.create_task(lane())
-        except ExceptionGroup as group:  # the first chunk's error, as one transaction's would be
-            raise group.exceptions[0] from None
+        await in_lanes(self.runtime.store.write_lanes, count, chunk, lambda: step)
         return Batch(sum(b.moved for b in batches), sum(b.failed for b in batches))
 
     async def _move(

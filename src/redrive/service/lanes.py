@@ -1,0 +1,34 @@
+"""Moving a large set in chunks over the store's write lanes, each chunk a transaction."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+# One lane's step: given how many it may take, move up to that many in a transaction of its own
+# and say how many it took (0 ends the lane: what is left is held by the other lanes).
+Step = Callable[[int], Awaitable[int]]
+
+
+async def in_lanes(lanes: int, budget: int, chunk: int, step_for_lane: Callable[[], Step]) -> None:
+    """Up to `budget` items, at most `chunk` a step, over `lanes` loops side by side, each with
+    a step of its own (`step_for_lane()`, for state a lane keeps between its chunks). What a
+    step leaves of its take goes back to the budget. The first error stops the other lanes and
+    is raised as itself, as one transaction's would be; chunks committed stay moved."""
+    left = budget
+
+    async def lane(step: Step) -> None:
+        nonlocal left
+        while (take := min(chunk, left)) > 0:
+            left -= take
+            took = await step(take)
+            left += take - took
+            if not took:
+                return
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(lanes):
+                group.create_task(lane(step_for_lane()))
+    except ExceptionGroup as errors:
+        raise errors.exceptions[0] from None
