@@ -4,7 +4,9 @@ as the app answers them, without FastAPI's routing and dependency injection. Tho
 third of `redrive serve`'s CPU per enqueue request (FastAPI 0.165 walks its included routers and
 solves the app-wide `authorize` dependency on every request); the table is one dict lookup.
 Routes with path parameters, dependencies of their own or another handler signature go on to
-FastAPI, and every route, these too, stays in the app's routes and its OpenAPI document."""
+FastAPI, and every route, these too, stays in the app's routes and its OpenAPI document.
+`authorize` is called here as the app's one app-wide dependency: another app-wide dependency
+added in `create_app` must be called here too."""
 
 from __future__ import annotations
 
