@@ -36,11 +36,14 @@ RETURNING id;
 -- name: enqueue_jobs
 -- What an enqueue writes, in one statement (one round trip): the jobs' queues (known ones left
 -- as they are), the new jobs of :rows (existing ids skipped; only a new job's columns, the
--- lifecycle ones keep their defaults) and the event of each record that names one (`event_id`,
--- `event_type`), made from the job's columns as domain/events.py `enqueued_event` makes it.
--- :rows is parsed once. Rows of kind `job` name the ids inserted; rows of kind `listener` are
--- the active webhook subscriptions of the events' tenants (the caller queues their deliveries
--- in the same transaction).
+-- lifecycle ones keep their defaults), and the queues and the event (`event_id`,
+-- `event_type`, made from the job's columns as domain/events.py `enqueued_event` makes it) of
+-- each job inserted. :rows is parsed once. Rows of kind `job` name the ids inserted; rows of
+-- kind `listener` are the active webhook subscriptions of the events' tenants (the caller
+-- queues their deliveries in the same transaction). With :alone (the statement is its unit's
+-- only one and commits by itself), a listener means nothing is written (the caller enqueues
+-- again in a transaction) and the statement sends the wake-ups of the available jobs it
+-- inserted itself (rows of kind `woken`).
 WITH r AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
         id text, tenant_id text, queue text, type text, state text, priority integer,
@@ -48,10 +51,9 @@ WITH r AS MATERIALIZED (
         created_at bigint, enqueued_at bigint, scheduled_at bigint, expires_at bigint,
         run_at bigint, event_id text, event_type text
     )
-), known AS (
-    INSERT INTO queues (name, tenant_id, created_at)
-    SELECT DISTINCT r.queue, r.tenant_id, CAST(:now AS bigint) FROM r
-    ON CONFLICT (tenant_id, name) DO NOTHING
+), listening AS MATERIALIZED (
+    SELECT id, tenant_id, events FROM webhook_subscriptions
+    WHERE active AND tenant_id IN (SELECT tenant_id FROM r WHERE r.event_id IS NOT NULL)
 ), inserted AS (
     INSERT INTO jobs (
         id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
@@ -62,21 +64,32 @@ WITH r AS MATERIALIZED (
         r.timeout_ms, r.visibility_timeout_ms, r.created_at, r.enqueued_at, r.scheduled_at,
         r.expires_at, r.run_at
     FROM r
+    WHERE NOT (CAST(:alone AS boolean) AND EXISTS (SELECT FROM listening))
     ON CONFLICT (id) DO NOTHING
-    RETURNING id
+    RETURNING id, queue, state
+), known AS (
+    INSERT INTO queues (name, tenant_id, created_at)
+    SELECT DISTINCT r.queue, r.tenant_id, CAST(:now AS bigint) FROM r
+    WHERE r.id IN (SELECT id FROM inserted)
+    ON CONFLICT (tenant_id, name) DO NOTHING
 ), added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
     SELECT
         r.event_id, r.tenant_id, r.event_type, r.queue, r.type, r.id, CAST(:now AS bigint),
         jsonb_build_object('job_type', r.type, 'queue', r.queue, 'priority', r.priority)
     FROM r
-    WHERE r.event_id IS NOT NULL
-    RETURNING tenant_id
+    WHERE r.event_id IS NOT NULL AND r.id IN (SELECT id FROM inserted)
+), woken AS (
+    SELECT queue, pg_notify('redrive_jobs', queue) FROM (
+        SELECT DISTINCT queue FROM inserted
+        WHERE CAST(:alone AS boolean) AND state = 'available'
+    ) AS available
 )
 SELECT 'job' AS kind, id, NULL AS tenant_id, NULL AS events FROM inserted
 UNION ALL
-SELECT 'listener', id, tenant_id, events FROM webhook_subscriptions
-WHERE active AND tenant_id IN (SELECT tenant_id FROM added);
+SELECT 'listener', id, tenant_id, events FROM listening
+UNION ALL
+SELECT 'woken', queue, NULL, NULL FROM woken;
 
 -- name: upsert_job
 INSERT INTO jobs (

@@ -33,27 +33,37 @@ RETURNING id;
 -- the event of each record that names one (`event_id`, `event_type`), made from the job's
 -- columns as domain/events.py `enqueued_event` makes it. Rows of kind `job` name the ids
 -- inserted; rows of kind `listener` are the active webhook subscriptions of the events' tenants
--- (the caller queues their deliveries in the same transaction).
+-- (the caller queues their deliveries in the same transaction). With :alone (the statement is
+-- its unit's only one), a listener means nothing is written: the caller enqueues again in a
+-- transaction (on SQLite the unit is a transaction all the same, and the store wakes queues).
 INSERT INTO queues (name, tenant_id, created_at)
 SELECT DISTINCT value ->> '$.queue', value ->> '$.tenant_id', :now FROM json_each(:rows)
-WHERE true
+WHERE NOT (:alone AND EXISTS (
+    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = value ->> '$.tenant_id'
+        AND value ->> '$.event_id' IS NOT NULL
+))
 ON CONFLICT (tenant_id, name) DO NOTHING;
 INSERT INTO jobs (
     id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
     visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, run_at
-) VALUES (
+)
+SELECT
     :rows->>id, :rows->>tenant_id, :rows->>queue, :rows->>type, :rows->>state,
     :rows->>priority, :rows->>max_attempts, :rows->envelope, :rows->>timeout_ms,
     :rows->>visibility_timeout_ms, :rows->>created_at, :rows->>enqueued_at,
     :rows->>scheduled_at, :rows->>expires_at, :rows->>run_at
-)
+WHERE NOT (:alone AND :rows->>event_id IS NOT NULL AND EXISTS (
+    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :rows->>tenant_id
+))
 ON CONFLICT (id) DO NOTHING
 RETURNING 'job' AS kind, id, NULL AS tenant_id, NULL AS events;
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
 SELECT :rows->>event_id, :rows->>tenant_id, :rows->>event_type, :rows->>queue, :rows->>type,
     :rows->>id, :now,
     json_object('job_type', :rows->>type, 'queue', :rows->>queue, 'priority', :rows->>priority)
-WHERE :rows->>event_id IS NOT NULL;
+WHERE :rows->>event_id IS NOT NULL AND NOT (:alone AND EXISTS (
+    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :rows->>tenant_id
+));
 SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
 WHERE active AND tenant_id IN (SELECT value ->> '$.tenant_id' FROM json_each(:rows)
     WHERE value ->> '$.event_id' IS NOT NULL);
