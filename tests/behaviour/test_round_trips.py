@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from redrive.api.worker_requests import fetch_request
-from redrive.domain.envelope import read_envelope
 from redrive.domain.caller import Caller, Role
+from redrive.domain.envelope import read_envelope
 from redrive.domain.errors import Duplicate, NotFound
 from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
 from redrive.ports import JobFilter
