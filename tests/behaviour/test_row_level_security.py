@@ -217,7 +217,7 @@ async def session_tenant(store: PostgresStore) -> tuple[str | None, str | None]:
 
 
 def job_tenants(url: str) -> dict[str, str]:
-    return dict(owner_rows(url, "SELECT id, tenant_id FROM jobs"))  # type: ignore[arg-type]
+    return dict(owner_rows(url, "SELECT id, tenant_id FROM jobs"))
 
 
 @pytest.mark.postgres
