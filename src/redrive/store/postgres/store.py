@@ -81,6 +81,8 @@ class StatementExecutor:
         parts = self.store.scripts[name]
         if len(parts) != 1 or parts[0].custom_plans or parameters.get("alone") is not True:
             raise RuntimeError(f"{name} cannot run alone (one part, taking :alone as true)")
+        if self.connection.is_in_transaction():  # never: the pool rolls back what it gets back
+            raise RuntimeError("a unit of one statement on a connection inside a transaction")
         self.woke = True
         if self.connection.session_tenant != self.scope:
             self.connection.remember_tenant(None)
