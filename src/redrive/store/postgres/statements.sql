@@ -429,7 +429,7 @@ WITH picked AS MATERIALIZED (
     DELETE FROM dead_letters WHERE ctid = ANY(ARRAY(SELECT ctid FROM picked))
     RETURNING *, {snapshot}
 ), snapshots AS (
-    DELETE FROM dead_letter_snapshots WHERE id IN (SELECT id FROM gone)
+    DELETE FROM dead_letter_snapshots WHERE id = ANY(ARRAY(SELECT id FROM gone))
 ), tombstones AS (
     {insert_tombstones}
 )
@@ -472,7 +472,7 @@ WITH picked AS MATERIALIZED (
     DELETE FROM dead_letters WHERE ctid = ANY(ARRAY(SELECT ctid FROM picked))
     RETURNING *, {snapshot}
 ), snapshots AS (
-    DELETE FROM dead_letter_snapshots WHERE id IN (SELECT id FROM gone)
+    DELETE FROM dead_letter_snapshots WHERE id = ANY(ARRAY(SELECT id FROM gone))
 ), tombstones AS (
     {insert_tombstones}
 )
@@ -492,7 +492,7 @@ LIMIT :limit
 WITH deleted AS (
     DELETE FROM dead_letters WHERE id = ANY(CAST(:ids AS text[])) RETURNING *, {snapshot}
 ), snapshots AS (
-    DELETE FROM dead_letter_snapshots WHERE id IN (SELECT id FROM deleted)
+    DELETE FROM dead_letter_snapshots WHERE id = ANY(ARRAY(SELECT id FROM deleted))
 ), gone AS (
     SELECT * FROM deleted WHERE status = 'dead'
 )
@@ -511,7 +511,7 @@ WITH episodes AS (
     )
     RETURNING id, tenant_id, queue, type, error_type, status, incident_id
 ), snapshots AS (
-    DELETE FROM dead_letter_snapshots WHERE id IN (SELECT id FROM episodes)
+    DELETE FROM dead_letter_snapshots WHERE id = ANY(ARRAY(SELECT id FROM episodes))
 ), tombstones AS (
     DELETE FROM dead_letter_tombstones WHERE id IN (
         SELECT id FROM dead_letter_tombstones AS dead_letters
