@@ -143,5 +143,6 @@ async def corrupt_snapshot(store: Store, episode_id: str) -> None:
     assert isinstance(store, PostgresStore)
     async with await psycopg.AsyncConnection.connect(store.url, autocommit=True) as postgres:
         await postgres.execute(
-            "UPDATE dead_letter_snapshots SET job = '{\"broken\": true}' WHERE id = %s", (episode_id,)
+            "UPDATE dead_letter_snapshots SET job = '{\"broken\": true}' WHERE id = %s",
+            (episode_id,),
         )
