@@ -39,7 +39,7 @@ class JobService:
         (an id that exists already fails the whole enqueue: the transaction rolls back). The
         store writes each job's event from the job (`enqueued_event`) under the id given here;
         the events themselves are built only for a webhook subscription that may want them."""
-        event_ids = [f"evt_{self.runtime.new_id(now)}" for _ in jobs]
+        event_ids = [f"evt_{event_id}" for event_id in self.runtime.new_ids(len(jobs), now)]
         written = await transaction.enqueue_jobs(jobs, event_ids, now)
         if len(written.inserted) != len(jobs):
             for job in jobs:
@@ -69,7 +69,8 @@ class JobService:
         if len(requests) > limit:
             raise InvalidRequest(f"a batch holds at most {limit} jobs", {"field": "jobs"})
         now = self.runtime.now()
-        jobs = new_jobs(requests, self._context(caller, now), lambda: self.runtime.new_id(now))
+        fresh = iter(self.runtime.new_ids(len(requests), now))
+        jobs = new_jobs(requests, self._context(caller, now), fresh.__next__)
         ids = {job.id for job in jobs}
         if len(ids) != len(jobs):
             raise Duplicate("the batch repeats a job id", {"field": "jobs"})
