@@ -39,7 +39,7 @@ def uuid7_series(timestamp_ms: int, count: int, rng: random.Random) -> list[str]
         )
     time = f"{timestamp_ms & ((1 << 48) - 1):012x}"
     head = f"{time[:8]}-{time[8:]}-7"
-    start = rng.randrange(len(SERIES_COUNTER) - count + 1)
+    start = rng.getrandbits(12) % (len(SERIES_COUNTER) - count + 1)
     random_b = bytearray(rng.randbytes(8 * count))
     random_b[0::8] = random_b[0::8].translate(WITH_VARIANT)
     text = random_b.hex()
