@@ -80,3 +80,20 @@ def test_batch_rows_are_the_single_job_records_without_nulls() -> None:
         {key: value for key, value in job_record(job).items() if value is not None} for job in jobs
     ]
     assert job_records(jobs) == expected
+
+
+def test_a_job_reads_back_with_or_without_its_text_times() -> None:
+    from dataclasses import replace
+
+    from redrive.domain.job import Job
+    from redrive.store.codec import job_from_row, job_parameters
+
+    base = Job(id="j1", tenant_id="t", type="a.b", queue="q", args=[1], state="available",
+               created_at=5, enqueued_at=5, sequence=1)  # fmt: skip
+    timed = replace(base, state="scheduled", scheduled_at=9, scheduled_at_text="+PT1S",
+                    expires_at=99, expires_at_text="2026-03-01T10:00:00Z")  # fmt: skip
+    for job in (base, timed):
+        row = {**job_parameters(job), "sequence": 1, "redrive_task_id": None}
+        assert job_from_row(row) == job
+    assert "scheduled_at_text" not in load(job_parameters(base)["envelope"])
+    assert load(job_parameters(timed)["envelope"])["expires_at_text"] == "2026-03-01T10:00:00Z"

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from redrive.domain import envelope
 from redrive.domain import job as states
 from redrive.domain.envelope import (
     EnqueueContext,
@@ -478,3 +479,65 @@ def test_a_batch_names_the_index_of_its_first_bad_request() -> None:
         new_jobs([good, good, bad], EnqueueContext(1, "x"), lambda: "id")
     assert refused.value.details["index"] == 2
     assert refused.value.message.startswith("jobs[2]: ")
+
+
+# --- the plain envelope, read without looking for what it lacks ---------------------------------
+
+SHARED_OPTIONS = {"queue": "mail", "retry": {"max_attempts": 1, "on_exhaustion": "dead_letter"}}
+PLAIN = [
+    pytest.param(body(), id="type-and-args"),
+    pytest.param(body(args=[]), id="no-args"),
+    pytest.param(body(id=CLIENT_ID), id="client-id"),
+    pytest.param(body(id=None, meta=None, options=None), id="nulls"),
+    pytest.param(body(meta={"trace": "t-1"}, options={}), id="meta"),
+    pytest.param(body(options=SHARED_OPTIONS), id="queue-and-retry"),
+    pytest.param(body(options={"priority": -100}), id="lowest-priority"),
+    pytest.param(body(options={"priority": 100, "queue": "a.b-c"}), id="highest-priority"),
+]
+
+
+@pytest.mark.parametrize("raw", PLAIN)
+def test_a_plain_envelope_reads_as_field_by_field(raw: dict[str, Any]) -> None:
+    read = envelope._plain(raw)
+    assert read is not None
+    assert read == envelope._read_fields(raw)
+    assert read.args is not raw["args"]
+    assert read.options is not raw.get("options")
+
+
+NOT_PLAIN = [
+    pytest.param([], id="not-an-object"),
+    pytest.param(body(meta=[]), id="meta-an-empty-array"),
+    pytest.param(body(options=[]), id="options-an-empty-array"),
+    pytest.param(body(options=0), id="options-zero"),
+    pytest.param(body(args={}), id="args-an-object"),
+    pytest.param(body(args=None), id="args-null"),
+    pytest.param({"args": []}, id="no-type"),
+    pytest.param(body(type="Email.Send"), id="type-uppercase"),
+    pytest.param(body(type="e" * 256), id="type-too-long"),
+    pytest.param(body(options={"queue": None}), id="queue-null"),
+    pytest.param(body(options={"queue": "q" * 129}), id="queue-too-long"),
+    pytest.param(body(options={"queue": "redrive.webhooks"}), id="queue-reserved"),
+    pytest.param(body(options={"priority": True}), id="priority-a-boolean"),
+    pytest.param(body(options={"priority": 101}), id="priority-too-high"),
+    pytest.param(body(options={"priority": 1.0}), id="priority-a-float"),
+    pytest.param(body(id=CLIENT_ID.upper()), id="id-uppercase"),
+    pytest.param(body(id=7), id="id-a-number"),
+    pytest.param(body(priority=5), id="priority-outside-options"),
+    pytest.param(body(options={"timeout_ms": 5}), id="another-option"),
+    pytest.param(body(schema="urn:x"), id="another-field"),
+]
+
+
+@pytest.mark.parametrize("raw", NOT_PLAIN)
+def test_any_other_envelope_is_read_field_by_field(raw: object) -> None:
+    assert envelope._plain(raw) is None
+    try:
+        expected: object = envelope._read_fields(raw)
+    except InvalidRequest as error:
+        expected = (error.message, error.details)
+    try:
+        read: object = read_envelope(raw)
+    except InvalidRequest as error:
+        read = (error.message, error.details)
+    assert read == expected

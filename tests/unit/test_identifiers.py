@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import random
 import uuid
 
 import pytest
 
-from redrive.domain.identifiers import UUID7_PATTERN, is_uuid7, uuid7
+from redrive.domain.identifiers import UUID7_PATTERN, is_uuid7, uuid7, uuid7_series
 
 NOW_MS = 1_772_359_200_000
 ALL_RANDOM = (1 << 74) - 1
@@ -69,6 +70,32 @@ def test_uuid7_sorts_by_timestamp() -> None:
 def test_uuid7_differs_by_random_bits() -> None:
     assert uuid7(NOW_MS, 1) != uuid7(NOW_MS, 2)
     assert uuid7(NOW_MS, 1 << 62) != uuid7(NOW_MS, 0)
+
+
+@pytest.mark.parametrize("count", [1, 2, 1_000, 4_096])
+def test_uuid7_series_is_valid_increasing_and_of_its_millisecond(count: int) -> None:
+    ids = uuid7_series(NOW_MS, count, random.Random(count))
+    assert len(ids) == count
+    assert all(is_uuid7(text) for text in ids)
+    parsed = [uuid.UUID(text) for text in ids]
+    assert all(value.version == 7 and value.variant == uuid.RFC_4122 for value in parsed)
+    assert {value.int >> 80 for value in parsed} == {NOW_MS}
+    assert ids == sorted(ids)
+    assert len(set(ids)) == count
+
+
+def test_uuid7_series_longer_than_its_counter_goes_on_in_the_next_millisecond() -> None:
+    ids = uuid7_series(NOW_MS, 5_000, random.Random(1))
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 5_000
+    assert [uuid.UUID(text).int >> 80 for text in ids] == [NOW_MS] * 4_096 + [NOW_MS + 1] * 904
+
+
+def test_uuid7_series_draws_its_random_bits() -> None:
+    first, second = (uuid7_series(NOW_MS, 100, random.Random(seed)) for seed in (1, 2))
+    assert not set(first) & set(second)
+    random_b = {uuid.UUID(text).int & ((1 << 62) - 1) for text in first}
+    assert len(random_b) == 100
 
 
 ACCEPTED = [

@@ -9,7 +9,7 @@ from starlette.responses import Response
 from redrive.api import openapi
 from redrive.api.callers import caller_of
 from redrive.api.http import ojs, read_json
-from redrive.api.serialise import job_document
+from redrive.api.serialise import job_document, job_documents
 from redrive.domain.envelope import JobRequest, read_envelope
 from redrive.domain.errors import InvalidRequest, OjsError, at_index
 from redrive.service.facade import Service
@@ -59,7 +59,7 @@ async def enqueue(request: Request) -> Response:
 async def enqueue_batch(request: Request) -> Response:
     requests = job_requests(await read_json(request))
     jobs = await service_of(request).jobs.enqueue_batch(caller_of(request), requests)
-    return ojs({"jobs": [job_document(job) for job in jobs], "count": len(jobs)}, 201)
+    return ojs({"jobs": job_documents(jobs), "count": len(jobs)}, 201)
 
 
 @router.get("/{job_id}", summary="Get a job", responses=openapi.outcomes(400, 404))

@@ -33,11 +33,26 @@ def timestamp(value: int | None) -> str | None:
     return None if value is None else _formatted(value)
 
 
-def job_document(job: Job) -> dict[str, Any]:
+def job_documents(jobs: list[Job]) -> list[dict[str, Any]]:
+    """The documents of many jobs (a batch's, answered at once): the retry policy they share
+    (one object, as a batch's jobs made from one template have) is written once and its document
+    shared, which was two fifths of a document's instructions."""
+    policies: dict[int, dict[str, Any]] = {}  # by id(): `jobs` keeps each policy alive
+    documents = []
+    for job in jobs:
+        retry = policies.get(id(job.retry))
+        if retry is None:
+            retry = policies[id(job.retry)] = job.retry.to_document()
+        documents.append(job_document(job, retry))
+    return documents
+
+
+def job_document(job: Job, retry: dict[str, Any] | None = None) -> dict[str, Any]:
     """The job as OJS clients read it; unset fields are left out rather than sent as null.
     Optional values are set as they are read, not gathered in a dict filtered afterwards: this runs
     1,000 times per batch enqueue and fetch (29 us a job before, 13 after with the
-    cached timestamps, for a batch of 1,000 new jobs)."""
+    cached timestamps, for a batch of 1,000 new jobs). `retry` is the retry policy's document
+    when the caller has it already (`job_documents`)."""
     document: dict[str, Any] = dict(job.extra)
     options = job.options
     document.update(
@@ -52,7 +67,7 @@ def job_document(job: Job) -> dict[str, Any]:
         max_attempts=job.max_attempts,
         specversion="1.0",
         options=options,
-        retry=job.retry.to_document(),
+        retry=job.retry.to_document() if retry is None else retry,
         tags=options.get("tags", []),
         visibility_timeout_ms=job.visibility_timeout_ms,
         errors=job.errors,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from redrive.domain import job as states
 from redrive.domain.durations import parse_timestamp
@@ -192,11 +192,12 @@ def _initial_state(pending: bool, scheduled_at: int | None, now: int) -> str:
     return states.AVAILABLE
 
 
-@dataclass(frozen=True)
-class JobRequest:
+class JobRequest(NamedTuple):
     """One enqueue request, read and checked at the edge. What depends on the server (the id when
     none is given, times relative to now, the tenant and the default retry policy) is settled
-    by `new_job`. `args`, `meta` and `options` are the client's JSON, kept as sent."""
+    by `new_job`. `args`, `meta` and `options` are the client's JSON, kept as sent. A named
+    tuple, immutable like a frozen dataclass, whose `__init__` (an object.__setattr__ a field)
+    was half of the instructions of read_envelope."""
 
     id: str | None
     type: str
@@ -216,8 +217,55 @@ class JobRequest:
     extra: dict[str, Any]
 
 
+# The envelope most producers send: a type, args, maybe an id and meta, and options naming only
+# the queue, priority and retry policy. `_plain` reads it without looking for the fields it lacks
+# (two fifths of read_envelope's instructions went to that).
+PLAIN_FIELDS = frozenset({"id", "type", "args", "meta", "options"})
+PLAIN_OPTIONS = frozenset({"queue", "priority", "retry"})
+
+
+def _plain(body: object) -> JobRequest | None:
+    """The request of a plain envelope (PLAIN_FIELDS, PLAIN_OPTIONS) whose every field is valid,
+    the same as `read_envelope` makes it; None for any other body, which `read_envelope` reads
+    field by field (naming the first bad one)."""
+    if type(body) is not dict or not body.keys() <= PLAIN_FIELDS:
+        return None
+    job_type, args = body.get("type"), body.get("args")
+    meta, options = body.get("meta"), body.get("options")
+    meta = {} if meta is None else meta
+    options = {} if options is None else options
+    if (
+        type(job_type) is not str or len(job_type) > MAX_TYPE_LENGTH
+        or not TYPE_PATTERN.fullmatch(job_type) or type(args) is not list
+        or type(meta) is not dict or type(options) is not dict
+        or not options.keys() <= PLAIN_OPTIONS
+    ):  # fmt: skip
+        return None
+    queue, priority = options.get("queue", states.DEFAULT_QUEUE), options.get("priority", 0)
+    if (
+        type(queue) is not str or len(queue) > MAX_QUEUE_LENGTH
+        or not QUEUE_PATTERN.fullmatch(queue) or queue.startswith(RESERVED_QUEUE_PREFIX)
+        or type(priority) is not int or not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]
+    ):  # fmt: skip
+        return None
+    job_id = body.get("id")
+    if job_id is not None and (type(job_id) is not str or not is_uuid7(job_id)):
+        return None
+    return JobRequest(
+        id=job_id, type=job_type, args=list(args), meta=dict(meta), options=dict(options),
+        queue=queue, priority=priority, pending=False, scheduled=None, expires=None,
+        retry=options.get("retry"), timeout_ms=None, visibility_timeout_ms=None, extra={},
+    )  # fmt: skip
+
+
 def read_envelope(body: object) -> JobRequest:
     """An enqueue request from its JSON, or InvalidRequest naming the first bad field."""
+    plain = _plain(body)
+    return _read_fields(body) if plain is None else plain
+
+
+def _read_fields(body: object) -> JobRequest:
+    """Any envelope, field by field."""
     if not isinstance(body, dict):
         raise InvalidRequest("the job must be a JSON object", {"field": "body"})
     job_type = _type(body)

@@ -39,12 +39,12 @@ class Assembler(Generic[Instance]):
 
     def __call__(self, **values: Any) -> Instance:
         given = values.keys()
-        if not self.required <= given or not given <= self.names:
+        state = {**self.template, **values}
+        # An unknown field shows as a longer state: one length instead of a subset test.
+        if len(state) != len(self.template) or not given >= self.required:
             missing = sorted(self.required - given)
             unknown = sorted(given - self.names)
             raise TypeError(f"{self.cls.__name__}: missing {missing}, unknown {unknown}")
-        state = dict(self.template)
-        state.update(values)
         for name, factory in self.factories:
             if name not in values:
                 state[name] = factory()

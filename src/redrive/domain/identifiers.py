@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 
 UUID7_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
@@ -18,6 +19,36 @@ def uuid7(timestamp_ms: int, random_bits: int) -> str:
     value |= random_b
     text = f"{value:032x}"
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+# A series' ids count up in rand_a (12 bits, RFC 9562 6.2 method 1) from a random start; a series
+# longer than that goes on in the next millisecond, as 6.2 allows when the counter runs out.
+SERIES_COUNTER = [f"{value:03x}" for value in range(4096)]
+# Each byte as the first of rand_b: the variant (0b10) over its 6 low bits.
+WITH_VARIANT = bytes(0x80 | (value & 0x3F) for value in range(256))
+
+
+def uuid7_series(timestamp_ms: int, count: int, rng: random.Random) -> list[str]:
+    """`count` UUIDv7s of one millisecond, increasing: a counter from a random start in rand_a,
+    62 random bits in rand_b. The time is formatted once and the random bits drawn in one call:
+    a third of the instructions of `uuid7` an id."""
+    if count > len(SERIES_COUNTER):
+        rest = count - len(SERIES_COUNTER)
+        return uuid7_series(timestamp_ms, len(SERIES_COUNTER), rng) + uuid7_series(
+            timestamp_ms + 1, rest, rng
+        )
+    time = f"{timestamp_ms & ((1 << 48) - 1):012x}"
+    head = f"{time[:8]}-{time[8:]}-7"
+    start = rng.getrandbits(12) % (len(SERIES_COUNTER) - count + 1)
+    random_b = bytearray(rng.randbytes(8 * count))
+    random_b[0::8] = random_b[0::8].translate(WITH_VARIANT)
+    text = random_b.hex()
+    return [
+        f"{head}{counter}-{text[at : at + 4]}-{text[at + 4 : at + 16]}"
+        for counter, at in zip(
+            SERIES_COUNTER[start : start + count], range(0, 16 * count, 16), strict=True
+        )
+    ]
 
 
 def is_uuid7(text: object) -> bool:

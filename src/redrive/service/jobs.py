@@ -46,7 +46,7 @@ class JobService:
         the events themselves are built only for a webhook subscription that may want them.
         Whether a subscription listens to the events: `alone` (the statement is its unit's
         only one, see `JobStore.enqueue_jobs`), that means nothing was written."""
-        event_ids = [f"evt_{self.runtime.new_id(now)}" for _ in jobs]
+        event_ids = [f"evt_{event_id}" for event_id in self.runtime.new_ids(len(jobs), now)]
         written = await transaction.enqueue_jobs(jobs, event_ids, now, alone)
         if alone and written.listeners:
             return True
@@ -90,7 +90,8 @@ class JobService:
         if len(requests) > limit:
             raise InvalidRequest(f"a batch holds at most {limit} jobs", {"field": "jobs"})
         now = self.runtime.now()
-        jobs = new_jobs(requests, self._context(caller, now), lambda: self.runtime.new_id(now))
+        fresh = iter(self.runtime.new_ids(len(requests), now))
+        jobs = new_jobs(requests, self._context(caller, now), fresh.__next__)
         ids = {job.id for job in jobs}
         if len(ids) != len(jobs):
             raise Duplicate("the batch repeats a job id", {"field": "jobs"})

@@ -73,8 +73,15 @@ NOT_COLUMNS = frozenset({*ENVELOPE_FIELDS, "retry", "sequence", "redrive_task_id
 
 
 def _envelope(job: Job, retry: dict[str, Any]) -> dict[str, Any]:
-    envelope = {name: getattr(job, name) for name in ENVELOPE_FIELDS}
-    envelope["retry"] = retry
+    """The envelope column; a text time that is not set is left out (read back as None)."""
+    envelope = {
+        "args": job.args, "meta": job.meta, "options": job.options, "extra": job.extra,
+        "retry": retry,
+    }  # fmt: skip
+    if job.scheduled_at_text is not None:
+        envelope["scheduled_at_text"] = job.scheduled_at_text
+    if job.expires_at_text is not None:
+        envelope["expires_at_text"] = job.expires_at_text
     return envelope
 
 
