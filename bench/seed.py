@@ -84,9 +84,10 @@ _SLOT = re.compile(r'"@@(\w+)@@"|@@(\w+)@@')
 STRING_FIELDS = frozenset({"JOB_ID", "WORKER", "TRACE", "AT"})
 DEAD_LETTER_COLUMNS = (
     "id", "job_id", "tenant_id", "queue", "type", "error_type", "reason", "discarded_at",
-    "status", "job", "moved_at", "moved_by", "args", "replay_count", "fingerprint",
+    "status", "moved_at", "moved_by", "args", "replay_count", "fingerprint",
     "fingerprint_version", "incident_id", "aggregate_key",
 )  # fmt: skip
+SNAPSHOT_COLUMNS = ("id", "tenant_id", "job")  # dead_letter_snapshots (migration 0025)
 
 
 class Template:
@@ -135,12 +136,14 @@ def _template_line(columns: dict[str, Any]) -> Template:
 
 @dataclass
 class TypeTemplates:
-    """For one job type: the jobs row and the dead_letters row, with per-row holes."""
+    """For one job type: the jobs row, the dead_letters row and its snapshot's row, with per-row
+    holes."""
 
     job_type: str
     queue: str
     jobs_line: Template
     dead_letter_line: Template
+    snapshot_line: Template
     jobs_columns: list[str]
 
 
@@ -192,7 +195,8 @@ def type_templates(job_type: str, queue: str, now: int) -> TypeTemplates:
         incident_id="@@INCIDENT_ID@@",
     )
     dead_row = dead_letter_record(episode)
-    dead_row["job"] = dump(dead_row["job"])
+    snapshot_row = {"id": dead_row["id"], "tenant_id": dead_row["tenant_id"],
+                    "job": dump(dead_row.pop("job"))}  # fmt: skip
     if list(dead_row) != list(DEAD_LETTER_COLUMNS):
         raise RuntimeError(f"dead_letter_record changed its columns: {list(dead_row)}")
     return TypeTemplates(
@@ -200,6 +204,7 @@ def type_templates(job_type: str, queue: str, now: int) -> TypeTemplates:
         queue=queue,
         jobs_line=_template_line(jobs_row),
         dead_letter_line=_template_line(dead_row),
+        snapshot_line=_template_line(snapshot_row),
         jobs_columns=list(jobs_row),
     )
 
@@ -275,9 +280,12 @@ class Generator:
         columns = next(iter(self.types.values())).jobs_columns
         self.jobs_copy = f"COPY jobs ({', '.join(columns)}) FROM STDIN"
         self.dead_letters_copy = f"COPY dead_letters ({', '.join(DEAD_LETTER_COLUMNS)}) FROM STDIN"
+        self.snapshots_copy = (
+            f"COPY dead_letter_snapshots ({', '.join(SNAPSHOT_COLUMNS)}) FROM STDIN"
+        )
 
-    def row(self, index: int) -> tuple[str, str, str]:
-        """(queue, jobs line, dead_letters line)."""
+    def row(self, index: int) -> tuple[str, str, str, str]:
+        """(queue, jobs line, dead_letters line, dead_letter_snapshots line)."""
         rng = self.rng
         if index % 10 == 0:
             queue = RETRY_QUEUE
@@ -324,6 +332,7 @@ class Generator:
             queue,
             templates.jobs_line.render(values),
             templates.dead_letter_line.render(values),
+            templates.snapshot_line.render(values),
         )
 
     def _count(
@@ -381,6 +390,7 @@ async def seed(url: str, plan: SeedPlan, chunk: int = 5_000) -> SeedResult:
     async with (
         await psycopg.AsyncConnection.connect(url, autocommit=True) as jobs_connection,
         await psycopg.AsyncConnection.connect(url, autocommit=True) as dead_connection,
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as snapshot_connection,
     ):
         cursor = await dead_connection.execute(SECONDARY_INDEXES)
         indexes = list(await cursor.fetchall())
@@ -390,16 +400,19 @@ async def seed(url: str, plan: SeedPlan, chunk: int = 5_000) -> SeedResult:
         async with (
             jobs_connection.cursor().copy(generator.jobs_copy) as jobs_copy,
             dead_connection.cursor().copy(generator.dead_letters_copy) as dead_copy,
+            snapshot_connection.cursor().copy(generator.snapshots_copy) as snapshot_copy,
         ):
             for start in range(0, plan.rows, chunk):
-                jobs_lines, dead_lines = [], []
+                jobs_lines, dead_lines, snapshot_lines = [], [], []
                 for index in range(start, min(start + chunk, plan.rows)):
-                    queue, jobs_line, dead_line = generator.row(index)
+                    queue, jobs_line, dead_line, snapshot_line = generator.row(index)
                     by_queue[queue] += 1
                     jobs_lines.append(jobs_line)
                     dead_lines.append(dead_line)
+                    snapshot_lines.append(snapshot_line)
                 await jobs_copy.write("\n".join(jobs_lines) + "\n")
                 await dead_copy.write("\n".join(dead_lines) + "\n")
+                await snapshot_copy.write("\n".join(snapshot_lines) + "\n")
         seconds["copy"] = time.perf_counter() - phase
 
         phase = time.perf_counter()
@@ -429,7 +442,8 @@ async def seed(url: str, plan: SeedPlan, chunk: int = 5_000) -> SeedResult:
 
         phase = time.perf_counter()
         await dead_connection.execute(
-            "VACUUM (ANALYZE) jobs, dead_letters, dead_letter_tallies, incidents"
+            "VACUUM (ANALYZE) jobs, dead_letters, dead_letter_snapshots, dead_letter_tallies, "
+            "incidents"
         )
         seconds["vacuum_analyze"] = time.perf_counter() - phase
 

@@ -118,10 +118,14 @@ class JobStore(Protocol):
     async def insert_job(self, job: Job) -> bool: ...
     async def insert_jobs(self, jobs: list[Job]) -> set[str]: ...
     async def enqueue_jobs(
-        self, jobs: list[Job], event_ids: list[str] | None, now: int
+        self, jobs: list[Job], event_ids: list[str] | None, now: int, alone: bool = False
     ) -> Enqueued:
         """New jobs (as `new_job` makes them: never claimed), their queues and, with
-        `event_ids` (one per job), each job's `enqueued_event` under its id."""
+        `event_ids` (one per job), each job's `enqueued_event` under its id. `alone`: the only
+        statement of a unit of one statement (`Store.transaction(one_statement=True)`), which
+        commits it by itself: then nothing is written when the events have a listener (the
+        caller enqueues again in a transaction, which queues the deliveries), and the wake-ups
+        of the available jobs go out with it."""
         ...
 
     async def upsert_job(self, job: Job) -> None: ...
@@ -629,9 +633,14 @@ class Store(Protocol):
     # chunks over this many (1 where writers queue up anyway).
     write_lanes: int
 
-    def transaction(self, caller: Caller) -> AbstractAsyncContextManager[Transaction]:
+    def transaction(
+        self, caller: Caller, one_statement: bool = False
+    ) -> AbstractAsyncContextManager[Transaction]:
         """One transaction acting for the caller: on PostgreSQL, row-level security limits it
-        to the caller's tenant (every tenant for a caller that spans them)."""
+        to the caller's tenant (every tenant for a caller that spans them). With
+        `one_statement` the unit runs exactly one statement, one made to run alone (given
+        `alone=True`, see `JobStore.enqueue_jobs`): on PostgreSQL it commits by itself in one
+        round trip (no BEGIN, no COMMIT); a second statement is an error."""
         ...
 
     async def migrate(self) -> list[str]: ...

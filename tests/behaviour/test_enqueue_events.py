@@ -9,6 +9,7 @@ from redrive.domain.caller import Caller, Role
 from redrive.domain.envelope import read_envelope
 from redrive.domain.errors import Duplicate
 from redrive.domain.events import enqueued_event
+from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
 from redrive.ports import EventQuery, Store
 from redrive.service.facade import Service
 from tests.support.clock import ManualClock
@@ -58,3 +59,38 @@ async def test_a_duplicate_id_writes_no_job_and_no_event(service: Service, store
         counts = await transaction.count_jobs("acme", None)
     assert [stored.event.subject for stored in events] == [job.id]
     assert sum(counts.values()) == 1
+
+
+async def test_a_single_enqueue_writes_its_job_event_and_deliveries_once(
+    service: Service, store: Store
+) -> None:
+    """With a subscription, the statement run alone writes nothing and the enqueue goes on in a
+    transaction (deliveries too); without one, the statement alone writes it all."""
+    subscription = SubscriptionRequest("https://example.test/hook", ("job.enqueued",), None)
+    made = await service.webhooks.create(ACME, subscription)
+    listened = [
+        await service.jobs.enqueue(ACME, read_envelope({"type": "mail.send", "args": [index]}))
+        for index in range(2)
+    ]
+    await service.webhooks.delete(ACME, made.subscription.id)
+    alone = await service.jobs.enqueue(ACME, read_envelope({"type": "mail.send", "args": []}))
+    async with store.transaction(ACME) as transaction:
+        events = await transaction.list_events(EventQuery("acme", None, None, None, None, 100))
+        counts = await transaction.count_jobs("acme", None)
+        deliveries = await transaction.count_jobs("acme", WEBHOOK_QUEUE)
+    assert [stored.event.subject for stored in events] == [job.id for job in [*listened, alone]]
+    assert sum(deliveries.values()) == 2
+    assert sum(counts.values()) == 3 + 2
+
+
+async def test_a_single_duplicate_enqueue_writes_nothing(service: Service, store: Store) -> None:
+    job = await service.jobs.enqueue(ACME, read_envelope({"type": "mail.send", "args": []}))
+    again = {"type": "mail.send", "args": [], "id": job.id, "options": {"queue": "other"}}
+    with pytest.raises(Duplicate):
+        await service.jobs.enqueue(ACME, read_envelope(again))
+    async with store.transaction(ACME) as transaction:
+        events = await transaction.list_events(EventQuery("acme", None, None, None, None, 100))
+        counts = await transaction.count_jobs("acme", None)
+    assert [stored.event.subject for stored in events] == [job.id]
+    assert counts == {("default", "available"): 1}
+    assert {queue.name for queue in await service.queues.overview(ACME)} == {"default"}

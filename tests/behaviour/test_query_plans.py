@@ -447,12 +447,12 @@ def test_sqlite_incident_trends_read_only_their_index(
 # a third retried since): what a trend reads on a server that has run for a while.
 TREND_ROWS = 30_000
 TREND_SEED = """
-INSERT INTO dead_letters (id, job_id, tenant_id, queue, type, reason, discarded_at, status, job,
+INSERT INTO dead_letters (id, job_id, tenant_id, queue, type, reason, discarded_at, status,
                           incident_id)
 SELECT 'dl' || n, 'job' || n, CASE WHEN n %% 10 = 0 THEN 'other' ELSE %(tenant)s END,
        'q' || (n %% 20), 't' || (n %% 50), 'max_attempts',
        CAST(%(now)s AS bigint) - n * CAST(90000 AS bigint),
-       CASE WHEN n %% 3 = 0 THEN 'retried' ELSE 'dead' END, '{}'::jsonb,
+       CASE WHEN n %% 3 = 0 THEN 'retried' ELSE 'dead' END,
        'inc_' || lpad(to_hex(n %% 200), 24, '0')
 FROM generate_series(1, %(rows)s) AS n
 """

@@ -137,11 +137,12 @@ async def corrupt_snapshot(store: Store, episode_id: str) -> None:
     """Overwrite an episode's job snapshot with JSON no job decodes from, as the tables' owner."""
     if isinstance(store, SqliteStore):
         sqlite = store.connection
-        statement = "UPDATE dead_letters SET job = '{\"broken\": true}' WHERE id = ?"
+        statement = "UPDATE dead_letter_snapshots SET job = '{\"broken\": true}' WHERE id = ?"
         await store.call(lambda: sqlite.execute(statement, (episode_id,)))
         return
     assert isinstance(store, PostgresStore)
     async with await psycopg.AsyncConnection.connect(store.url, autocommit=True) as postgres:
         await postgres.execute(
-            "UPDATE dead_letters SET job = '{\"broken\": true}' WHERE id = %s", (episode_id,)
+            "UPDATE dead_letter_snapshots SET job = '{\"broken\": true}' WHERE id = %s",
+            (episode_id,),
         )

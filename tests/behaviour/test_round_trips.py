@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from redrive.api.worker_requests import fetch_request
+from redrive.domain.caller import Caller, Role
 from redrive.domain.envelope import read_envelope
-from redrive.domain.errors import Duplicate
+from redrive.domain.errors import Duplicate, NotFound
 from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
 from redrive.ports import JobFilter
 from redrive.service.facade import Service
@@ -45,19 +46,34 @@ def job(queue: str = "mail") -> dict[str, object]:
     return {"type": "mail.send", "args": [1], "options": {"queue": queue}}
 
 
-async def test_one_enqueue_is_three_round_trips(wired: tuple[Service, Wire]) -> None:
-    """BEGIN and the tenant; one statement (queue, job, event); then NOTIFY and COMMIT."""
+async def test_one_enqueue_is_one_round_trip(wired: tuple[Service, Wire]) -> None:
+    """One statement (queue, job, event, NOTIFY) in PostgreSQL's implicit transaction: no
+    BEGIN, no SET of the tenant the connection's session holds already, no COMMIT."""
     service, wire = wired
     await service.jobs.enqueue(CALLER, read_envelope(job()))  # the pool's connection is made
     with wire.recording():
         enqueued = await service.jobs.enqueue(CALLER, read_envelope(job()))
-    # A query (BEGIN; SET LOCAL), the enqueue statement (prepared once per connection: Bind,
-    # Execute, Sync), a query (NOTIFY; COMMIT).
-    assert wire.messages == ["Query", "Bind", "Execute", "Sync", "Query"]
+    # The enqueue statement (prepared once per connection): Bind, Execute, Sync.
+    assert wire.messages == ["Bind", "Execute", "Sync"]
     found = await service.jobs.get(CALLER, enqueued.id)
     assert found.state == "available"
     events = await service.events.list(CALLER, None, None, None, None, 10)
     assert [event.event.type for event in events] == ["job.enqueued", "job.enqueued"]
+
+
+async def test_an_enqueue_for_another_tenant_sets_the_session_tenant_first(
+    wired: tuple[Service, Wire],
+) -> None:
+    service, wire = wired
+    other = Caller.for_tenant("other", "test", Role.ADMIN)
+    await service.jobs.enqueue(CALLER, read_envelope(job()))
+    with wire.recording():
+        enqueued = await service.jobs.enqueue(other, read_envelope(job()))
+        await service.jobs.enqueue(other, read_envelope(job()))
+    assert wire.messages == ["Query", "Bind", "Execute", "Sync", "Bind", "Execute", "Sync"]
+    assert (await service.jobs.get(other, enqueued.id)).tenant_id == "other"
+    with pytest.raises(NotFound):
+        await service.jobs.get(CALLER, enqueued.id)
 
 
 async def test_a_batch_enqueue_is_three_round_trips(wired: tuple[Service, Wire]) -> None:
@@ -86,15 +102,40 @@ async def test_a_duplicate_enqueue_writes_nothing(wired: tuple[Service, Wire]) -
 async def test_a_subscribed_tenant_adds_one_round_trip_for_its_deliveries(
     wired: tuple[Service, Wire],
 ) -> None:
+    """Its first enqueue tries one statement, which finds the subscription and writes nothing,
+    then a transaction (BEGIN, the enqueue, the deliveries, COMMIT); its next ones go straight
+    to the transaction, until one finds no subscription."""
     service, wire = wired
-    subscription = SubscriptionRequest("https://example.test/hook", ("job.enqueued",), None)
-    await service.webhooks.create(CALLER, subscription)
     await service.jobs.enqueue(CALLER, read_envelope(job()))
+    subscription = SubscriptionRequest("https://example.test/hook", ("job.enqueued",), None)
+    made = await service.webhooks.create(CALLER, subscription)
+    with wire.recording():
+        await service.jobs.enqueue(CALLER, read_envelope(job()))
+    assert wire.round_trips == 5, wire.messages
     with wire.recording():
         await service.jobs.enqueue(CALLER, read_envelope(job()))
     assert wire.round_trips == 4, wire.messages
     _, deliveries = await service.jobs.list(CALLER, JobFilter(queue=WEBHOOK_QUEUE), 10, 0)
     assert deliveries == 2
+    await service.webhooks.delete(CALLER, made.subscription.id)
+    await service.jobs.enqueue(CALLER, read_envelope(job()))  # finds none: the hint is dropped
+    with wire.recording():
+        await service.jobs.enqueue(CALLER, read_envelope(job()))
+    assert wire.round_trips == 1, wire.messages
+    _, total = await service.jobs.list(CALLER, JobFilter(queue="mail"), 10, 0)
+    assert total == 5
+
+
+async def test_a_scheduled_job_is_one_round_trip_and_wakes_nobody(
+    wired: tuple[Service, Wire],
+) -> None:
+    service, wire = wired
+    await service.jobs.enqueue(CALLER, read_envelope(job()))
+    later = {**job(), "options": {"queue": "mail", "delay_until": "2099-01-01T00:00:00Z"}}
+    with wire.recording():
+        scheduled = await service.jobs.enqueue(CALLER, read_envelope(later))
+    assert wire.round_trips == 1, wire.messages
+    assert (await service.jobs.get(CALLER, scheduled.id)).state == "scheduled"
 
 
 async def test_a_fetch_of_a_hundred_jobs_is_six_round_trips(

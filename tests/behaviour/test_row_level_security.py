@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 import httpx
@@ -28,13 +28,20 @@ import pytest
 
 from redrive.api.app import create_app
 from redrive.domain.caller import SYSTEM, Caller, Role
+from redrive.domain.envelope import read_envelope
 from redrive.domain.retention import parse_policy_changes
 from redrive.ports import Store
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.archive import FileArchive
 from redrive.store.postgres.isolation import isolation_problems
-from redrive.store.postgres.store import HERE, Connection, PostgresExecutor, PostgresStore
+from redrive.store.postgres.store import (
+    HERE,
+    Connection,
+    PostgresExecutor,
+    PostgresStore,
+    TenantConnection,
+)
 from redrive.store.transaction import SqlTransaction
 from tests.behaviour.ojs_http import enqueue, kill_job
 from tests.support.clock import ManualClock
@@ -45,6 +52,10 @@ pytestmark = pytest.mark.anyio
 
 ACME = Caller.for_tenant("acme", "test", Role.ADMIN)
 GLOBEX = Caller.for_tenant("globex", "test", Role.ADMIN)
+# Tenants without a webhook subscription: their enqueues are units of one statement, which run
+# under the session's tenant (acme's and globex's find their subscription and write nothing).
+INITECH = Caller.for_tenant("initech", "test", Role.ADMIN)
+UMBRELLA = Caller.for_tenant("umbrella", "test", Role.ADMIN)
 # Tables the seeding below fills for both tenants (every table that holds tenant data is checked;
 # these must be among those that hold rows of both, or the test proves nothing).
 SEEDED = {"jobs", "dead_letters", "dead_letter_tallies", "events", "queues", "incidents"}
@@ -195,6 +206,84 @@ async def test_a_pooled_connection_outside_any_transaction_sees_nothing(
         assert await connection.fetchval("SELECT current_user") == "redrive_app"
         for table in isolated.tables:
             assert await connection.fetchval(f"SELECT COUNT(*) FROM {table}") == 0, table
+
+
+async def session_tenant(store: PostgresStore) -> tuple[str | None, str | None]:
+    """What the pooled connection remembers of its session tenant, and what the session holds."""
+    async with (await store.opened_pool()).acquire() as proxy:
+        remembered = cast(TenantConnection, proxy).session_tenant
+        held = await proxy.fetchval("SELECT current_setting('redrive.tenant_id', true)")
+        return remembered, held
+
+
+def job_tenants(url: str) -> dict[str, str]:
+    return dict(owner_rows(url, "SELECT id, tenant_id FROM jobs"))
+
+
+@pytest.mark.postgres
+async def test_units_of_one_statement_alternating_tenants_on_one_connection_stay_apart(
+    isolated: Isolated,
+) -> None:
+    """Each enqueue sets the session's tenant when the connection holds another: every job
+    lands in its caller's tenant (WITH CHECK would refuse another), acme's and globex's
+    enqueues find their own subscription (so go on in a transaction), and transactions still
+    see their own tenant only, whatever the session holds."""
+    store = isolated.store
+    service = Service(Runtime(store, ManualClock(), service_options(), random.Random(13)))
+    callers = [INITECH, UMBRELLA, INITECH, ACME, UMBRELLA, GLOBEX, INITECH, UMBRELLA]
+    enqueued = {}
+    for caller in callers:
+        job = await service.jobs.enqueue(caller, read_envelope({"type": "a.b", "args": []}))
+        enqueued[job.id] = caller.tenant_id
+        expected = caller.tenant_id if caller in (INITECH, UMBRELLA) else None
+        if expected is not None:
+            assert await session_tenant(store) == (expected, expected)
+    tenants = job_tenants(isolated.url)
+    assert {job_id: tenants[job_id] for job_id in enqueued} == enqueued
+    assert service.jobs.listened == {"acme", "globex"}
+    assert await session_tenant(store) == ("umbrella", "umbrella")
+    for table in SEEDED:
+        assert await tenants_seen(store, ACME, table) == {"acme"}, table
+    assert await tenants_seen(store, INITECH, "jobs") == {"initech"}
+    assert await session_tenant(store) == ("umbrella", "umbrella")
+
+
+@pytest.mark.postgres
+async def test_a_failed_unit_of_one_statement_leaves_nothing_and_forgets_the_tenant(
+    isolated: Isolated,
+) -> None:
+    store = isolated.store
+    service = Service(Runtime(store, ManualClock(), service_options(), random.Random(13)))
+    await service.jobs.enqueue(INITECH, read_envelope({"type": "a.b", "args": []}))
+    bad = '[{"id": "bad", "tenant_id": "umbrella", "queue": "q", "priority": "high", ' + (
+        '"event_id": "evt_bad", "event_type": "job.enqueued"}]'
+    )
+    with pytest.raises(asyncpg.InvalidTextRepresentationError):
+        async with store.transaction(UMBRELLA, one_statement=True) as transaction:
+            await transaction.executor.rows("enqueue_jobs", {"rows": bad, "now": 0, "alone": True})
+    assert await session_tenant(store) == (None, "umbrella")  # set, then the statement failed
+    for table in ("jobs", "queues", "events"):
+        found = owner_rows(
+            isolated.url, f"SELECT COUNT(*) FROM {table} WHERE tenant_id = 'umbrella'"
+        )
+        assert found == [(0,)], table
+    job = await service.jobs.enqueue(INITECH, read_envelope({"type": "a.b", "args": []}))
+    assert job_tenants(isolated.url)[job.id] == "initech"
+    assert await session_tenant(store) == ("initech", "initech")
+
+
+@pytest.mark.postgres
+async def test_a_unit_of_one_statement_runs_one_statement_made_to_run_alone(
+    isolated: Isolated,
+) -> None:
+    store = isolated.store
+    with pytest.raises(RuntimeError, match="cannot run alone"):
+        async with store.transaction(INITECH, one_statement=True) as transaction:
+            await transaction.get_job("nothing", "initech")
+    with pytest.raises(RuntimeError, match="then"):
+        async with store.transaction(INITECH, one_statement=True) as transaction:
+            await transaction.enqueue_jobs([], [], 0, alone=True)
+            await transaction.enqueue_jobs([], [], 0, alone=True)
 
 
 @pytest.mark.postgres

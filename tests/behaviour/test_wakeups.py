@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import asyncpg
 import pytest
 
 from redrive.api.worker_requests import fetch_request
@@ -79,3 +80,35 @@ async def _wake_across_replicas(database_url: str) -> None:
     finally:
         await first.close()
         await second.close()
+
+
+@pytest.mark.postgres
+async def test_an_enqueue_notifies_a_listening_connection_once_it_commits(
+    postgres_template: str,
+) -> None:
+    """The enqueue's NOTIFY goes out with its one statement (no COMMIT to carry it), for an
+    available job only: a LISTEN on a connection of its own hears the available job's queue
+    and nothing for the scheduled one enqueued before it (notifications arrive in commit
+    order; no re-check stands in for them here)."""
+    with database_from_template(postgres_template) as database_url:
+        store = await open_test_store(database_url)
+        listener = await asyncpg.connect(database_url)
+        heard: asyncio.Queue[str] = asyncio.Queue()
+        try:
+            await listener.add_listener(
+                "redrive_jobs",
+                lambda _connection, _pid, _channel, payload: heard.put_nowait(payload),
+            )
+            service = Service(Runtime(store))
+            later = {"queue": "later", "delay_until": "2099-01-01T00:00:00Z"}
+            await service.jobs.enqueue(
+                CALLER, read_envelope({"type": "mail.send", "args": [], "options": later})
+            )
+            await service.jobs.enqueue(
+                CALLER,
+                read_envelope({"type": "mail.send", "args": [], "options": {"queue": "mail"}}),
+            )
+            assert await asyncio.wait_for(heard.get(), PATIENCE_SECONDS) == "mail"
+        finally:
+            await listener.close()
+            await store.close()

@@ -25,6 +25,9 @@ class JobService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.audit = AuditService(runtime)
+        # The tenants (None: a caller spanning them) whose last enqueue found a webhook
+        # subscription: their enqueues go straight to a transaction.
+        self.listened: set[str | None] = set()
 
     def _context(self, caller: Caller, now: int) -> EnqueueContext:
         return EnqueueContext(
@@ -34,13 +37,19 @@ class JobService:
             default_retry=self.runtime.options.default_retry,
         )
 
-    async def _insert(self, transaction: Transaction, jobs: list[Job], now: int) -> None:
+    async def _insert(
+        self, transaction: Transaction, jobs: list[Job], now: int, alone: bool = False
+    ) -> bool:
         """The jobs, their queues and events in one statement; then, if any, webhook deliveries
         (an id that exists already fails the whole enqueue: the transaction rolls back). The
         store writes each job's event from the job (`enqueued_event`) under the id given here;
-        the events themselves are built only for a webhook subscription that may want them."""
+        the events themselves are built only for a webhook subscription that may want them.
+        Whether a subscription listens to the events: `alone` (the statement is its unit's
+        only one, see `JobStore.enqueue_jobs`), that means nothing was written."""
         event_ids = [f"evt_{self.runtime.new_id(now)}" for _ in jobs]
-        written = await transaction.enqueue_jobs(jobs, event_ids, now)
+        written = await transaction.enqueue_jobs(jobs, event_ids, now, alone)
+        if alone and written.listeners:
+            return True
         if len(written.inserted) != len(jobs):
             for job in jobs:
                 if job.id not in written.inserted:
@@ -53,12 +62,24 @@ class JobService:
             ]
             await self.runtime.queue_deliveries(transaction, written.listeners, stored, now)
         self.runtime.metrics.enqueued.update((job.queue, job.type) for job in jobs)
+        return bool(written.listeners)
 
     async def enqueue(self, caller: Caller, request: JobRequest) -> Job:
+        """One statement that commits by itself (on PostgreSQL one round trip). A webhook
+        subscription listening to the tenant's events makes it write nothing; the enqueue then
+        runs in a transaction that queues the deliveries too, and so do the tenant's next ones
+        until one finds no subscription (`listened` is only a hint: either way is safe)."""
         now = self.runtime.now()
         job = new_job(request, self._context(caller, now))
+        tenant = caller.tenant_scope
+        if tenant not in self.listened:
+            async with self.runtime.store.transaction(caller, one_statement=True) as transaction:
+                if not await self._insert(transaction, [job], now, alone=True):
+                    return job
+            self.listened.add(tenant)
         async with self.runtime.store.transaction(caller) as transaction:
-            await self._insert(transaction, [job], now)
+            if not await self._insert(transaction, [job], now):
+                self.listened.discard(tenant)
         return job
 
     async def enqueue_batch(self, caller: Caller, requests: list[JobRequest]) -> list[Job]:

@@ -27,12 +27,13 @@ class SqlJobs(SqlBase, JobStore):
         return {row["id"] for row in rows}
 
     async def enqueue_jobs(
-        self, jobs: list[Job], event_ids: list[str] | None, now: int
+        self, jobs: list[Job], event_ids: list[str] | None, now: int, alone: bool = False
     ) -> Enqueued:
         """The jobs' queues, the jobs (existing ids skipped) and their events in one statement:
-        on PostgreSQL one round trip, sent with the transaction's BEGIN."""
+        on PostgreSQL one round trip, sent with the transaction's BEGIN (or, `alone`, all of
+        its unit: see the port)."""
         rows = await self._rows(
-            "enqueue_jobs", rows=dump(new_job_records(jobs, event_ids)), now=now
+            "enqueue_jobs", rows=dump(new_job_records(jobs, event_ids)), now=now, alone=alone
         )
         return Enqueued(
             inserted={row["id"] for row in rows if row["kind"] == "job"},

@@ -36,11 +36,14 @@ RETURNING id;
 -- name: enqueue_jobs
 -- What an enqueue writes, in one statement (one round trip): the jobs' queues (known ones left
 -- as they are), the new jobs of :rows (existing ids skipped; only a new job's columns, the
--- lifecycle ones keep their defaults) and the event of each record that names one (`event_id`,
--- `event_type`), made from the job's columns as domain/events.py `enqueued_event` makes it.
--- :rows is parsed once. Rows of kind `job` name the ids inserted; rows of kind `listener` are
--- the active webhook subscriptions of the events' tenants (the caller queues their deliveries
--- in the same transaction).
+-- lifecycle ones keep their defaults), and the queues and the event (`event_id`,
+-- `event_type`, made from the job's columns as domain/events.py `enqueued_event` makes it) of
+-- each job inserted. :rows is parsed once. Rows of kind `job` name the ids inserted; rows of
+-- kind `listener` are the active webhook subscriptions of the events' tenants (the caller
+-- queues their deliveries in the same transaction). With :alone (the statement is its unit's
+-- only one and commits by itself), a listener means nothing is written (the caller enqueues
+-- again in a transaction) and the statement sends the wake-ups of the available jobs it
+-- inserted itself (rows of kind `woken`).
 WITH r AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
         id text, tenant_id text, queue text, type text, state text, priority integer,
@@ -48,10 +51,9 @@ WITH r AS MATERIALIZED (
         created_at bigint, enqueued_at bigint, scheduled_at bigint, expires_at bigint,
         run_at bigint, event_id text, event_type text
     )
-), known AS (
-    INSERT INTO queues (name, tenant_id, created_at)
-    SELECT DISTINCT r.queue, r.tenant_id, CAST(:now AS bigint) FROM r
-    ON CONFLICT (tenant_id, name) DO NOTHING
+), listening AS MATERIALIZED (
+    SELECT id, tenant_id, events FROM webhook_subscriptions
+    WHERE active AND tenant_id IN (SELECT tenant_id FROM r WHERE r.event_id IS NOT NULL)
 ), inserted AS (
     INSERT INTO jobs (
         id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
@@ -62,21 +64,32 @@ WITH r AS MATERIALIZED (
         r.timeout_ms, r.visibility_timeout_ms, r.created_at, r.enqueued_at, r.scheduled_at,
         r.expires_at, r.run_at
     FROM r
+    WHERE NOT (CAST(:alone AS boolean) AND EXISTS (SELECT FROM listening))
     ON CONFLICT (id) DO NOTHING
-    RETURNING id
+    RETURNING id, queue, state
+), known AS (
+    INSERT INTO queues (name, tenant_id, created_at)
+    SELECT DISTINCT r.queue, r.tenant_id, CAST(:now AS bigint) FROM r
+    WHERE r.id IN (SELECT id FROM inserted)
+    ON CONFLICT (tenant_id, name) DO NOTHING
 ), added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
     SELECT
         r.event_id, r.tenant_id, r.event_type, r.queue, r.type, r.id, CAST(:now AS bigint),
         jsonb_build_object('job_type', r.type, 'queue', r.queue, 'priority', r.priority)
     FROM r
-    WHERE r.event_id IS NOT NULL
-    RETURNING tenant_id
+    WHERE r.event_id IS NOT NULL AND r.id IN (SELECT id FROM inserted)
+), woken AS (
+    SELECT queue, pg_notify('redrive_jobs', queue) FROM (
+        SELECT DISTINCT queue FROM inserted
+        WHERE CAST(:alone AS boolean) AND state = 'available'
+    ) AS available
 )
 SELECT 'job' AS kind, id, NULL AS tenant_id, NULL AS events FROM inserted
 UNION ALL
-SELECT 'listener', id, tenant_id, events FROM webhook_subscriptions
-WHERE active AND tenant_id IN (SELECT tenant_id FROM added);
+SELECT 'listener', id, tenant_id, events FROM listening
+UNION ALL
+SELECT 'woken', queue, NULL, NULL FROM woken;
 
 -- name: upsert_job
 INSERT INTO jobs (
@@ -265,23 +278,28 @@ WHERE paused AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 -- name: enter_dead_letters
 -- Many episodes (:rows) and what they add to their incidents (:incidents) in one statement: the
 -- way into the dead-letter queue costs one round trip. The incidents come back as they are after
--- it (the incident id is derived from its key, so the two inserts do not depend on each other).
+-- it (the incident id is derived from its key, so the inserts do not depend on each other). Each
+-- episode's job snapshot goes to dead_letter_snapshots (migration 0025).
 WITH entered AS (
     INSERT INTO dead_letters (
-        id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
+        id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status,
         moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
         aggregate_key
     )
     SELECT
         r.id, r.job_id, r.tenant_id, r.queue, r.type, r.error_type, r.reason, r.discarded_at,
-        r.status, r.job, r.moved_at, r.moved_by, r.args, r.replay_count, r.fingerprint,
+        r.status, r.moved_at, r.moved_by, r.args, r.replay_count, r.fingerprint,
         r.fingerprint_version, r.incident_id, r.aggregate_key
     FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
         id text, job_id text, tenant_id text, queue text, type text, error_type text, reason text,
-        discarded_at bigint, status text, job jsonb, moved_at bigint, moved_by text, args text,
+        discarded_at bigint, status text, moved_at bigint, moved_by text, args text,
         replay_count integer, fingerprint text, fingerprint_version integer, incident_id text,
         aggregate_key text
     )
+), snapshots AS (
+    INSERT INTO dead_letter_snapshots (id, tenant_id, job)
+    SELECT r.id, r.tenant_id, r.job
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(id text, tenant_id text, job jsonb)
 )
 {incident_upsert};
 
@@ -307,8 +325,14 @@ WITH entered AS (
       SELECT 1 FROM incidents WHERE incidents.id = dead_letters.incident_id
         AND incidents.classification IN ('business', 'poison_pill')))
 
+-- fragment: snapshot
+-- The job snapshot of the dead_letters row at hand, from its table (migration 0025: a move out
+-- of `dead` rewrites the dead_letters row, which no longer carries it), as the column `job`.
+(SELECT snapshot.job FROM dead_letter_snapshots AS snapshot WHERE snapshot.id = dead_letters.id)
+    AS job
+
 -- name: select_dead_letters
-SELECT * FROM dead_letters
+SELECT *, {snapshot} FROM dead_letters
 WHERE status = :status AND {dead_letter_filter}
   AND (CAST(:cursor_at AS bigint) IS NULL
        OR (discarded_at, id) < (CAST(:cursor_at AS bigint), CAST(:cursor_id AS text)))
@@ -344,7 +368,7 @@ WHERE status = :status AND {dead_letter_filter}
 GROUP BY queue;
 
 -- name: select_dead_letter
-SELECT * FROM dead_letters
+SELECT *, {snapshot} FROM dead_letters
 WHERE job_id = :job_id AND status = 'dead' AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 
 -- name: move_dead_letter
@@ -375,7 +399,7 @@ FROM dead_letters WHERE status = 'dead' AND (CAST(:tenant_id AS text) IS NULL OR
 
 -- name: select_dead_letter_episodes
 -- Every episode of the job: its dead letters and history, and the tombstones of those pruned.
-SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
+SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, {snapshot},
        moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
        aggregate_key
 FROM dead_letters WHERE job_id = :job_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
@@ -416,7 +440,9 @@ WITH picked AS MATERIALIZED (
 ), gone AS (
     -- By the picked rows' places (locked, they stay put): a scan of the whole table otherwise.
     DELETE FROM dead_letters WHERE ctid = ANY(ARRAY(SELECT ctid FROM picked))
-    RETURNING *
+    RETURNING *, {snapshot}
+), snapshots AS (
+    DELETE FROM dead_letter_snapshots WHERE id = ANY(ARRAY(SELECT id FROM gone))
 ), tombstones AS (
     {insert_tombstones}
 )
@@ -439,7 +465,7 @@ FROM gone
 -- name: archive_dead_letters_by_age
 -- The whole rows an age prune archives: dead letters and their history (the tombstones live
 -- in a table of their own).
-SELECT * FROM dead_letters
+SELECT *, {snapshot} FROM dead_letters
 WHERE discarded_at < :before AND {not_held}
   AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
 LIMIT :limit
@@ -457,7 +483,9 @@ WITH picked AS MATERIALIZED (
 ), gone AS (
     -- By the picked rows' places (locked, they stay put): a scan of the whole table otherwise.
     DELETE FROM dead_letters WHERE ctid = ANY(ARRAY(SELECT ctid FROM picked))
-    RETURNING *
+    RETURNING *, {snapshot}
+), snapshots AS (
+    DELETE FROM dead_letter_snapshots WHERE id = ANY(ARRAY(SELECT id FROM gone))
 ), tombstones AS (
     {insert_tombstones}
 )
@@ -465,7 +493,7 @@ SELECT id, tenant_id, queue, type, error_type, CAST('dead' AS text) AS status, i
 FROM gone;
 
 -- name: archive_oldest_dead_letters
-SELECT * FROM dead_letters
+SELECT *, {snapshot} FROM dead_letters
 WHERE status = 'dead' AND (CAST(:before AS bigint) IS NULL OR discarded_at < :before) AND {not_held}
   AND (CAST(:queue AS text) IS NULL OR queue = :queue) AND (CAST(:excluded_queues AS text[]) IS NULL OR queue <> ALL(CAST(:excluded_queues AS text[])))
 ORDER BY discarded_at, id
@@ -475,7 +503,9 @@ LIMIT :limit
 -- name: tombstone_dead_letters
 -- The archived dead letters (:ids) leave their tombstones; their history rows go.
 WITH deleted AS (
-    DELETE FROM dead_letters WHERE id = ANY(CAST(:ids AS text[])) RETURNING *
+    DELETE FROM dead_letters WHERE id = ANY(CAST(:ids AS text[])) RETURNING *, {snapshot}
+), snapshots AS (
+    DELETE FROM dead_letter_snapshots WHERE id = ANY(ARRAY(SELECT id FROM deleted))
 ), gone AS (
     SELECT * FROM deleted WHERE status = 'dead'
 )
@@ -493,6 +523,8 @@ WITH episodes AS (
         LIMIT :limit
     )
     RETURNING id, tenant_id, queue, type, error_type, status, incident_id
+), snapshots AS (
+    DELETE FROM dead_letter_snapshots WHERE id = ANY(ARRAY(SELECT id FROM episodes))
 ), tombstones AS (
     DELETE FROM dead_letter_tombstones WHERE id IN (
         SELECT id FROM dead_letter_tombstones AS dead_letters
@@ -509,16 +541,23 @@ SELECT * FROM episodes UNION ALL SELECT * FROM tombstones;
 DELETE FROM dead_letter_tombstones WHERE id = :id AND status = 'archived';
 
 -- name: restore_dead_letter
-INSERT INTO dead_letters (
-    id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
-    moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
-    aggregate_key
-) VALUES (
-    :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status,
-    CAST(:job AS jsonb), :moved_at, :moved_by, :args, :replay_count, :fingerprint,
-    :fingerprint_version, :incident_id, :aggregate_key
-) ON CONFLICT DO NOTHING
-RETURNING id;
+-- The dead letter and its snapshot, unless the dead letter is there already.
+WITH restored AS (
+    INSERT INTO dead_letters (
+        id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status,
+        moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
+        aggregate_key
+    ) VALUES (
+        :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status,
+        :moved_at, :moved_by, :args, :replay_count, :fingerprint, :fingerprint_version,
+        :incident_id, :aggregate_key
+    ) ON CONFLICT DO NOTHING
+    RETURNING id, tenant_id
+), snapshot AS (
+    INSERT INTO dead_letter_snapshots (id, tenant_id, job)
+    SELECT id, tenant_id, CAST(:job AS jsonb) FROM restored
+)
+SELECT id FROM restored;
 
 -- name: select_dead_letter_policies
 SELECT * FROM dead_letter_policies WHERE tenant_id = :tenant_id ORDER BY queue;
@@ -589,7 +628,7 @@ FROM picked WHERE dead_letters.id = picked.id AND dead_letters.status = 'dead'
 RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type, incident_id, discarded_at;
 
 -- name: select_dead_letters_by_id
-SELECT * FROM dead_letters WHERE id = ANY(CAST(:ids AS text[]));
+SELECT *, {snapshot} FROM dead_letters WHERE id = ANY(CAST(:ids AS text[]));
 
 -- fragment: redriven_job
 -- The set-based form of domain.dead_letter.redrive(): what a dead job's row becomes when it goes
@@ -853,7 +892,7 @@ ORDER BY incidents.id;
 -- name: select_unfingerprinted_dead_letters
 -- Episodes from before incidents (a partial index holds exactly these), oldest id first; rows
 -- another backfill holds are skipped.
-SELECT * FROM dead_letters WHERE fingerprint IS NULL
+SELECT *, {snapshot} FROM dead_letters WHERE fingerprint IS NULL
 ORDER BY id
 LIMIT :limit
 FOR UPDATE SKIP LOCKED;
@@ -962,6 +1001,7 @@ SELECT pg_try_advisory_xact_lock(CAST(:key AS bigint)) AS locked;
 -- granted it; a SYSTEM transaction (the only one that resets) sees and deletes every row.
 DELETE FROM jobs;
 DELETE FROM dead_letters;
+DELETE FROM dead_letter_snapshots;
 DELETE FROM dead_letter_tombstones;
 DELETE FROM queues;
 DELETE FROM workers;
@@ -1384,7 +1424,7 @@ FOR UPDATE SKIP LOCKED;
 -- name: select_pending_redrive_dead_letters
 -- The dead letters a task still pins of these types, by id after :after (a dry run of their
 -- upcasts when it starts).
-SELECT dead_letters.* FROM redrive_task_items AS item
+SELECT dead_letters.*, {snapshot} FROM redrive_task_items AS item
 JOIN dead_letters ON dead_letters.id = item.dead_letter_id
 WHERE item.task_id = :task_id AND item.state = 'pending' AND item.dead_letter_id > :after
   AND dead_letters.type = ANY(CAST(:types AS text[]))

@@ -3,8 +3,10 @@
 Row-level security (migration 0007) binds every pooled connection: each one acts as the
 application role (SET ROLE once, when the pool makes it), and each transaction names its tenant
 in the transaction-local setting `redrive.tenant_id` (SET LOCAL), sent with its BEGIN in one
-simple query before its first statement. The LISTEN connection and the migrations connect as the
-configured user, the tables' owner.
+simple query before its first statement. A unit of one statement (`one_statement`) has no BEGIN:
+it runs in PostgreSQL's implicit transaction, under the session's `redrive.tenant_id`, which its
+connection sets (plain SET) only when it holds another tenant or is not known. The LISTEN
+connection and the migrations connect as the configured user, the tables' owner.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
@@ -41,6 +43,71 @@ STATEMENT_CACHE_SIZE = 1_024
 MAX_CACHEABLE_STATEMENT_SIZE = 1 << 20
 log = logging.getLogger("redrive.store.postgres")
 Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
+if TYPE_CHECKING:
+    BaseConnection = asyncpg.Connection[asyncpg.Record]
+else:
+    BaseConnection = asyncpg.Connection
+
+
+class TenantConnection(BaseConnection):
+    """A pooled connection that remembers which tenant its session's `redrive.tenant_id`
+    holds (None: not known, so it is set again before the next unit of one statement relies
+    on it). SET LOCAL in a transaction overrides it there and ends with the transaction."""
+
+    session_tenant: str | None = None
+
+    def remember_tenant(self, scope: str | None) -> None:
+        self.session_tenant = scope
+
+
+class StatementExecutor:
+    """Runs a unit of one statement in PostgreSQL's implicit transaction, which commits it
+    (durably, before the reply) or undoes it whole: one extended-protocol round trip, after a
+    SET of the session's tenant only when the connection holds another one. The statement must
+    take `:alone` and be given true: such a statement sends its own wake-ups (NOTIFY inside it),
+    as there is no COMMIT to send them with."""
+
+    def __init__(self, connection: TenantConnection, store: PostgresStore, scope: str) -> None:
+        self.connection = connection
+        self.store = store
+        self.scope = scope
+        self.ran: str | None = None
+        self.woke = False
+
+    async def _statement(self, name: str, parameters: dict[str, Any]) -> Statement:
+        if self.ran is not None:
+            raise RuntimeError(f"a unit of one statement ran {self.ran}, then {name}")
+        self.ran = name
+        parts = self.store.scripts[name]
+        if len(parts) != 1 or parts[0].custom_plans or parameters.get("alone") is not True:
+            raise RuntimeError(f"{name} cannot run alone (one part, taking :alone as true)")
+        if self.connection.is_in_transaction():  # never: the pool rolls back what it gets back
+            raise RuntimeError("a unit of one statement on a connection inside a transaction")
+        self.woke = True
+        if self.connection.session_tenant != self.scope:
+            self.connection.remember_tenant(None)
+            await self.connection.execute(f"SET {TENANT_SETTING} = {literal(self.scope)}")
+            self.connection.remember_tenant(self.scope)
+        return parts[0]
+
+    async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+        statement = await self._statement(name, parameters)
+        records = await self.connection.fetch(statement.sql, *statement.arguments(parameters))
+        return [dict(record) for record in records]
+
+    async def run(self, name: str, parameters: dict[str, Any]) -> int:
+        statement = await self._statement(name, parameters)
+        return rowcount(
+            await self.connection.execute(statement.sql, *statement.arguments(parameters))
+        )
+
+    def list_parameter(self, values: list[str] | None) -> Any:
+        return values
+
+    async def notify(self, queues: set[str]) -> None:
+        """Already sent by the statement (run with :alone), in its implicit transaction."""
+        if not self.woke:
+            raise RuntimeError("a unit of one statement wakes queues only from its statement")
 
 
 class PostgresExecutor:
@@ -137,7 +204,9 @@ def tenant_setting(caller: Caller) -> str:
 async def keep_session(connection: asyncpg.Connection[asyncpg.Record]) -> None:
     """What the pool does to a connection handed back, beyond asyncpg's own ROLLBACK of an open
     transaction (never needed: a transaction ends before its connection goes back): nothing. A
-    connection keeps its role and prepared statements; SET LOCAL ended with the transaction."""
+    connection keeps its role, its prepared statements and its session tenant (which it
+    remembers: every unit sets its own tenant before relying on it); SET LOCAL ended with the
+    transaction."""
 
 
 class PostgresStore:
@@ -184,6 +253,7 @@ class PostgresStore:
                         max_size=self.max_size,
                         init=self.act_as_application_role,
                         reset=keep_session,
+                        connection_class=TenantConnection,
                         timeout=30,
                         statement_cache_size=STATEMENT_CACHE_SIZE,
                         max_cached_statement_lifetime=0,
@@ -219,19 +289,31 @@ class PostgresStore:
         return await self.wakeups.wait(queues, timeout)
 
     @asynccontextmanager
-    async def transaction(self, caller: Caller) -> AsyncIterator[SqlTransaction]:
+    async def transaction(
+        self, caller: Caller, one_statement: bool = False
+    ) -> AsyncIterator[SqlTransaction]:
         """BEGIN and the tenant (SET LOCAL) go out before the first statement, COMMIT (with the
         wake-ups) on success and ROLLBACK on any error; SET LOCAL ends with the transaction, so
-        the pooled connection goes back to the pool with no tenant set."""
+        the pooled connection goes back to the pool with its session tenant as it was. A unit
+        of one statement sends that statement alone (StatementExecutor). Any error forgets the
+        connection's session tenant (a failed SET or implicit transaction may have undone it)."""
         pool = await self.opened_pool()
-        async with pool.acquire() as connection:
-            executor = PostgresExecutor(connection, self, self._begin(caller))
+        async with pool.acquire() as proxy:
+            # The pool's connections are TenantConnections (its proxy passes attributes on).
+            connection = cast(TenantConnection, proxy)
+            executor: StatementExecutor | PostgresExecutor
+            if one_statement:
+                executor = StatementExecutor(connection, self, tenant_setting(caller))
+            else:
+                executor = PostgresExecutor(connection, self, self._begin(caller))
             transaction = SqlTransaction(executor)
             try:
                 yield transaction
                 await transaction.finish()
-                await executor.commit()
+                if isinstance(executor, PostgresExecutor):
+                    await executor.commit()
             except BaseException:
+                connection.remember_tenant(None)
                 # A broken connection cannot roll back; the pool discards it (and rolls back
                 # any connection handed back inside a transaction).
                 if not connection.is_closed() and connection.is_in_transaction():

@@ -33,27 +33,37 @@ RETURNING :rows->>id AS id;
 -- the event of each record that names one (`event_id`, `event_type`), made from the job's
 -- columns as domain/events.py `enqueued_event` makes it. Rows of kind `job` name the ids
 -- inserted; rows of kind `listener` are the active webhook subscriptions of the events' tenants
--- (the caller queues their deliveries in the same transaction).
+-- (the caller queues their deliveries in the same transaction). With :alone (the statement is
+-- its unit's only one), a listener means nothing is written: the caller enqueues again in a
+-- transaction (on SQLite the unit is a transaction all the same, and the store wakes queues).
 INSERT INTO queues (name, tenant_id, created_at)
 SELECT DISTINCT value ->> '$.queue', value ->> '$.tenant_id', :now FROM json_each(:rows)
-WHERE true
+WHERE NOT (:alone AND EXISTS (
+    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = value ->> '$.tenant_id'
+        AND value ->> '$.event_id' IS NOT NULL
+))
 ON CONFLICT (tenant_id, name) DO NOTHING;
 INSERT INTO jobs (
     id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
     visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, run_at
-) VALUES (
+)
+SELECT
     :rows->>id, :rows->>tenant_id, :rows->>queue, :rows->>type, :rows->>state,
     :rows->>priority, :rows->>max_attempts, :rows->envelope, :rows->>timeout_ms,
     :rows->>visibility_timeout_ms, :rows->>created_at, :rows->>enqueued_at,
     :rows->>scheduled_at, :rows->>expires_at, :rows->>run_at
-)
+WHERE NOT (:alone AND :rows->>event_id IS NOT NULL AND EXISTS (
+    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :rows->>tenant_id
+))
 ON CONFLICT (id) DO NOTHING
 RETURNING 'job' AS kind, :rows->>id AS id, NULL AS tenant_id, NULL AS events;
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
 SELECT :rows->>event_id, :rows->>tenant_id, :rows->>event_type, :rows->>queue, :rows->>type,
     :rows->>id, :now,
     json_object('job_type', :rows->>type, 'queue', :rows->>queue, 'priority', :rows->>priority)
-WHERE :rows->>event_id IS NOT NULL;
+WHERE :rows->>event_id IS NOT NULL AND NOT (:alone AND EXISTS (
+    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :rows->>tenant_id
+));
 SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
 WHERE active AND tenant_id IN (SELECT value ->> '$.tenant_id' FROM json_each(:rows)
     WHERE value ->> '$.event_id' IS NOT NULL);
@@ -223,18 +233,20 @@ WHERE paused AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 -- name: enter_dead_letters
 -- Many episodes (:rows, one insert per episode) and what they add to their incidents
 -- (:incidents): run in one call (the executor returns the last one's rows, the incidents as they
--- are after it).
+-- are after it). Each episode's job snapshot goes to dead_letter_snapshots (migration 0025).
 INSERT INTO dead_letters (
-    id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
+    id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status,
     moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
     aggregate_key
 )
 VALUES (
     :rows->>id, :rows->>job_id, :rows->>tenant_id, :rows->>queue, :rows->>type,
-    :rows->>error_type, :rows->>reason, :rows->>discarded_at, :rows->>status, :rows->job,
+    :rows->>error_type, :rows->>reason, :rows->>discarded_at, :rows->>status,
     :rows->>moved_at, :rows->>moved_by, :rows->>args, :rows->>replay_count, :rows->>fingerprint,
     :rows->>fingerprint_version, :rows->>incident_id, :rows->>aggregate_key
 );
+INSERT INTO dead_letter_snapshots (id, tenant_id, job)
+VALUES (:rows->>id, :rows->>tenant_id, :rows->job);
 {incident_upsert};
 
 -- fragment: dead_letter_filter
@@ -264,8 +276,14 @@ VALUES (
       SELECT 1 FROM incidents WHERE incidents.id = dead_letters.incident_id
         AND incidents.classification IN ('business', 'poison_pill')))
 
+-- fragment: snapshot
+-- The job snapshot of the dead_letters row at hand, from its table (migration 0025: a move out
+-- of `dead` rewrites the dead_letters row, which no longer carries it), as the column `job`.
+(SELECT snapshot.job FROM dead_letter_snapshots AS snapshot WHERE snapshot.id = dead_letters.id)
+    AS job
+
 -- name: select_dead_letters
-SELECT * FROM dead_letters
+SELECT *, {snapshot} FROM dead_letters
 WHERE status = :status AND {dead_letter_filter}
   AND (:cursor_at IS NULL OR (discarded_at, id) < (:cursor_at, :cursor_id))
 ORDER BY discarded_at DESC, id DESC
@@ -299,7 +317,7 @@ WHERE status = :status AND {dead_letter_filter}
 GROUP BY queue;
 
 -- name: select_dead_letter
-SELECT * FROM dead_letters
+SELECT *, {snapshot} FROM dead_letters
 WHERE job_id = :job_id AND status = 'dead' AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
 -- name: move_dead_letter
@@ -327,7 +345,7 @@ FROM dead_letters WHERE status = 'dead' AND (:tenant_id IS NULL OR tenant_id = :
 
 -- name: select_dead_letter_episodes
 -- Every episode of the job: its dead letters and history, and the tombstones of those pruned.
-SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
+SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, {snapshot},
        moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
        aggregate_key
 FROM dead_letters WHERE job_id = :job_id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
@@ -382,7 +400,8 @@ INSERT INTO dead_letter_tombstones (
     moved_by, replay_count, fingerprint, fingerprint_version, incident_id, aggregate_key
 )
 SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, :status,
-       json_set(job, '$.args', json('[]'), '$.meta', json('{}'), '$.errors', json('[]'),
+       json_set((SELECT snapshot.job FROM dead_letter_snapshots AS snapshot
+                 WHERE snapshot.id = dead_letters.id), '$.args', json('[]'), '$.meta', json('{}'), '$.errors', json('[]'),
            '$.error', NULL, '$.extra', json('{}'), '$.result', NULL),
        :now, :moved_by, replay_count, fingerprint, fingerprint_version, incident_id, aggregate_key
 FROM dead_letters
@@ -395,7 +414,7 @@ EXISTS (SELECT 1 FROM dead_letter_tombstones AS tombstone
 -- name: archive_dead_letters_by_age
 -- The whole rows an age prune archives: dead letters and their history (the tombstones live
 -- in a table of their own).
-SELECT * FROM dead_letters
+SELECT *, {snapshot} FROM dead_letters
 WHERE discarded_at < :before AND {not_held}
   AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
 LIMIT :limit;
@@ -421,7 +440,7 @@ WHERE id IN (
 RETURNING id, tenant_id, queue, type, error_type, 'dead' AS status, incident_id;
 
 -- name: archive_oldest_dead_letters
-SELECT * FROM dead_letters
+SELECT *, {snapshot} FROM dead_letters
 WHERE status = 'dead' AND (:before IS NULL OR discarded_at < :before) AND {not_held}
   AND (:queue IS NULL OR queue = :queue) AND (:excluded_queues IS NULL OR queue NOT IN (SELECT value FROM json_each(:excluded_queues)))
 ORDER BY discarded_at, id
@@ -457,16 +476,19 @@ RETURNING id, tenant_id, queue, type, error_type, status, incident_id;
 DELETE FROM dead_letter_tombstones WHERE id = :id AND status = 'archived';
 
 -- name: restore_dead_letter
+-- The dead letter and its snapshot, unless the dead letter is there already (with its own).
 INSERT INTO dead_letters (
-    id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
+    id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status,
     moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
     aggregate_key
 ) VALUES (
     :id, :job_id, :tenant_id, :queue, :type, :error_type, :reason, :discarded_at, :status,
-    :job, :moved_at, :moved_by, :args, :replay_count, :fingerprint, :fingerprint_version,
+    :moved_at, :moved_by, :args, :replay_count, :fingerprint, :fingerprint_version,
     :incident_id, :aggregate_key
 ) ON CONFLICT DO NOTHING
 RETURNING id;
+INSERT INTO dead_letter_snapshots (id, tenant_id, job) VALUES (:id, :tenant_id, :job)
+ON CONFLICT DO NOTHING;
 
 -- name: select_dead_letter_policies
 SELECT * FROM dead_letter_policies WHERE tenant_id = :tenant_id ORDER BY queue;
@@ -534,7 +556,7 @@ WHERE status = 'dead' AND id IN (SELECT id FROM picked)
 RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id, discarded_at;
 
 -- name: select_dead_letters_by_id
-SELECT * FROM dead_letters WHERE id IN (SELECT value FROM json_each(:ids));
+SELECT *, {snapshot} FROM dead_letters WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- fragment: redriven_job
 -- The set-based form of domain.dead_letter.redrive(): what a dead job's row becomes when it goes
@@ -793,7 +815,7 @@ ORDER BY incidents.id;
 
 -- name: select_unfingerprinted_dead_letters
 -- Episodes from before incidents (a partial index holds exactly these), oldest id first.
-SELECT * FROM dead_letters WHERE fingerprint IS NULL
+SELECT *, {snapshot} FROM dead_letters WHERE fingerprint IS NULL
 ORDER BY id
 LIMIT :limit;
 
@@ -1295,7 +1317,7 @@ LIMIT :limit;
 -- name: select_pending_redrive_dead_letters
 -- The dead letters a task still pins of these types, by id after :after (a dry run of their
 -- upcasts when it starts).
-SELECT dead_letters.* FROM redrive_task_items AS item
+SELECT dead_letters.*, {snapshot} FROM redrive_task_items AS item
 JOIN dead_letters ON dead_letters.id = item.dead_letter_id
 WHERE item.task_id = :task_id AND item.state = 'pending' AND item.dead_letter_id > :after
   AND dead_letters.type IN (SELECT value FROM json_each(:types))

@@ -268,7 +268,11 @@ class SqliteStore:
         return await asyncio.get_running_loop().run_in_executor(self._thread, function)
 
     @asynccontextmanager
-    async def transaction(self, caller: Caller) -> AsyncIterator[SqlTransaction]:
+    async def transaction(
+        self, caller: Caller, one_statement: bool = False
+    ) -> AsyncIterator[SqlTransaction]:
+        """One BEGIN IMMEDIATE transaction; a unit of one statement is one all the same (one
+        writer at a time, no round trips to save)."""
         task = asyncio.current_task()
         if self._lock.locked() and self._owner is task:
             raise RuntimeError("nested transaction: this task already holds the SQLite store")
