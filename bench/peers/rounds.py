@@ -1,17 +1,20 @@
-"""Running the peer rounds: a private database per tool per round, each path's process spawned
-on the clock, the database polled from here until it shows all N jobs done."""
+"""Running the peer rounds: a private database (PostgreSQL, or a fresh SQLite file) per tool per
+round, each path's process spawned on the clock, the database polled from here until it shows all
+N jobs done."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import psycopg
@@ -21,6 +24,8 @@ from bench.peers.summary import Rates
 from bench.peers.tools import PROGRAMS, RUN_ORDER, WORKER_PATHS, Place, Tool, command_for
 from bench.postgres import fresh_database
 from rich.markup import escape
+
+from redrive.composition import sqlite_path
 
 Log = Callable[[str], None]
 # Variables that would point a tool somewhere else than its private database.
@@ -87,8 +92,16 @@ def stop(process: subprocess.Popen[bytes], grace: float = 0.0) -> None:
         process.wait()
 
 
-class Counter:
-    """Counts finished jobs with one autocommit connection to the tool's database."""
+class Counter(Protocol):
+    """Counts finished jobs with a `done` or `exactly` query (`%(jobs)s` is N)."""
+
+    def count(self, query: str, jobs: int) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class PostgresCounter:
+    """Counts with one autocommit connection to the tool's database."""
 
     def __init__(self, url: str) -> None:
         self.connection = psycopg.connect(url, autocommit=True)
@@ -99,6 +112,49 @@ class Counter:
 
     def close(self) -> None:
         self.connection.close()
+
+
+class SqliteCounter:
+    """Counts with one read-only connection to the tool's SQLite file: in WAL mode it reads the
+    last commit while the worker writes, and takes no lock the worker waits on. Each count reads
+    its row to the end, so no read transaction stays open to hold back the worker's checkpoints."""
+
+    def __init__(self, url: str) -> None:
+        path = Path(sqlite_path(url)).resolve()
+        self.connection = sqlite3.connect(
+            f"{path.as_uri()}?mode=ro", uri=True, isolation_level=None, timeout=30
+        )
+
+    def count(self, query: str, jobs: int) -> int:
+        rows = self.connection.execute(query.replace("%(jobs)s", ":jobs"), {"jobs": jobs})
+        found = rows.fetchall()
+        return int(found[0][0]) if found else 0
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def counter_for(tool: Tool, url: str) -> Counter:
+    return SqliteCounter(url) if tool.store == "sqlite" else PostgresCounter(url)
+
+
+@contextmanager
+def fresh_sqlite(directory: Path, prefix: str) -> Iterator[str]:
+    """The URL of a SQLite file in a new temporary directory under `directory`, removed (with the
+    file's -wal, -shm and key files) afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix + "_", dir=directory) as place:
+        yield f"sqlite:///{Path(place) / 'redrive.db'}"
+
+
+@contextmanager
+def private_database(tool: Tool, directory: Path) -> Iterator[str]:
+    """A fresh database for one round of `tool`: PostgreSQL, or a SQLite file."""
+    if tool.store == "sqlite":
+        with fresh_sqlite(directory, database_prefix(tool)) as url:
+            yield url
+    else:
+        with fresh_database(database_prefix(tool)) as url:
+            yield url
 
 
 def wait_done(
@@ -218,11 +274,11 @@ def tool_round(
     later paths need its jobs) and is returned."""
     rates: dict[str, float] = {}
     process_log = directory / f"{database_prefix(tool)}.log"
-    with fresh_database(database_prefix(tool)) as url:
+    with private_database(tool, directory) as url:
         try:
             run_setup(tool, environment, Place(url), settings.jobs, process_log)
             with served(tool, environment, Place(url), settings.jobs, process_log) as places:
-                counter = Counter(url)
+                counter = counter_for(tool, url)
                 try:
                     for path in RUN_ORDER:
                         rates[path] = measure(

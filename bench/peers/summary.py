@@ -1,5 +1,6 @@
 """The peer results' arithmetic: medians over rounds, the best peer per path, redrive's per-round
-ratios against it, and the figures, table rows and targets made from them (pure; no I/O)."""
+ratios against it (or, for the SQLite column, against redrive's PostgreSQL one), and the figures,
+table rows and targets made from them (pure; no I/O)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,17 @@ TARGETS: dict[tuple[str, str], float] = {
     ("redrive HTTP", "process no-op jobs"): 1.0,
     ("redrive HTTP", "always-failing jobs to the dead/failed state"): 1.0,
     ("redrive HTTP", "retry every failed job"): 1.0,
+    ("redrive embedded SQLite", "process no-op jobs"): 1.5,
+    ("redrive embedded SQLite", "always-failing jobs to the dead/failed state"): 1.5,
+}
+# Columns compared with another redrive column instead of the best peer, on the paths issue 13
+# gives them a target (their other paths show the rate alone): SQLite embedded / PostgreSQL
+# embedded.
+BASELINES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "redrive embedded SQLite": (
+        "redrive embedded",
+        ("process no-op jobs", "always-failing jobs to the dead/failed state"),
+    ),
 }
 
 
@@ -51,7 +63,7 @@ def round_ratios(ours: Sequence[float | None], theirs: Sequence[float | None]) -
 
 @dataclass(frozen=True)
 class Comparison:
-    """One redrive column on one path against the best peer there."""
+    """One redrive column on one path against the best peer there (or its baseline column)."""
 
     tool: str
     path: str
@@ -64,16 +76,24 @@ class Comparison:
         return median(self.ratios)
 
 
+def compared_with(rates: Rates, peers: Sequence[str], tool: str, path: str) -> str | None:
+    """The column `tool` is measured against on `path`: its baseline on the paths it has one,
+    nothing on its other paths, else the best peer."""
+    if tool in BASELINES:
+        baseline, paths = BASELINES[tool]
+        return baseline if path in paths else None
+    return best_peer(rates, peers, path)
+
+
 def compare(rates: Rates, peers: Sequence[str], ours: Sequence[str], path: str) -> list[Comparison]:
-    peer = best_peer(rates, peers, path)
-    if peer is None:
-        return []
-    theirs = rates[peer][path]
     found = []
     for tool in ours:
-        ratios = round_ratios(rates.get(tool, {}).get(path, []), theirs)
+        other = compared_with(rates, peers, tool, path)
+        if other is None:
+            continue
+        ratios = round_ratios(rates.get(tool, {}).get(path, []), rates.get(other, {}).get(path, []))
         if ratios:
-            found.append(Comparison(tool, path, peer, ratios, TARGETS.get((tool, path))))
+            found.append(Comparison(tool, path, other, ratios, TARGETS.get((tool, path))))
     return found
 
 
@@ -96,8 +116,8 @@ def rate_figures(
 
 
 def ratio_figures(comparisons: Sequence[Comparison]) -> list[Figure]:
-    """redrive / best peer per path: the median of the per-round ratios, against issue 13's
-    target."""
+    """redrive / best peer (or baseline column) per path: the median of the per-round ratios,
+    against issue 13's target."""
     figures = []
     for comparison in comparisons:
         ratio = comparison.ratio
@@ -119,7 +139,8 @@ def ratio_figures(comparisons: Sequence[Comparison]) -> list[Figure]:
 
 
 def cell(rates: Rates, tool: str, path: str, comparison: Comparison | None) -> str:
-    """A table cell: the median jobs/s, with the ratio to the best peer for redrive's columns."""
+    """A table cell: the median jobs/s, with the ratio to the best peer (or the baseline column)
+    for redrive's columns."""
     middle = median(rates.get(tool, {}).get(path, []))
     if middle is None:
         return "n/a"

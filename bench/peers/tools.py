@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bench.peers.environments import Environment, Peer
 
@@ -32,6 +32,11 @@ WORKER_PATHS = (PROCESS, FAIL)
 # against.
 PGQUEUER = Peer("pgqueuer", ("pgqueuer[asyncpg]==1.6.0", "typer<0.29"), (3, 10))
 OBAN = Peer("oban-py", ("oban==0.7.0",), (3, 12))
+
+
+# Where a round of a SQLite column keeps its file (a fresh temporary directory per round), as the
+# recorded commands show it.
+SQLITE_PLACEHOLDER = "sqlite:///<temporary directory>/redrive.db"
 
 
 @dataclass(frozen=True)
@@ -68,10 +73,14 @@ class Tool:
     # Checked once a path is done, with every process stopped: each query must count exactly N
     # (a job claimed twice, lost or dead-lettered twice shows here).
     exactly: dict[str, str] = field(default_factory=dict)
+    # The database a round runs on: a private PostgreSQL database, or a fresh SQLite file (the
+    # done and exact counts are then read from that file).
+    store: Literal["postgres", "sqlite"] = "postgres"
 
     @property
     def key(self) -> str:
-        """The name as `--tools` takes it: pgqueuer, oban-py, redrive-http, redrive-embedded."""
+        """The name as `--tools` takes it: pgqueuer, oban-py, redrive-http, redrive-embedded,
+        redrive-embedded-sqlite, redrive-http-x2."""
         return self.name.lower().replace(" ", "-")
 
 
@@ -254,7 +263,24 @@ REDRIVE_EMBEDDED = Tool(
     ],
 )
 
-TOOLS = (PGQUEUER_TOOL, OBAN_TOOL, REDRIVE_HTTP, REDRIVE_EMBEDDED, REDRIVE_REPLICAS)
+# Issue 13's "SQLite, embedded, process and dead-letter: >= 1.5x the PostgreSQL embedded figure":
+# the same worker and producer on a SQLite file (the documented `sqlite:///PATH`).
+REDRIVE_EMBEDDED_SQLITE = replace(
+    REDRIVE_EMBEDDED,
+    name="redrive embedded SQLite",
+    store="sqlite",
+    notes=[
+        "`redrive worker --embedded --database-url sqlite:///PATH` (defaults: WAL, synchronous "
+        "FULL); the producer is `redrive.Embedded` on the same file; a fresh file in a "
+        "temporary directory per round, counted read-only from the benchmark process",
+        *REDRIVE_EMBEDDED.notes[1:],
+    ],
+)
+
+TOOLS = (
+    PGQUEUER_TOOL, OBAN_TOOL, REDRIVE_HTTP, REDRIVE_EMBEDDED, REDRIVE_EMBEDDED_SQLITE,
+    REDRIVE_REPLICAS,
+)  # fmt: skip
 PEER_NAMES = tuple(tool.name for tool in TOOLS if tool.peer is not None)
 REDRIVE_NAMES = tuple(tool.name for tool in TOOLS if tool.peer is None)
 
@@ -269,9 +295,12 @@ def command_for(
 
 
 def described(tool: Tool, environment: Environment, database_url: str, jobs: int) -> dict[str, Any]:
-    """The exact commands a round runs for `tool`, on a placeholder database and port."""
-    place = Place(database_url, "http://127.0.0.1:<port>")
+    """The exact commands a round runs for `tool`, on a placeholder database (`database_url` for
+    PostgreSQL, a file in a temporary directory for SQLite) and port."""
+    database = database_url if tool.store == "postgres" else SQLITE_PLACEHOLDER
+    place = Place(database, "http://127.0.0.1:<port>")
     return {
+        "store": tool.store,
         "environment_variables": tool.environment_variables(place, jobs),
         "setup": [" ".join(command) for command in tool.setup(environment, place)],
         "server": " ".join(tool.server(environment, place)) if tool.server else None,

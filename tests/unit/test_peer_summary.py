@@ -17,9 +17,12 @@ from bench.peers.summary import (
 )
 
 ONE = "enqueue one job per call"
+PROCESS = "process no-op jobs"
+FAIL = "always-failing jobs to the dead/failed state"
 RETRY = "retry every failed job"
 PEERS = ("pgqueuer", "oban-py")
 OURS = ("redrive HTTP", "redrive embedded")
+SQLITE = "redrive embedded SQLite"
 
 
 def rates() -> Rates:
@@ -116,3 +119,44 @@ def test_rows_show_peers_first_then_redrive_with_its_ratio_and_the_peer_compared
 def test_rows_without_any_peer_figure_show_plain_rates() -> None:
     table = rows({"redrive HTTP": {ONE: [300.0]}}, PEERS, ("redrive HTTP",), [ONE])
     assert table == [[ONE, "n/a", "n/a", "300", "none"]]
+
+
+def sqlite_rates() -> Rates:
+    return {
+        "pgqueuer": {ONE: [2_000.0], PROCESS: [4_000.0, 4_400.0], FAIL: [2_000.0, 1_900.0]},
+        "redrive embedded": {ONE: [700.0], PROCESS: [3_000.0, 3_200.0], FAIL: [2_000.0, None]},
+        SQLITE: {ONE: [1_400.0], PROCESS: [6_000.0, 4_000.0], FAIL: [2_500.0, 3_000.0]},
+    }
+
+
+def test_the_sqlite_column_is_compared_with_postgresql_embedded_on_process_and_fail() -> None:
+    ours = ("redrive embedded", SQLITE)
+    [embedded, sqlite] = compare(sqlite_rates(), PEERS, ours, PROCESS)
+    assert (embedded.peer, embedded.target) == ("pgqueuer", 1.5)
+    assert sqlite.peer == "redrive embedded"
+    assert sqlite.ratios == pytest.approx([2.0, 1.25])
+    assert sqlite.target == 1.5
+    [_, failing] = compare(sqlite_rates(), PEERS, ours, FAIL)
+    assert (failing.peer, failing.ratios, failing.target) == ("redrive embedded", [1.25], 1.5)
+
+
+def test_the_sqlite_column_has_no_ratio_on_the_other_paths_nor_without_its_baseline() -> None:
+    assert [
+        item.tool for item in compare(sqlite_rates(), PEERS, ("redrive embedded", SQLITE), ONE)
+    ] == ["redrive embedded"]
+    alone = sqlite_rates()
+    del alone["redrive embedded"]
+    assert compare(alone, PEERS, (SQLITE,), PROCESS) == []
+    assert compare(alone, (), (SQLITE,), PROCESS) == []
+
+
+def test_rows_show_the_sqlite_ratio_on_its_target_paths_and_its_plain_rate_elsewhere() -> None:
+    table = rows(sqlite_rates(), ("pgqueuer",), ("redrive embedded", SQLITE), [ONE, PROCESS])
+    assert table == [
+        [ONE, "2,000", "700 (0.35x)", "1,400", "pgqueuer"],
+        [PROCESS, "4,200", "3,100 (0.74x)", "5,000 (1.62x)", "pgqueuer"],
+    ]
+    [figure] = ratio_figures(compare(sqlite_rates(), PEERS, (SQLITE,), FAIL))
+    assert figure.name == "redrive embedded SQLite / redrive embedded: " + FAIL
+    assert figure.target == 1.5
+    assert figure.met is False

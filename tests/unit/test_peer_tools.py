@@ -72,9 +72,32 @@ def test_the_description_records_every_command_of_a_round() -> None:
         "/venv/bin/redrive worker redrive_tasks:worker --url http://127.0.0.1:<port>"
     )
     assert [tool.key for tool in TOOLS] == [
-        "pgqueuer", "oban-py", "redrive-http", "redrive-embedded", "redrive-http-x2",
+        "pgqueuer", "oban-py", "redrive-http", "redrive-embedded", "redrive-embedded-sqlite",
+        "redrive-http-x2",
     ]  # fmt: skip
     assert description["replicas"] == 1
+    assert description["store"] == "postgres"
+
+
+def test_the_sqlite_column_is_the_embedded_one_on_a_sqlite_file() -> None:
+    postgres = next(tool for tool in TOOLS if tool.key == "redrive-embedded")
+    sqlite = next(tool for tool in TOOLS if tool.key == "redrive-embedded-sqlite")
+    assert (postgres.store, sqlite.store) == ("postgres", "sqlite")
+    assert sqlite.done == postgres.done and sqlite.exactly == postgres.exactly
+    place = Place("sqlite:////tmp/round/redrive.db")
+    assert sqlite.worker(ENVIRONMENT, place) == [
+        "/venv/bin/redrive", "worker", "redrive_tasks:worker", "--embedded",
+        "--database-url", "sqlite:////tmp/round/redrive.db",
+    ]  # fmt: skip
+    assert sqlite.setup(ENVIRONMENT, place) == [
+        ["/venv/bin/redrive", "migrate", "--database-url", "sqlite:////tmp/round/redrive.db"]
+    ]
+    description = described(sqlite, ENVIRONMENT, "postgresql://host:5432/<database>", 20_000)
+    assert description["store"] == "sqlite"
+    assert description["paths"][PROCESS].endswith(
+        "--database-url sqlite:///<temporary directory>/redrive.db"
+    )
+    assert "postgresql" not in " ".join(description["paths"].values())
 
 
 def test_the_replicated_column_is_the_http_one_on_two_servers() -> None:

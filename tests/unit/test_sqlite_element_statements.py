@@ -45,3 +45,45 @@ def test_quoted_text_is_not_a_parameter() -> None:
 def test_one_statement_runs_over_one_array() -> None:
     with pytest.raises(ValueError, match="one array"):
         compile_part("SELECT :rows->>id, :events->>id")
+
+
+def test_a_returning_clause_of_element_fields_is_answered_as_sqlite_would(tmp_path: Path) -> None:
+    connection = sqlite3.connect(tmp_path / "echo.db", isolation_level=None)
+    connection.execute("CREATE TABLE t (id TEXT PRIMARY KEY, state TEXT)")
+    connection.executemany("INSERT INTO t VALUES (?, ?)", [("a", "old"), ("b", "new")])
+    parameters = {"rows": dump([{"id": "a", "flag": True}, {"id": "b"}, {"id": "c"}])}
+    by_sqlite = compile_part(
+        "UPDATE t SET state = 'new' WHERE id = :rows->>id AND state = 'old' "
+        "RETURNING 'job' AS kind, id AS id, NULL AS events, :rows->>flag AS flag"
+    )
+    echoed = compile_part(
+        "UPDATE t SET state = 'new' WHERE id = :rows->>id AND state = 'old' "
+        "RETURNING 'job' AS kind, :rows->>id AS id, NULL AS events, :rows->>flag AS flag;"
+    )
+    assert by_sqlite.echoes == () and "RETURNING" in by_sqlite.sql
+    assert "RETURNING" not in echoed.sql
+    assert echoed.echoes == (("kind", None, "job"), ("id", "id", None), ("events", None, None),
+                             ("flag", "flag", None))  # fmt: skip
+    expected = ([{"kind": "job", "id": "a", "events": None, "flag": 1}], 1)
+    assert execute(connection, echoed, parameters) == expected
+    connection.execute("UPDATE t SET state = 'old' WHERE id = 'a'")
+    assert execute(connection, by_sqlite, parameters) == expected
+
+
+def test_an_insert_skipped_on_conflict_returns_no_row(tmp_path: Path) -> None:
+    connection = sqlite3.connect(tmp_path / "skip.db", isolation_level=None)
+    connection.execute("CREATE TABLE t (id TEXT PRIMARY KEY)")
+    connection.execute("INSERT INTO t VALUES ('a')")
+    part = compile_part(
+        "INSERT INTO t (id) VALUES (:rows->>id) ON CONFLICT (id) DO NOTHING "
+        "RETURNING :rows->>id AS id"
+    )
+    assert execute(connection, part, {"rows": dump([{"id": "a"}, {"id": "b"}])}) == (
+        [{"id": "b"}],
+        1,
+    )
+
+
+def test_an_echoed_field_of_another_array_is_refused() -> None:
+    with pytest.raises(ValueError, match="one array"):
+        compile_part("UPDATE t SET x = 1 WHERE id = :rows->>id RETURNING :events->>id AS id")

@@ -25,7 +25,7 @@ ON CONFLICT (id) DO NOTHING
 -- Many jobs (:rows is a JSON array of job records, one statement run per record); existing ids
 -- are skipped and the ids actually inserted come back.
 {insert_job_rows}
-RETURNING id;
+RETURNING :rows->>id AS id;
 
 -- name: enqueue_jobs
 -- What an enqueue writes: the jobs' queues (known ones left as they are), the new jobs of :rows
@@ -56,7 +56,7 @@ WHERE NOT (:alone AND :rows->>event_id IS NOT NULL AND EXISTS (
     SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :rows->>tenant_id
 ))
 ON CONFLICT (id) DO NOTHING
-RETURNING 'job' AS kind, id, NULL AS tenant_id, NULL AS events;
+RETURNING 'job' AS kind, :rows->>id AS id, NULL AS tenant_id, NULL AS events;
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
 SELECT :rows->>event_id, :rows->>tenant_id, :rows->>event_type, :rows->>queue, :rows->>type,
     :rows->>id, :now,
@@ -113,7 +113,7 @@ UPDATE jobs SET
     result = NULLIF(:rows->result, 'null'), dead_lettered = :rows->>dead_lettered
 WHERE id = :rows->>id AND state = :rows->>expected_state
   AND COALESCE(lease_token, '') = COALESCE(:rows->>expected_lease_token, '')
-RETURNING id;
+RETURNING :rows->>id AS id;
 
 -- name: select_job
 SELECT * FROM jobs WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
