@@ -25,19 +25,31 @@ class ProtocolHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {key.decode("latin-1").lower(): value for key, value in scope["headers"]}
-        request_id = headers.get("x-request-id", b"").decode("latin-1") or new_request_id()
+        # One pass over the headers for the three this layer reads (the last of a repeated one
+        # counts), not a dict of them all: ASGI servers give the names in lower case.
+        given_id = given_version = given_length = b""
+        for name, value in scope["headers"]:
+            if name == b"x-request-id":
+                given_id = value
+            elif name == b"ojs-version":
+                given_version = value
+            elif name == b"content-length":
+                given_length = value
+        request_id = given_id.decode("latin-1") or new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
         extra = [(b"ojs-version", b"1.0"), (b"x-request-id", request_id.encode("latin-1"))]
+        started = False
 
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 
-        version = headers.get("ojs-version", b"1.0").decode("latin-1").strip()
+        version = (given_version or b"1.0").decode("latin-1").strip()
         try:
-            declared = int(headers.get("content-length", b"0") or 0)
+            declared = int(given_length or 0)
         except ValueError:
             declared = 0
         problem: OjsError | None = None
@@ -51,15 +63,8 @@ class ProtocolHeaders:
             response = error_response(problem, request_id)
             await response(scope, receive, send_with_headers)
             return
-        started = False
-
-        async def send_tracking(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send_with_headers(message)
-
         try:
-            await self.app(scope, self._limited(receive), send_tracking)
+            await self.app(scope, self._limited(receive), send_with_headers)
         except Exception:
             log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
             if started:
