@@ -3,12 +3,17 @@ no earlier route would take; everything else stays with FastAPI's routing."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from fastapi import APIRouter, Depends
+from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 
-from redrive.api.app import ROUTERS
-from redrive.api.exact_routes import exact_routes
+from redrive.api.app import ROUTERS, create_app
+from redrive.api.exact_routes import ExactRoutes, exact_routes
+from redrive.api.middleware import ProtocolHeaders
+from redrive.service.facade import Service
 
 
 async def plain(request: Request) -> Response:
@@ -40,3 +45,17 @@ def test_the_hot_paths_are_in_the_apps_table() -> None:
     for path in ("/jobs", "/jobs/batch", "/workers/fetch", "/workers/ack", "/workers/nack"):
         assert ("POST", f"/ojs/v1{path}") in table
     assert not any("{" in path for _, path in table)
+
+
+def test_protocol_headers_then_the_table_run_before_fastapis_own_layers() -> None:
+    """The two layers every request passes through come first, so an exact route does not go
+    through FastAPI's error, telemetry and body-limit layers on its way (they still wrap the
+    routes FastAPI serves)."""
+    app = create_app(cast(Service, object()), max_body_bytes=1234)
+    stack = app.build_middleware_stack()
+    assert isinstance(stack, ProtocolHeaders)
+    assert stack.max_body_bytes == 1234
+    routes = stack.app
+    assert isinstance(routes, ExactRoutes)
+    assert ("POST", "/ojs/v1/jobs") in routes.routes
+    assert isinstance(routes.app, ServerErrorMiddleware)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from fastapi.routing import APIRoute
+from starlette.types import ASGIApp
 
 from redrive import __version__
 from redrive.api import (
@@ -29,11 +31,26 @@ from redrive.api import (
 )
 from redrive.api.authorization import authorize
 from redrive.api.errors import install_error_handlers
-from redrive.api.exact_routes import ExactRoutes, exact_routes
+from redrive.api.exact_routes import ExactRoutes, Key, exact_routes
 from redrive.api.middleware import ProtocolHeaders
 from redrive.service.facade import Service
 
 Hook = Callable[[], Awaitable[None]]
+
+
+class RedriveApp(FastAPI):
+    """FastAPI with redrive's two request layers outermost: ProtocolHeaders, then ExactRoutes,
+    then FastAPI's own stack (its last-resort 500s, exception telemetry and body limit around
+    the routes it serves). Added with `add_middleware` they ran inside those three layers, three
+    calls per request that an exact route does without: ProtocolHeaders answers the last-resort
+    500s and caps bodies itself, and ExactRoutes maps the errors of its routes itself."""
+
+    max_body_bytes = 1_048_576
+    exact: Mapping[Key, APIRoute] = {}
+
+    def build_middleware_stack(self) -> ASGIApp:
+        routes = ExactRoutes(super().build_middleware_stack(), self.exact)
+        return ProtocolHeaders(routes, self.max_body_bytes)
 
 
 def create_app(
@@ -53,7 +70,7 @@ def create_app(
             if on_shutdown is not None:
                 await on_shutdown()
 
-    app = FastAPI(
+    app = RedriveApp(
         title="redrive",
         version=__version__,
         description="An Open Job Spec job server built around the dead-letter queue.",
@@ -66,10 +83,8 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     openapi.install(app)
-    # The last added runs first: ProtocolHeaders wraps every request, ExactRoutes included.
-    api_routes = (route for router in ROUTERS for route in router.routes)
-    app.add_middleware(ExactRoutes, routes=exact_routes(api_routes))
-    app.add_middleware(ProtocolHeaders, max_body_bytes=max_body_bytes)
+    app.max_body_bytes = max_body_bytes
+    app.exact = exact_routes(route for router in ROUTERS for route in router.routes)
     return app
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -25,46 +26,44 @@ class ProtocolHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {key.decode("latin-1").lower(): value for key, value in scope["headers"]}
-        request_id = headers.get("x-request-id", b"").decode("latin-1") or new_request_id()
+        given_id, given_version, given_length = _protocol_headers(scope["headers"])
+        request_id = given_id.decode("latin-1") or new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
         extra = [(b"ojs-version", b"1.0"), (b"x-request-id", request_id.encode("latin-1"))]
+        started = False
 
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 
-        version = headers.get("ojs-version", b"1.0").decode("latin-1").strip()
-        try:
-            declared = int(headers.get("content-length", b"0") or 0)
-        except ValueError:
-            declared = 0
-        problem: OjsError | None = None
-        if version and not version.startswith("1."):
-            problem = Unsupported(
-                f"OJS-Version {version!r} is not supported; this server speaks 1.0"
-            )
-        elif declared > self.max_body_bytes:
-            problem = PayloadTooLarge(f"the body is larger than {self.max_body_bytes} bytes")
+        problem = self._refusal(given_version, given_length)
         if problem is not None:
             response = error_response(problem, request_id)
             await response(scope, receive, send_with_headers)
             return
-        started = False
-
-        async def send_tracking(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send_with_headers(message)
-
         try:
-            await self.app(scope, self._limited(receive), send_tracking)
+            await self.app(scope, self._limited(receive), send_with_headers)
         except Exception:
             log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
             if started:
                 raise
             await unexpected_response(request_id)(scope, receive, send_with_headers)
+
+    def _refusal(self, given_version: bytes, given_length: bytes) -> OjsError | None:
+        """An unsupported OJS-Version, or a declared body over the cap."""
+        version = (given_version or b"1.0").decode("latin-1").strip()
+        try:
+            declared = int(given_length or 0)
+        except ValueError:
+            declared = 0
+        if version and not version.startswith("1."):
+            return Unsupported(f"OJS-Version {version!r} is not supported; this server speaks 1.0")
+        if declared > self.max_body_bytes:
+            return PayloadTooLarge(f"the body is larger than {self.max_body_bytes} bytes")
+        return None
 
     def _limited(self, receive: Receive) -> Receive:
         received = 0
@@ -80,3 +79,18 @@ class ProtocolHeaders:
             return message
 
         return limited_receive
+
+
+def _protocol_headers(headers: Iterable[tuple[bytes, bytes]]) -> tuple[bytes, bytes, bytes]:
+    """X-Request-Id, OJS-Version and Content-Length (empty when absent; the last of a repeated
+    one counts), in one pass rather than a dict of every header: ASGI servers give the names in
+    lower case."""
+    request_id = version = length = b""
+    for name, value in headers:
+        if name == b"x-request-id":
+            request_id = value
+        elif name == b"ojs-version":
+            version = value
+        elif name == b"content-length":
+            length = value
+    return request_id, version, length
