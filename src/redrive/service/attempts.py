@@ -186,11 +186,13 @@ async def fail_all(
     """Record many failed attempts in one transaction; each entry succeeds or fails on its own.
     Secrets in the errors are redacted first: the job, its dead letter and the events all store
     the redacted error."""
-    redactor = runtime.options.redactor
+    failures = iter(
+        lifecycle.redact_failures(
+            [r.failure for r in requests if not isinstance(r, OjsError)], runtime.options.redactor
+        )
+    )
     requests = [
-        request
-        if isinstance(request, OjsError)
-        else replace(request, failure=lifecycle.redact_failure(request.failure, redactor))
+        request if isinstance(request, OjsError) else replace(request, failure=next(failures))
         for request in requests
     ]
     now = runtime.now()
