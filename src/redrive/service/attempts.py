@@ -112,10 +112,10 @@ async def record_failures(
     landed = [(job, outcome) for job, outcome in failures if job.id in written]
     await transaction.notify({o.job.queue for _, o in landed if o.job.state == AVAILABLE})
     found: list[tuple[DeadLetter, Fingerprint]] = []
-    for _, outcome in landed:
+    dying = [outcome for _, outcome in landed if outcome.dead_letter_reason is not None]
+    for outcome, episode_id in zip(dying, runtime.new_ids(len(dying), now), strict=True):
         if outcome.dead_letter_reason is not None:
             fingerprint = runtime.options.fingerprinter.fingerprint(outcome.job)
-            episode_id = runtime.new_id(now)
             dead = new_dead_letter(
                 episode_id, outcome.job, outcome.dead_letter_reason, now, fingerprint,
                 aggregate_key(runtime.options.alerts, outcome.job, runtime.options.redactor),
