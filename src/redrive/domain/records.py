@@ -76,7 +76,9 @@ def retry_from_record(record: dict[str, Any]) -> RetryPolicy:
 
 
 def job_to_record(job: Job) -> dict[str, Any]:
-    record = {name: getattr(job, name) for name in JOB_FIELDS}
+    # A job's __dict__ holds its fields, in order (frozen, made by its __init__ or assembled):
+    # one copy instead of a getattr per field.
+    record = dict(vars(job))
     record["retry"] = retry_to_record(job.retry)
     return record
 
