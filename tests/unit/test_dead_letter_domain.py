@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import replace
 from typing import Any
@@ -21,7 +22,7 @@ from redrive.domain.dead_letter_filter import DeadLetterFilter, parse_filter
 from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
 from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, incident_id
 from redrive.domain.job import Job
-from redrive.domain.records import job_from_record, job_to_record
+from redrive.domain.records import job_from_record, job_to_record, retry_to_record
 from redrive.domain.retry import RetryPolicy
 
 NOW = 1_772_359_200_000  # 2026-03-01T10:00:00.000Z
@@ -363,3 +364,11 @@ def test_record_round_trip_through_json(job: Job) -> None:
 def test_record_ignores_unknown_keys() -> None:
     record = {**job_to_record(dead_job()), "legacy_column": 1}
     assert job_from_record(record) == dead_job()
+
+
+@pytest.mark.parametrize("job", ROUND_TRIP_JOBS)
+def test_a_record_holds_every_field_of_the_job_in_order_and_nothing_else(job: Job) -> None:
+    record = job_to_record(job)
+    assert list(record) == [item.name for item in dataclasses.fields(Job)]
+    assert record["retry"] == retry_to_record(job.retry)
+    assert all(record[name] is getattr(job, name) for name in record if name != "retry")

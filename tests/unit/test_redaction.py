@@ -209,3 +209,25 @@ def test_a_text_redacted_again_gives_the_same_answer_and_counts_of_its_own() -> 
     again, again_counts = redactor.redact(text)
     assert again == first and sum(again_counts.values()) >= 1
     assert redactor.redact("nothing secret here") == ("nothing secret here", {})
+
+
+def test_a_batch_of_failures_is_redacted_each_as_alone_equal_ones_once() -> None:
+    def failure(message: str, retryable: bool = True, line: str = "at db") -> lifecycle.Failure:
+        details = {"password": "x", "backtrace": ["Traceback", line]}
+        return lifecycle.Failure("handler_error", message, "AuthError", retryable, details)
+
+    batch = [
+        failure("login as ana@example.com failed"),
+        failure("login as ana@example.com failed"),
+        failure("login as ana@example.com failed", retryable=False),
+        failure("login as ana@example.com failed", line="at db (dsn=postgres://u:p@db/x)"),
+        failure("plain"),
+        failure("login as ana@example.com failed"),
+    ]
+    redacted = lifecycle.redact_failures(batch, DEFAULT_REDACTOR)
+    assert redacted == [lifecycle.redact_failure(each, DEFAULT_REDACTOR) for each in batch]
+    assert redacted[0] is redacted[1] is redacted[5]  # the same error: redacted once
+    assert len({id(each) for each in redacted}) == 4
+    assert redacted[2].retryable is False
+    assert redacted[3].redactions == {"email": 1, "password": 1, "url_credentials": 1}
+    assert lifecycle.redact_failures([], DEFAULT_REDACTOR) == []

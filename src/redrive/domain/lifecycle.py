@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -164,6 +164,23 @@ def redact_failure(failure: Failure, redactor: Redactor) -> Failure:
         details=details,
         redactions=counts_document(counts) or None,
     )
+
+
+def redact_failures(failures: Sequence[Failure], redactor: Redactor) -> list[Failure]:
+    """Each failure as `redact_failure` leaves it; equal failures (the jobs of a batch that fail
+    the same way report the same error, word for word) are redacted once and share the result.
+    Equal means the same `repr` of every field: values parsed from JSON, so no two different
+    failures share one."""
+    done: dict[str, Failure] = {}
+    redacted = []
+    for failure in failures:
+        key = repr((failure.code, failure.message, failure.type, failure.retryable,
+                    failure.details, failure.redactions))  # fmt: skip
+        found = done.get(key)
+        if found is None:
+            found = done[key] = redact_failure(failure, redactor)
+        redacted.append(found)
+    return redacted
 
 
 def error_record(failure: Failure, attempt: int, now: int) -> dict[str, Any]:

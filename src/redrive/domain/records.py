@@ -6,12 +6,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from redrive.domain.frozen import Assembler
 from redrive.domain.job import Job
 from redrive.domain.retry import RetryPolicy, parse_retry_policy
 
 # Read once: these run for every job written or read on the hot path.
 RETRY_FIELDS = tuple(field.name for field in dataclasses.fields(RetryPolicy))
 JOB_FIELDS = tuple(field.name for field in dataclasses.fields(Job))
+assemble_retry = Assembler(RetryPolicy)
 
 
 @dataclass(frozen=True)
@@ -70,13 +72,17 @@ def retry_to_record(policy: RetryPolicy) -> dict[str, Any]:
 
 
 def retry_from_record(record: dict[str, Any]) -> RetryPolicy:
-    values = {key: value for key, value in record.items() if key in RETRY_FIELDS}
+    """Assembled (no frozen `__init__` and its call per field): every claimed or locked job
+    reads one."""
+    values = {key: value for key, value in record.items() if key in assemble_retry.names}
     values["non_retryable_errors"] = tuple(values.get("non_retryable_errors", ()))
-    return RetryPolicy(**values)
+    return assemble_retry(**values)
 
 
 def job_to_record(job: Job) -> dict[str, Any]:
-    record = {name: getattr(job, name) for name in JOB_FIELDS}
+    # A job's __dict__ holds its fields, in order (frozen, made by its __init__ or assembled):
+    # one copy instead of a getattr per field.
+    record = dict(vars(job))
     record["retry"] = retry_to_record(job.retry)
     return record
 

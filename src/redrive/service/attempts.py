@@ -112,10 +112,10 @@ async def record_failures(
     landed = [(job, outcome) for job, outcome in failures if job.id in written]
     await transaction.notify({o.job.queue for _, o in landed if o.job.state == AVAILABLE})
     found: list[tuple[DeadLetter, Fingerprint]] = []
-    for _, outcome in landed:
+    dying = [outcome for _, outcome in landed if outcome.dead_letter_reason is not None]
+    for outcome, episode_id in zip(dying, runtime.new_ids(len(dying), now), strict=True):
         if outcome.dead_letter_reason is not None:
             fingerprint = runtime.options.fingerprinter.fingerprint(outcome.job)
-            episode_id = runtime.new_id(now)
             dead = new_dead_letter(
                 episode_id, outcome.job, outcome.dead_letter_reason, now, fingerprint,
                 aggregate_key(runtime.options.alerts, outcome.job, runtime.options.redactor),
@@ -186,11 +186,13 @@ async def fail_all(
     """Record many failed attempts in one transaction; each entry succeeds or fails on its own.
     Secrets in the errors are redacted first: the job, its dead letter and the events all store
     the redacted error."""
-    redactor = runtime.options.redactor
+    failures = iter(
+        lifecycle.redact_failures(
+            [r.failure for r in requests if not isinstance(r, OjsError)], runtime.options.redactor
+        )
+    )
     requests = [
-        request
-        if isinstance(request, OjsError)
-        else replace(request, failure=lifecycle.redact_failure(request.failure, redactor))
+        request if isinstance(request, OjsError) else replace(request, failure=next(failures))
         for request in requests
     ]
     now = runtime.now()

@@ -133,10 +133,11 @@ class Runtime:
             await self.queue_deliveries(transaction, listeners, stored, now)
 
     def stored_events(self, events: list[Event], now: int) -> list[StoredEvent]:
-        """The events as the outbox keeps them: each with a fresh id and the time."""
+        """The events as the outbox keeps them: each with a fresh id (one series) and the
+        time."""
         return [
-            StoredEvent(id=f"evt_{self.new_id(now)}", sequence=0, time=now, event=event)
-            for event in events
+            StoredEvent(id=f"evt_{event_id}", sequence=0, time=now, event=event)
+            for event_id, event in zip(self.new_ids(len(events), now), events, strict=True)
         ]
 
     async def queue_deliveries(

@@ -41,11 +41,12 @@ def dump(value: Any) -> str | None:
 
 
 # orjson reads integers beyond 64 bits as floats: text with a run of 19 or more digits (maybe
-# such an integer) goes to the standard library, which keeps them exact. The run is found with
-# every digit turned into 0 (str.translate and `in` scan ten times faster than a regular
-# expression, which cost more than orjson's whole parse).
-DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
-LONG_DIGITS = "0" * 19
+# such an integer) goes to the standard library, which keeps them exact. The run is found in the
+# text's UTF-8 bytes with every digit turned into 0 (bytes.translate and `in` scan ten times
+# faster than a regular expression, which cost more than orjson's whole parse, and three to
+# five times faster than str.translate: 2 -> 0.4-0.9 us for a job's envelope or errors).
+DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+LONG_DIGITS = b"0" * 19
 
 
 def load(value: Any) -> Any:
@@ -56,7 +57,8 @@ def load(value: Any) -> Any:
     if isinstance(value, bytes):
         value = value.decode()
     if isinstance(value, str):
-        if LONG_DIGITS in value.translate(DIGITS_AS_ZERO):
+        # UTF-8 (lone surrogates passed through): only ASCII digits become 0 bytes.
+        if LONG_DIGITS in value.encode("utf-8", "surrogatepass").translate(DIGITS_AS_ZERO):
             return json.loads(value)
         try:
             return orjson.loads(value)
