@@ -81,9 +81,7 @@ async def open_store(settings: Settings) -> Store:
     if url.startswith(("postgresql:", "postgres:")):
         from redrive.store.postgres.store import PostgresStore
 
-        store = PostgresStore(url, max_size=settings.pool_size, role=settings.database_role)
-        await store.open()
-        return store
+        return PostgresStore(url, max_size=settings.pool_size, role=settings.database_role)
     raise ConfigurationError(
         "REDRIVE_DATABASE_URL must start with sqlite:/// or postgresql://, "
         f"got {url.split(':')[0]}:"
