@@ -74,9 +74,11 @@ def test_the_server_does_not_import_the_clients_network_library() -> None:
 
 # Loaded by a path that needs them only: registering a job schema (jsonschema), sealing or
 # opening a webhook secret (cryptography), checking a redaction candidate's checksum (stdnum),
-# an in-process transport or a webhook send (httpx), serving (uvicorn), the other store's driver.
+# an in-process transport or a webhook send (httpx), serving (uvicorn and the app's pydantic),
+# the other store's driver.
 ON_DEMAND = (
     "jsonschema", "cryptography", "stdnum", "httpx", "uvicorn", "typer", "fastapi", "starlette",
+    "pydantic",
 )  # fmt: skip
 
 
@@ -119,5 +121,5 @@ def test_a_worker_over_http_loads_no_store_or_service() -> None:
     assert not loaded_packages(
         loaded,
         ("redrive.service", "redrive.store.transaction", "redrive.store.sqlite",
-         "redrive.store.postgres", "jsonschema", "uvicorn"),
+         "redrive.store.postgres", "jsonschema", "uvicorn", "pydantic"),
     )  # fmt: skip
