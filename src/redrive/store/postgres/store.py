@@ -347,42 +347,48 @@ class PostgresStore:
         """Apply the migrations not applied yet, in order; with `until` (a version, the file's
         name without .sql) only up to and including that one, as tests build older schemas.
         Then (re)apply the application role and its grants (access.sql, kept only when it
-        changed something). Runs on a connection
-        of its own, as the configured user: the tables' owner, not the application role."""
+        changed something). Runs on a connection of its own, as the configured user: the
+        tables' owner, not the application role."""
+        connection = await asyncpg.connect(self.url)
+        try:
+            return await self.migrate_on(connection, until)
+        finally:
+            await connection.close()
+
+    async def migrate_on(
+        self, connection: asyncpg.Connection[asyncpg.Record], until: str | None = None
+    ) -> list[str]:
+        """`migrate` on `connection` (the configured user's), left open for the caller."""
         files = migration_files(HERE / "migrations")
         if until is not None and until not in {file.stem for file in files}:
             raise ValueError(f"no migration {until!r}")
         done: list[str] = []
-        connection = await asyncpg.connect(self.url)
+        await connection.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
         try:
-            await connection.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
-            try:
-                await connection.execute(
-                    "CREATE TABLE IF NOT EXISTS schema_migrations "
-                    "(version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-                )
-                rows = await connection.fetch("SELECT version FROM schema_migrations")
-                applied = {row["version"] for row in rows}
-                for file in files:
-                    if until is not None and file.stem > until:
-                        break
-                    if file.stem in applied:
-                        continue
-                    async with connection.transaction():
-                        # A migration that changes rows sees them all once RLS is forced.
-                        await connection.execute(
-                            "SELECT set_config($1, $2, true)", TENANT_SETTING, ALL_TENANTS
-                        )
-                        await connection.execute(file.read_text(encoding="utf-8"))
-                        await connection.execute(
-                            "INSERT INTO schema_migrations (version) VALUES ($1)", file.stem
-                        )
-                    done.append(file.stem)
-                await self._apply_access(connection)
-            finally:
-                await connection.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+            await connection.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            rows = await connection.fetch("SELECT version FROM schema_migrations")
+            applied = {row["version"] for row in rows}
+            for file in files:
+                if until is not None and file.stem > until:
+                    break
+                if file.stem in applied:
+                    continue
+                async with connection.transaction():
+                    # A migration that changes rows sees them all once RLS is forced.
+                    await connection.execute(
+                        "SELECT set_config($1, $2, true)", TENANT_SETTING, ALL_TENANTS
+                    )
+                    await connection.execute(file.read_text(encoding="utf-8"))
+                    await connection.execute(
+                        "INSERT INTO schema_migrations (version) VALUES ($1)", file.stem
+                    )
+                done.append(file.stem)
+            await self._apply_access(connection)
         finally:
-            await connection.close()
+            await connection.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
         return done
 
     async def _apply_access(self, connection: asyncpg.Connection[asyncpg.Record]) -> None:
