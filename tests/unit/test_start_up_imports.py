@@ -60,6 +60,22 @@ def test_an_embedded_producer_starts_without_the_http_client_or_the_servers_loop
     assert not {"httpx", "redrive.client.client", "redrive.maintenance.webhooks"} & loaded
 
 
+def test_the_service_builds_a_use_case_when_first_used() -> None:
+    """The facade imports the use-cases a caller reaches, not the sweeper, webhooks or crons."""
+    loaded = modules_after(
+        "from redrive.composition import build_service\n"
+        "from redrive.settings import Settings\n"
+        "from redrive.store.sqlite.store import SqliteStore\n"
+        "service = build_service(SqliteStore(':memory:'), Settings())\n"
+        "service.jobs, service.dead_letters, service.incidents"
+    )
+    assert "redrive.service.jobs" in loaded
+    assert not {
+        "redrive.service.sweeper", "redrive.service.webhooks", "redrive.service.crons",
+        "redrive.service.alerts", "redrive.service.redrives", "redrive.service.keys",
+    } & loaded  # fmt: skip
+
+
 def test_the_client_package_still_offers_every_name() -> None:
     loaded = modules_after(
         "import redrive.client\nfor name in redrive.client.__all__: getattr(redrive.client, name)"
