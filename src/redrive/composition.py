@@ -6,7 +6,6 @@ import importlib
 import ipaddress
 import json
 import secrets
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -133,6 +132,8 @@ def fingerprinter(settings: Settings, secrets: Redactor) -> Fingerprinter:
 
 
 def _declared_upcasters(file_name: str) -> Upcasters:
+    import tomllib  # here: only REDRIVE_UPCASTERS_FILE needs it
+
     path = Path(file_name)
     try:
         text = path.read_text(encoding="utf-8")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tomllib
 from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import cache
@@ -404,5 +403,7 @@ def _from_file() -> dict[str, Any]:
     path = Path(os.environ.get(f"{PREFIX}CONFIG_FILE", DEFAULT_CONFIG_FILE))
     if not path.is_file():
         return {}
+    import tomllib  # here: most processes have no file to read
+
     with path.open("rb") as file:
         return tomllib.load(file)

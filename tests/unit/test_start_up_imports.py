@@ -91,10 +91,10 @@ def test_the_server_does_not_import_the_clients_network_library() -> None:
 # Loaded by a path that needs them only: registering a job schema (jsonschema), sealing or
 # opening a webhook secret (cryptography), checking a redaction candidate's checksum (stdnum),
 # an in-process transport or a webhook send (httpx), serving (uvicorn and the app's pydantic),
-# the other store's driver.
+# reading a TOML settings or upcasters file (tomllib), the other store's driver.
 ON_DEMAND = (
     "jsonschema", "cryptography", "stdnum", "httpx", "uvicorn", "typer", "fastapi", "starlette",
-    "pydantic",
+    "pydantic", "tomllib",
 )  # fmt: skip
 
 
