@@ -51,7 +51,6 @@ class FixedClock:
 
 async def _measure(url: str, plan: SeedPlan, name: str, log: Log) -> list[Figure]:
     store = PostgresStore(url, max_size=2)
-    await store.open()
     await store.migrate()
     log(f"{name}: seeding {plan.rows:,} dead letters")
     await seed(url, plan)

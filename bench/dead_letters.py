@@ -80,7 +80,6 @@ class Outcome:
 @asynccontextmanager
 async def opened(url: str, pool_size: int) -> AsyncIterator[Service]:
     store = PostgresStore(url, max_size=pool_size)
-    await store.open()
     try:
         yield Service(Runtime(store))
     finally:
@@ -458,7 +457,6 @@ async def _on_copies(
 
 async def _seed_phase(url: str, plan: SeedPlan, outcome: Outcome, log: Log) -> None:
     store = PostgresStore(url, max_size=2)
-    await store.open()
     await store.migrate()
     await store.close()
     log(f"seeding {plan.rows:,} dead letters")

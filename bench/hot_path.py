@@ -92,7 +92,6 @@ async def fresh(kind: str) -> AsyncIterator[str]:
     if kind == "postgres":
         with fresh_database("redrive_bench_hot") as url:
             store = PostgresStore(url, max_size=1)
-            await store.open()
             await store.migrate()
             await store.close()
             yield url
@@ -122,7 +121,6 @@ def copied(url: str) -> Iterator[str]:
 async def open_store(url: str) -> Store:
     if url.startswith("postgresql"):
         store = PostgresStore(url, max_size=10)
-        await store.open()
         return store
     return SqliteStore(url.removeprefix("sqlite:///"))
 

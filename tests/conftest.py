@@ -33,7 +33,6 @@ def postgres_template() -> Iterator[str]:
 
         async def migrate() -> None:
             store = PostgresStore(url, max_size=1)
-            await store.open()
             await store.migrate()
             await store.close()
 
@@ -61,9 +60,7 @@ async def open_test_store(database_url: str) -> Store:
     if database_url.startswith("sqlite"):
         store: Store = SqliteStore(database_url.removeprefix("sqlite:///"))
     else:
-        postgres = PostgresStore(database_url, max_size=4)
-        await postgres.open()
-        store = postgres
+        store = PostgresStore(database_url, max_size=4)
     await store.migrate()
     return store
 

@@ -174,7 +174,7 @@ def dead_letter_room(jobs: int) -> dict[str, str]:
     """The one setting changed from redrive's defaults, and only when N is above it: the default
     cap of 10,000 dead letters is enforced every 5 minutes, so a round that outlasts that would
     lose the failed jobs the retry path is to retry (a user retrying 20,000 raises it too)."""
-    default = Settings.model_fields["dead_letter_max_count"].default
+    default = Settings.default_of("dead_letter_max_count")
     return {} if jobs <= default else {"REDRIVE_DEAD_LETTER_MAX_COUNT": str(jobs)}
 
 

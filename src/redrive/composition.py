@@ -6,7 +6,6 @@ import importlib
 import ipaddress
 import json
 import secrets
-import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,9 +80,7 @@ async def open_store(settings: Settings) -> Store:
     if url.startswith(("postgresql:", "postgres:")):
         from redrive.store.postgres.store import PostgresStore
 
-        store = PostgresStore(url, max_size=settings.pool_size, role=settings.database_role)
-        await store.open()
-        return store
+        return PostgresStore(url, max_size=settings.pool_size, role=settings.database_role)
     raise ConfigurationError(
         "REDRIVE_DATABASE_URL must start with sqlite:/// or postgresql://, "
         f"got {url.split(':')[0]}:"
@@ -104,8 +101,7 @@ async def open_ready_store(settings: Settings) -> tuple[Store, list[str]]:
     PostgreSQL, checked to be bound by row-level security. Closed again if any step fails."""
     store = await open_store(settings)
     try:
-        applied = await store.migrate()
-        await check_tenant_isolation(store)
+        applied = await migrate_checking_isolation(store)
     except BaseException:
         await store.close()
         raise
@@ -136,6 +132,8 @@ def fingerprinter(settings: Settings, secrets: Redactor) -> Fingerprinter:
 
 
 def _declared_upcasters(file_name: str) -> Upcasters:
+    import tomllib  # here: only REDRIVE_UPCASTERS_FILE needs it
+
     path = Path(file_name)
     try:
         text = path.read_text(encoding="utf-8")
@@ -180,17 +178,17 @@ def upcasters(settings: Settings) -> Upcasters:
         raise ConfigurationError(f"REDRIVE_UPCASTERS_*: {error}") from error
 
 
-async def check_tenant_isolation(store: Store) -> None:
-    """On PostgreSQL, refuse to go on when row-level security would not bind the server's
-    connections (SQLite filters by tenant in its store and has nothing to check)."""
+async def migrate_checking_isolation(store: Store) -> list[str]:
+    """Migrate; on PostgreSQL then refuse to go on when row-level security would not bind the
+    server's connections (SQLite filters by tenant in its store and has nothing to check)."""
     if store.backend != "postgres":
-        return
-    from redrive.store.postgres.isolation import isolation_problems
+        return await store.migrate()
+    from redrive.store.postgres.isolation import migrated_and_isolated
     from redrive.store.postgres.store import PostgresStore
 
     if not isinstance(store, PostgresStore):
-        return
-    problems = await isolation_problems(store)
+        return await store.migrate()
+    applied, problems = await migrated_and_isolated(store)
     if problems:
         raise ConfigurationError(
             "refusing to start: row-level security would be bypassed on PostgreSQL: "
@@ -200,6 +198,7 @@ async def check_tenant_isolation(store: Store) -> None:
             "nothing) and enables and forces row-level security on every tenant table. "
             "REDRIVE_DATABASE_ROLE must name such a role, never a superuser or the tables' owner."
         )
+    return applied
 
 
 def secret_box(settings: Settings) -> SecretBox | None:

@@ -41,7 +41,7 @@ class Embedded:
         settings: Settings | None = None,
     ) -> None:
         base = settings or Settings()
-        self.settings = base.model_copy(update={"database_url": database_url})
+        self.settings = base.replaced(database_url=database_url)
         self.caller = Caller.for_tenant(tenant, actor, Role.ADMIN)
         self._store: Store | None = None
         self._service: Service | None = None

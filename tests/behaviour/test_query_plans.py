@@ -217,7 +217,6 @@ def seeded_postgres(postgres_template: str) -> Iterator[Seeded]:
 
         async def run() -> Seeded:
             store = PostgresStore(url, max_size=2)
-            await store.open()
             try:
                 return await seed(store, url)
             finally:

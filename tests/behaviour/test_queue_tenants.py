@@ -182,7 +182,6 @@ async def open_store(backend: str, location: str) -> SqliteStore | PostgresStore
     if backend == "sqlite":
         return SqliteStore(location)
     store = PostgresStore(location, max_size=2)
-    await store.open()
     return store
 
 

@@ -38,7 +38,6 @@ async def laned(database_url: str) -> AsyncIterator[Store]:
         store: Store = SqliteStore(database_url.removeprefix("sqlite:///"))
     else:
         postgres = PostgresStore(database_url, max_size=8)
-        await postgres.open()
         store = postgres
     await store.migrate()
     yield store

@@ -123,7 +123,6 @@ async def isolated(database: str) -> AsyncIterator[Isolated]:
     """Rows of tenants acme and globex in every seeded table; a store with one pooled
     connection, so each transaction reuses the connection the one before it used."""
     seeding = PostgresStore(database, max_size=2)
-    await seeding.open()
     await seeding.migrate()
     service = Service(
         Runtime(seeding, clock=ManualClock(), options=service_options(), rng=random.Random(7))
@@ -148,7 +147,6 @@ async def isolated(database: str) -> AsyncIterator[Isolated]:
         await service.sweeper.evaluate_alerts()  # each tenant's new dead letter fires one
     await seeding.close()
     store = PostgresStore(database, min_size=1, max_size=1)
-    await store.open()
     tables = [row[0] for row in owner_rows(database, TENANT_TABLES)]
     yield Isolated(database, store, tables)
     await store.close()
@@ -382,7 +380,6 @@ async def test_the_audit_log_is_granted_to_read_and_append_only(database: str) -
         "CREATE TABLE IF NOT EXISTS audit_log (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL)",
     )
     store = PostgresStore(database, max_size=1)
-    await store.open()
     try:
         await store.migrate()
     finally:
@@ -410,6 +407,48 @@ async def test_dashboard_sessions_are_made_and_deleted_never_changed(database: s
     assert dict(privileges) == {
         "SELECT": True, "INSERT": True, "UPDATE": False, "DELETE": True, "TRUNCATE": False,
     }  # fmt: skip
+
+
+CATALOGUE_ROW_VERSIONS = (
+    "SELECT relname, xmin::text FROM pg_class "
+    "WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'S') ORDER BY relname"
+)
+
+
+async def migrated_again(url: str) -> list[str]:
+    store = PostgresStore(url, max_size=1)
+    try:
+        return await store.migrate()
+    finally:
+        await store.close()
+
+
+@pytest.mark.postgres
+async def test_migrating_an_unchanged_database_again_rewrites_no_grant(database: str) -> None:
+    """Every process migrates as it opens: with nothing to change, no table's catalogue row is
+    rewritten (a committed GRANT would, and every other connection would reload the table)."""
+    before = owner_rows(database, CATALOGUE_ROW_VERSIONS)
+    assert await migrated_again(database) == []
+    assert owner_rows(database, CATALOGUE_ROW_VERSIONS) == before
+
+
+@pytest.mark.postgres
+async def test_migrating_again_restores_a_grant_taken_away(database: str) -> None:
+    """A privilege revoked by hand (or a narrowed one widened) is put back by the next open."""
+    owner_run(
+        database,
+        "REVOKE INSERT ON jobs FROM redrive_app",
+        "GRANT UPDATE ON audit_log TO redrive_app",
+        "REVOKE USAGE ON SCHEMA public FROM redrive_app",
+    )
+    await migrated_again(database)
+    granted = owner_rows(
+        database,
+        "SELECT has_table_privilege('redrive_app', 'jobs', 'INSERT'), "
+        "has_table_privilege('redrive_app', 'audit_log', 'UPDATE'), "
+        "has_schema_privilege('redrive_app', 'public', 'USAGE')",
+    )
+    assert granted == [(True, False, True)]
 
 
 # --- the application role: made by migrate, race-safe -------------------------------------
@@ -455,7 +494,6 @@ async def test_migrate_creates_a_configured_role_while_another_database_does_the
             )
             await holding.execute((HERE / "access.sql").read_bytes())
             store = PostgresStore(second, max_size=1, role=role_name)
-            await store.open()
             try:
                 migrating = asyncio.create_task(store.migrate())
                 await wait_for_lock_wait(second)
@@ -473,7 +511,6 @@ async def test_migrate_creates_a_configured_role_while_another_database_does_the
 
 async def problems_for(url: str, role: str = "redrive_app") -> list[str]:
     store = PostgresStore(url, max_size=1, role=role)
-    await store.open()
     try:
         return await isolation_problems(store)
     finally:

@@ -171,7 +171,6 @@ def schemas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Schema, 
             await sqlite.migrate()
             await sqlite.close()
             postgres = PostgresStore(url, max_size=1)
-            await postgres.open()
             await postgres.migrate()
             await postgres.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
+import psycopg
 import pytest
 
 from redrive.api.worker_requests import fetch_request
@@ -80,6 +81,53 @@ async def _wake_across_replicas(database_url: str) -> None:
     finally:
         await first.close()
         await second.close()
+
+
+def listening_backends(database_url: str) -> int:
+    """How many of the database's backends last ran LISTEN."""
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        row = connection.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.postgres
+async def test_the_listen_connection_opens_when_something_first_waits(
+    postgres_template: str,
+) -> None:
+    """A producer never waits for work and starts without a LISTEN connection; a waiting
+    fetch opens it, and still claims a job enqueued meanwhile."""
+    with database_from_template(postgres_template) as database_url:
+        store = await open_test_store(database_url)
+        try:
+            service = Service(Runtime(store))
+            mail = {"queue": "mail"}
+            await service.jobs.enqueue(
+                CALLER, read_envelope({"type": "mail.send", "args": [], "options": mail})
+            )
+            assert listening_backends(database_url) == 0
+            claimed = await service.workers.fetch(
+                CALLER, fetch_request({"queues": ["mail"], "wait_ms": WAIT_MS})
+            )
+            assert len(claimed) == 1
+            assert listening_backends(database_url) == 0
+            waiting = asyncio.create_task(
+                service.workers.fetch(
+                    CALLER, fetch_request({"queues": ["mail"], "wait_ms": WAIT_MS})
+                )
+            )
+            await asyncio.sleep(0.3)
+            assert listening_backends(database_url) == 1
+            job = await service.jobs.enqueue(
+                CALLER, read_envelope({"type": "mail.send", "args": [], "options": mail})
+            )
+            claimed = await asyncio.wait_for(waiting, PATIENCE_SECONDS)
+            assert [found.id for found in claimed] == [job.id]
+        finally:
+            await store.close()
 
 
 @pytest.mark.postgres

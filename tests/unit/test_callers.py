@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import inspect
+from functools import cached_property
 from typing import get_type_hints
 
 import pytest
 
 from redrive.domain.caller import Caller
-from redrive.service import facade
+from redrive.service.facade import Service
+from redrive.service.runtime import Runtime
+from redrive.store.sqlite.store import SqliteStore
 
 SYSTEM_WORK = {
     "CronService.fire_due": "the sweeper fires every tenant's due crons in its transaction",
@@ -44,11 +47,15 @@ SYSTEM_WORK = {
 
 
 def use_cases() -> list[tuple[str, object]]:
-    classes = {
-        name: value
-        for name, value in vars(facade).items()
-        if inspect.isclass(value) and value.__module__.startswith("redrive.service")
-    }
+    """Every public coroutine method of the facade, its runtime and the use-cases it builds
+    (each on first use)."""
+    service = Service(Runtime(SqliteStore(":memory:")))
+    built = [
+        getattr(service, name)
+        for name, value in vars(Service).items()
+        if isinstance(value, cached_property)
+    ]
+    classes = {cls.__name__: cls for cls in [Service, Runtime, *map(type, built)]}
     return [
         (f"{class_name}.{name}", method)
         for class_name, cls in classes.items()

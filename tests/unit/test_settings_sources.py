@@ -61,3 +61,43 @@ def test_an_absent_file_is_no_error_and_unknown_keys_are_ignored(
     config_file.write_text("port = 7001\nnot_a_setting = 1\n")
     monkeypatch.setenv("REDRIVE_NOT_A_SETTING", "1")
     assert Settings().port == 7001
+
+
+def test_numbers_and_booleans_are_read_from_text_within_their_bounds(
+    config_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REDRIVE_WEBHOOK_TIMEOUT_SECONDS", "2.5")
+    monkeypatch.setenv("REDRIVE_STRICT_REDRIVE", "Yes")
+    monkeypatch.setenv("REDRIVE_WEBHOOK_ALLOW_PRIVATE_TARGETS", "0")
+    settings = Settings()
+    assert settings.webhook_timeout_seconds == 2.5
+    assert (settings.strict_redrive, settings.webhook_allow_private_targets) == (True, False)
+    for name, value, refusal in [
+        ("REDRIVE_WEBHOOK_CONCURRENCY", "0", "webhook_concurrency must be at least 1"),
+        ("REDRIVE_WEBHOOK_TIMEOUT_SECONDS", "301", "webhook_timeout_seconds must be at most 300"),
+        ("REDRIVE_DATABASE_ROLE", "", "database_role must be at least 1 characters long"),
+        ("REDRIVE_PORT", "80.5", "port: must be a whole number"),
+        ("REDRIVE_TEST_HOOKS", "maybe", "test_hooks: must be true or false"),
+    ]:
+        monkeypatch.setenv(name, value)
+        with pytest.raises(ValueError, match=refusal):
+            Settings()
+        monkeypatch.delenv(name)
+
+
+def test_a_bad_secret_is_refused_without_showing_it(config_file: Path) -> None:
+    config_file.write_text("secret_key = 12345678\n")
+    with pytest.raises(ValueError, match="secret_key: must be text") as refused:
+        Settings()
+    assert "12345678" not in str(refused.value)
+
+
+def test_replaced_settings_are_checked_and_keep_the_rest(config_file: Path) -> None:
+    settings = Settings(port=9000)
+    moved = settings.replaced(database_url="postgresql://db/jobs")
+    assert (moved.database_url, moved.port) == ("postgresql://db/jobs", 9000)
+    assert settings.database_url == Settings.default_of("database_url")
+    with pytest.raises(ValueError, match="port"):
+        settings.replaced(port="many")
+    with pytest.raises(TypeError, match="unknown settings: not_a_setting"):
+        Settings(not_a_setting=1)

@@ -60,6 +60,22 @@ def test_an_embedded_producer_starts_without_the_http_client_or_the_servers_loop
     assert not {"httpx", "redrive.client.client", "redrive.maintenance.webhooks"} & loaded
 
 
+def test_the_service_builds_a_use_case_when_first_used() -> None:
+    """The facade imports the use-cases a caller reaches, not the sweeper, webhooks or crons."""
+    loaded = modules_after(
+        "from redrive.composition import build_service\n"
+        "from redrive.settings import Settings\n"
+        "from redrive.store.sqlite.store import SqliteStore\n"
+        "service = build_service(SqliteStore(':memory:'), Settings())\n"
+        "service.jobs, service.dead_letters, service.incidents"
+    )
+    assert "redrive.service.jobs" in loaded
+    assert not {
+        "redrive.service.sweeper", "redrive.service.webhooks", "redrive.service.crons",
+        "redrive.service.alerts", "redrive.service.redrives", "redrive.service.keys",
+    } & loaded  # fmt: skip
+
+
 def test_the_client_package_still_offers_every_name() -> None:
     loaded = modules_after(
         "import redrive.client\nfor name in redrive.client.__all__: getattr(redrive.client, name)"
@@ -74,9 +90,11 @@ def test_the_server_does_not_import_the_clients_network_library() -> None:
 
 # Loaded by a path that needs them only: registering a job schema (jsonschema), sealing or
 # opening a webhook secret (cryptography), checking a redaction candidate's checksum (stdnum),
-# an in-process transport or a webhook send (httpx), serving (uvicorn), the other store's driver.
+# an in-process transport or a webhook send (httpx), serving (uvicorn and the app's pydantic),
+# reading a TOML settings or upcasters file (tomllib), the other store's driver.
 ON_DEMAND = (
     "jsonschema", "cryptography", "stdnum", "httpx", "uvicorn", "typer", "fastapi", "starlette",
+    "pydantic", "tomllib",
 )  # fmt: skip
 
 
@@ -119,5 +137,5 @@ def test_a_worker_over_http_loads_no_store_or_service() -> None:
     assert not loaded_packages(
         loaded,
         ("redrive.service", "redrive.store.transaction", "redrive.store.sqlite",
-         "redrive.store.postgres", "jsonschema", "uvicorn"),
+         "redrive.store.postgres", "jsonschema", "uvicorn", "pydantic"),
     )  # fmt: skip

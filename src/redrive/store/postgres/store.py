@@ -223,7 +223,10 @@ class PostgresStore:
         # (at most 4) leaves the rest of it to workers and producers meanwhile.
         self.write_lanes = max(1, min(4, max_size // 4))
         self.wakeups = Wakeups()
+        # The LISTEN connection opens when something first waits for work (a producer never
+        # does, and starts without it).
         self._listener: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()
         self.scripts = load_scripts(HERE / "statements.sql")
         # The statements of one part (all but a few), by name, as the connections run them.
         self.statements: dict[str, Statement] = {
@@ -234,9 +237,6 @@ class PostgresStore:
         self.pool: asyncpg.Pool[asyncpg.Record] | None = None
         self._begins: dict[str, str] = {}
         self._pool_opening = asyncio.Lock()
-
-    async def open(self) -> None:
-        self._listener = asyncio.create_task(self._listen())
 
     async def act_as_application_role(self, connection: Connection) -> None:
         """SET ROLE for the rest of the session (a pooled connection outside any transaction
@@ -278,6 +278,7 @@ class PostgresStore:
         connection.add_termination_listener(lambda _: lost.set())
         try:
             await connection.add_listener(CHANNEL, self._notified)
+            self._listening.set()
             await lost.wait()
         finally:
             connection.terminate()
@@ -286,6 +287,14 @@ class PostgresStore:
         self.wakeups.signal([str(payload)])
 
     async def wait_for_work(self, queues: list[str], timeout: float) -> bool:
+        """The first wait opens the LISTEN connection and returns True once it listens (or its
+        timeout passes): work committed before the LISTEN went out was not heard, so the
+        caller looks again before it sleeps on the wake-ups."""
+        if self._listener is None:
+            self._listener = asyncio.create_task(self._listen())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._listening.wait(), timeout)
+            return True
         return await self.wakeups.wait(queues, timeout)
 
     @asynccontextmanager
@@ -337,47 +346,71 @@ class PostgresStore:
     async def migrate(self, until: str | None = None) -> list[str]:
         """Apply the migrations not applied yet, in order; with `until` (a version, the file's
         name without .sql) only up to and including that one, as tests build older schemas.
-        Then (re)apply the application role and its grants (access.sql). Runs on a connection
-        of its own, as the configured user: the tables' owner, not the application role."""
+        Then (re)apply the application role and its grants (access.sql, kept only when it
+        changed something). Runs on a connection of its own, as the configured user: the
+        tables' owner, not the application role."""
+        connection = await asyncpg.connect(self.url)
+        try:
+            return await self.migrate_on(connection, until)
+        finally:
+            await connection.close()
+
+    async def migrate_on(
+        self, connection: asyncpg.Connection[asyncpg.Record], until: str | None = None
+    ) -> list[str]:
+        """`migrate` on `connection` (the configured user's), left open for the caller."""
         files = migration_files(HERE / "migrations")
         if until is not None and until not in {file.stem for file in files}:
             raise ValueError(f"no migration {until!r}")
         done: list[str] = []
-        connection = await asyncpg.connect(self.url)
+        await connection.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
         try:
-            await connection.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
-            try:
-                await connection.execute(
-                    "CREATE TABLE IF NOT EXISTS schema_migrations "
-                    "(version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
-                )
-                rows = await connection.fetch("SELECT version FROM schema_migrations")
-                applied = {row["version"] for row in rows}
-                for file in files:
-                    if until is not None and file.stem > until:
-                        break
-                    if file.stem in applied:
-                        continue
-                    async with connection.transaction():
-                        # A migration that changes rows sees them all once RLS is forced.
-                        await connection.execute(
-                            "SELECT set_config($1, $2, true)", TENANT_SETTING, ALL_TENANTS
-                        )
-                        await connection.execute(file.read_text(encoding="utf-8"))
-                        await connection.execute(
-                            "INSERT INTO schema_migrations (version) VALUES ($1)", file.stem
-                        )
-                    done.append(file.stem)
+            await connection.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            rows = await connection.fetch("SELECT version FROM schema_migrations")
+            applied = {row["version"] for row in rows}
+            for file in files:
+                if until is not None and file.stem > until:
+                    break
+                if file.stem in applied:
+                    continue
                 async with connection.transaction():
+                    # A migration that changes rows sees them all once RLS is forced.
                     await connection.execute(
-                        "SELECT set_config('redrive.application_role', $1, true)", self.role
+                        "SELECT set_config($1, $2, true)", TENANT_SETTING, ALL_TENANTS
                     )
-                    await connection.execute((HERE / "access.sql").read_text(encoding="utf-8"))
-            finally:
-                await connection.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+                    await connection.execute(file.read_text(encoding="utf-8"))
+                    await connection.execute(
+                        "INSERT INTO schema_migrations (version) VALUES ($1)", file.stem
+                    )
+                done.append(file.stem)
+            await self._apply_access(connection)
         finally:
-            await connection.close()
+            await connection.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
         return done
+
+    async def _apply_access(self, connection: asyncpg.Connection[asyncpg.Record]) -> None:
+        """Run access.sql, committed only when it changed something (access_state.sql): the
+        grants of an unchanged database are not rewritten by every process that opens it."""
+        transaction = connection.transaction()
+        await transaction.start()
+        try:
+            await connection.execute(
+                "SELECT set_config('redrive.application_role', $1, true)", self.role
+            )
+            state = (HERE / "access_state.sql").read_text(encoding="utf-8")
+            before = await connection.fetchval(state)
+            await connection.execute((HERE / "access.sql").read_text(encoding="utf-8"))
+            changed = await connection.fetchval(state) != before
+        except BaseException:
+            await transaction.rollback()
+            raise
+        if changed:
+            await transaction.commit()
+        else:
+            await transaction.rollback()
 
     async def ping(self) -> bool:
         try:
