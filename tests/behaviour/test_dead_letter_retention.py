@@ -399,7 +399,7 @@ async def test_pruning_emits_dead_letter_pruned_events_and_metrics_with_counts(
     assert 'ojs_dead_letter_total{queue="gamma"} 1' in metrics
 
     await kill_labelled(client, clock, "beta", "b3")
-    clock.current = service.retention.next_prune_at()
+    clock.current = service.sweeper.next_prune_at  # the sweeper starts its interval when built
     assert (await service.sweeper.sweep())["prune"] == 1
     events = (await client.get("/ojs/v1/events?types=dead_letter.pruned")).json()["events"]
     assert [(event["data"]["queue"], event["data"]["count"]) for event in events[2:]] == [
