@@ -112,16 +112,19 @@ async def record_failures(
     landed = [(job, outcome) for job, outcome in failures if job.id in written]
     await transaction.notify({o.job.queue for _, o in landed if o.job.state == AVAILABLE})
     found: list[tuple[DeadLetter, Fingerprint]] = []
-    dying = [outcome for _, outcome in landed if outcome.dead_letter_reason is not None]
-    for outcome, episode_id in zip(dying, runtime.new_ids(len(dying), now), strict=True):
-        if outcome.dead_letter_reason is not None:
-            fingerprint = runtime.options.fingerprinter.fingerprint(outcome.job)
-            dead = new_dead_letter(
-                episode_id, outcome.job, outcome.dead_letter_reason, now, fingerprint,
-                aggregate_key(runtime.options.alerts, outcome.job, runtime.options.redactor),
-            )  # fmt: skip
-            found.append((dead, fingerprint))
-            runtime.metrics.dead_letter_added[(dead.job.queue, dead.job.type)] += 1
+    dying = [
+        (outcome.job, reason)
+        for _, outcome in landed
+        if (reason := outcome.dead_letter_reason) is not None
+    ]
+    for (job, reason), episode_id in zip(dying, runtime.new_ids(len(dying), now), strict=True):
+        fingerprint = runtime.options.fingerprinter.fingerprint(job)
+        dead = new_dead_letter(
+            episode_id, job, reason, now, fingerprint,
+            aggregate_key(runtime.options.alerts, job, runtime.options.redactor),
+        )  # fmt: skip
+        found.append((dead, fingerprint))
+        runtime.metrics.dead_letter_added[(dead.job.queue, dead.job.type)] += 1
     entries = entries_of(found, runtime.options.classification_rules)
     incidents = await transaction.enter_dead_letters([dead for dead, _ in found], entries)
     events = [event for _, o in landed for event in failure_events(o.job, o.dead_letter_reason)]
