@@ -103,6 +103,42 @@ class JobChange:
 
 
 @dataclass(frozen=True)
+class Completion:
+    """One ack to write if its lease still holds: the job, the worker and lease token the
+    request names (None: not named), its result and the id of its `job.completed` event."""
+
+    job_id: str
+    worker_id: str | None
+    lease_token: str | None
+    result: Any
+    event_id: str
+
+
+@dataclass(frozen=True)
+class CompletedJob:
+    """A job an ack completed, as much of it as the ack's answer, event, metrics and redrive
+    verification read."""
+
+    id: str
+    tenant_id: str
+    queue: str
+    type: str
+    attempt: int
+    max_attempts: int
+    started_at: int | None
+    redrive_task_id: str | None
+
+
+@dataclass(frozen=True)
+class Completions:
+    """What a set of acks wrote: the jobs completed (an ack whose lease no longer held, or whose
+    job is not there, is absent) and the active webhook subscriptions of their tenants."""
+
+    done: list[CompletedJob]
+    listeners: list[Listener]
+
+
+@dataclass(frozen=True)
 class Enqueued:
     """What an enqueue wrote: the ids inserted (one that existed already is absent) and the
     active webhook subscriptions of its events' tenants."""
@@ -133,6 +169,10 @@ class JobStore(Protocol):
         self, job: Job, expected_state: str, expected_lease: str | None
     ) -> bool: ...
     async def update_jobs(self, changes: list[JobChange]) -> set[str]: ...
+    async def complete_jobs(
+        self, completions: list[Completion], columns: dict[str, Any], tenant_id: str | None,
+        now: int,
+    ) -> Completions: ...  # fmt: skip
     async def get_job(
         self, job_id: str, tenant_id: str | None, lock: bool = False
     ) -> Job | None: ...

@@ -15,7 +15,7 @@ import json
 import random
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.codec import dump, job_record
 from redrive.store.postgres.store import ALL_TENANTS, TENANT_SETTING, PostgresStore
-from redrive.store.sqlite.store import SqliteStore, compile_part
+from redrive.store.sqlite.store import SqliteStore, compile_part, split_script
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
 from tests.support.postgres import database_from_template
@@ -86,8 +86,10 @@ async def claim_everything(service: Service, expected: int) -> list[str]:
     return claimed
 
 
-def states_of(outcomes: list[Job | OjsError]) -> set[str]:
-    return {outcome.state if isinstance(outcome, Job) else outcome.code for outcome in outcomes}
+def states_of(outcomes: Sequence[Job | lifecycle.Completed | OjsError]) -> set[str]:
+    return {
+        outcome.code if isinstance(outcome, OjsError) else outcome.state for outcome in outcomes
+    }
 
 
 async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
@@ -155,7 +157,13 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
     async with store.transaction(SYSTEM) as transaction:
         locked = await transaction.lock_jobs(active[:ACTIVE_IN_BATCH], None)
         counts = await transaction.count_jobs(None, None)
-    # What update_jobs receives when a worker acks a batch of its jobs (see SqlTransaction).
+    # What complete_jobs receives when a worker acks a batch of its jobs, and update_jobs when
+    # a batch's writes are decided in Python (nacks: here the same jobs, acked).
+    completions = [
+        {"id": job.id, "worker_id": job.worker_id, "lease_token": job.lease_token,
+         "result": {"ok": True}, "event_id": f"evt_{job.id}"}
+        for job in locked.values()
+    ]  # fmt: skip
     records = [
         {
             **job_record(lifecycle.acknowledge(job, now, {"ok": True})),
@@ -183,6 +191,20 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
             "claim_jobs": {**claim, "tenant_id": None},
             "claim_jobs_for_a_tenant": {**claim, "tenant_id": DEFAULT_TENANT},
             "update_jobs": {"rows": dump(records), "ids": id_list},
+            "complete_jobs": {
+                "rows": dump(completions),
+                "ids": id_list,
+                "tenant_id": None,
+                "now": now,
+                **{**lifecycle.completion(now), "error": None},
+            },
+            "complete_jobs_for_a_tenant": {
+                "rows": dump(completions),
+                "ids": id_list,
+                "tenant_id": DEFAULT_TENANT,
+                "now": now,
+                **{**lifecycle.completion(now), "error": None},
+            },
             "select_jobs_for_update": {"ids": id_list, "tenant_id": None},
             "select_jobs_for_update_for_a_tenant": {"ids": id_list, "tenant_id": DEFAULT_TENANT},
             "promote_due_jobs": {"now": now, "queues": None},
@@ -293,13 +315,15 @@ POSTGRES_INDEX = {
     "claim_jobs": "jobs_claim",
     "claim_jobs_for_a_tenant": "jobs_claim",
     "update_jobs": "jobs_pkey",
+    "complete_jobs": "jobs_pkey",
+    "complete_jobs_for_a_tenant": "jobs_pkey",
     "select_jobs_for_update": "jobs_pkey",
     "select_jobs_for_update_for_a_tenant": "jobs_pkey",
     "promote_due_jobs": "jobs_due",
     "promote_due_jobs_for_a_fetch": "jobs_due",
 }
 # Statements whose access path must not depend on the values at all (update_jobs says so).
-GENERIC_SAFE = ["claim_jobs", "select_jobs_for_update", "update_jobs"]
+GENERIC_SAFE = ["claim_jobs", "select_jobs_for_update", "update_jobs", "complete_jobs"]
 
 
 def assert_index_access(plan: Any, index: str) -> None:
@@ -384,17 +408,24 @@ def sqlite_database(
 def explain_sqlite(
     connection: sqlite3.Connection, sql: str, parameters: dict[str, Any]
 ) -> list[str]:
-    """The detail column of EXPLAIN QUERY PLAN, one line per step, of the statement as the
-    store runs it (one that reads `:rows->>field` runs once per element: its first one here)."""
-    part = compile_part(sql)
-    bound = next(part.bindings(parameters))
-    return [str(row[3]) for row in connection.execute("EXPLAIN QUERY PLAN " + part.sql, bound)]
+    """The detail column of EXPLAIN QUERY PLAN, one line per step, of each statement of the
+    script as the store runs it (one that reads `:rows->>field` runs once per element: its
+    first one here)."""
+    details = []
+    for statement in split_script(sql):
+        part = compile_part(statement)
+        bound = next(part.bindings(parameters))
+        explained = connection.execute("EXPLAIN QUERY PLAN " + part.sql, bound)
+        details += [str(row[3]) for row in explained]
+    return details
 
 
 SQLITE_INDEX = {
     "claim_jobs": "jobs_claim",
     "claim_jobs_for_a_tenant": "jobs_claim",
     "update_jobs": "sqlite_autoindex_jobs_1",
+    "complete_jobs": "sqlite_autoindex_jobs_1",
+    "complete_jobs_for_a_tenant": "sqlite_autoindex_jobs_1",
     "select_jobs_for_update": "sqlite_autoindex_jobs_1",
     "select_jobs_for_update_for_a_tenant": "sqlite_autoindex_jobs_1",
     "promote_due_jobs": "jobs_due",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter
@@ -24,6 +25,7 @@ from redrive.api.worker_requests import (
 )
 from redrive.domain.errors import InvalidRequest, OjsError
 from redrive.domain.job import Job
+from redrive.domain.lifecycle import Completed
 
 router = APIRouter(prefix="/ojs/v1/workers", tags=["workers"])
 # The worker protocol's routes under the job's own path (the OJS job-versioning suite acks so).
@@ -63,7 +65,16 @@ async def fetch(request: Request) -> Response:
     return ojs({"jobs": [job_document(job) for job in jobs]})
 
 
-def _batch_results(outcomes: list[Job | OjsError], request: Request, acked: bool) -> Response:
+def _acknowledged(done: Completed) -> dict[str, Any]:
+    """An ack's entry in a batch answer: what `_outcome` gives of the completed job."""
+    return {
+        "acknowledged": True, "id": done.id, "job_id": done.id, "state": done.state,
+        "attempt": done.attempt, "max_attempts": done.max_attempts,
+        "completed_at": timestamp(done.completed_at),
+    }  # fmt: skip
+
+
+def _batch_results(outcomes: Sequence[Job | Completed | OjsError], request: Request) -> Response:
     """One entry per request, in order: the outcome, or the OJS error (with its HTTP status)."""
     request_id = getattr(request.state, "request_id", "")
     results: list[dict[str, Any]] = []
@@ -74,10 +85,11 @@ def _batch_results(outcomes: list[Job | OjsError], request: Request, acked: bool
                 outcome.details, request_id, outcome.hint,
             )  # fmt: skip
             results.append({"ok": False, "status": status_of(outcome), **error})
+        elif isinstance(outcome, Completed):
+            results.append({"ok": True, **_acknowledged(outcome)})
         else:
-            extra = {"acknowledged": True} if acked else {}
             # No job document per entry: a batch answer stays small (GET the job for it).
-            results.append({"ok": True, **extra, **_outcome(outcome, with_document=False)})
+            results.append({"ok": True, **_outcome(outcome, with_document=False)})
     succeeded = sum(1 for result in results if result["ok"])
     return ojs({"results": results, "succeeded": succeeded, "failed": len(results) - succeeded})
 
@@ -93,7 +105,7 @@ def _batch_results(outcomes: list[Job | OjsError], request: Request, acked: bool
 async def ack_batch(request: Request) -> Response:
     acks = each_parsed(batch_items(await read_json(request), "acks"), ack_request)
     outcomes = await service_of(request).workers.ack_many(caller_of(request), acks)
-    return _batch_results(outcomes, request, acked=True)
+    return _batch_results(outcomes, request)
 
 
 @router.post(
@@ -106,7 +118,7 @@ async def ack_batch(request: Request) -> Response:
 async def nack_batch(request: Request) -> Response:
     nacks = each_parsed(batch_items(await read_json(request), "nacks"), nack_request)
     outcomes = await service_of(request).workers.nack_many(caller_of(request), nacks)
-    return _batch_results(outcomes, request, acked=False)
+    return _batch_results(outcomes, request)
 
 
 @router.post(

@@ -76,9 +76,26 @@ def started_event(job: Job) -> Event:
 
 
 def completed_event(job: Job) -> Event:
-    started = job.started_at or job.completed_at or 0
-    duration = (job.completed_at or started) - started
-    return job_event("completed", job, duration_ms=duration, attempt=job.attempt, result=job.result)
+    return completion_event(
+        job.id, job.tenant_id, job.queue, job.type, job.attempt, (job.started_at, job.completed_at),
+        job.result,
+    )  # fmt: skip
+
+
+def completion_event(
+    job_id: str, tenant_id: str, queue: str, job_type: str, attempt: int,
+    times: tuple[int | None, int | None], result: Any,
+) -> Event:  # fmt: skip
+    """A job's `job.completed`, from its columns (`times`: started and completed at). The ack
+    statement (store/*/statements.sql, complete_jobs) writes the same row from the job's
+    columns, so an ack builds none of these unless a webhook subscription wants them."""
+    started_at, completed_at = times
+    started = started_at or completed_at or 0
+    duration = (completed_at or started) - started
+    return _event(
+        "completed", tenant_id, queue, job_type, job_id, duration_ms=duration, attempt=attempt,
+        result=result,
+    )  # fmt: skip
 
 
 def failure_events(job: Job, dead_letter_reason: str | None) -> list[Event]:

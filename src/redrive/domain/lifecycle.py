@@ -70,20 +70,31 @@ def check_lease(
         )
 
 
-def _released(job: Job) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Completed:
+    """An acknowledged job as its ack reports it (an ack reads no more of the job)."""
+
+    id: str
+    attempt: int
+    max_attempts: int
+    completed_at: int
+    state: str = states.COMPLETED
+
+
+def _released() -> dict[str, Any]:
     return {"lease_token": None, "lease_expires_at": None, "timeout_at": None}
 
 
+def completion(now: int) -> dict[str, Any]:
+    """What an ack writes besides its result: completed now, no error, the lease released."""
+    return {
+        "state": states.COMPLETED, "completed_at": now, "error": None, "next_attempt_at": None,
+        **_released(),
+    }  # fmt: skip
+
+
 def acknowledge(job: Job, now: int, result: Any) -> Job:
-    return evolve(
-        job,
-        state=states.COMPLETED,
-        completed_at=now,
-        result=result,
-        error=None,
-        next_attempt_at=None,
-        **_released(job),
-    )
+    return evolve(job, result=result, **completion(now))
 
 
 def parse_failure(raw: object) -> Failure:
@@ -228,7 +239,7 @@ def fail(
     """Apply one failed attempt: requeue, schedule a retry, or end the job (maybe as dead)."""
     record = error_record(failure, job.attempt, now)
     history = [*job.errors, record][-MAX_ERROR_HISTORY:]
-    changes: dict[str, Any] = {"error": record, "errors": history, **_released(job)}
+    changes: dict[str, Any] = {"error": record, "errors": history, **_released()}
     if requeue:
         # Handed back unrun (a worker shutting down): the delivery does not count against
         # max_attempts ("requeue without counting as a retry attempt"), so the next fetch
@@ -287,7 +298,7 @@ def reap(job: Job, now: int, jitter_factor: float) -> FailureOutcome:
 def cancel(job: Job, now: int) -> Job:
     if job.state not in states.CANCELLABLE_STATES:
         raise conflict(job, "cancel")
-    return evolve(job, state=states.CANCELLED, cancelled_at=now, **_released(job))
+    return evolve(job, state=states.CANCELLED, cancelled_at=now, **_released())
 
 
 def activate(job: Job, now: int) -> Job:

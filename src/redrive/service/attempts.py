@@ -11,18 +11,29 @@ from redrive.domain.alerts import aggregate_key
 from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import DeadLetter, new_dead_letter
 from redrive.domain.errors import InvalidRequest, NotFound, OjsError
-from redrive.domain.events import arrival_events, completed_event, failure_events
+from redrive.domain.events import arrival_events, completion_event, failure_events
 from redrive.domain.fingerprint import Fingerprint
 from redrive.domain.incident import entries_of
 from redrive.domain.job import AVAILABLE, Job
 from redrive.domain.redrive import DEAD_AGAIN, SUCCEEDED, RedriveOutcome
-from redrive.ports import AttemptWrites, JobChange, JobStore
+from redrive.domain.webhooks import Listener
+from redrive.ports import (
+    AttemptWrites,
+    CompletedJob,
+    Completion,
+    JobChange,
+    JobStore,
+    StoredEvent,
+)
 from redrive.service.runtime import Runtime
 from redrive.service.verification import verify
 
 Request = TypeVar("Request", bound="AttemptRequest")
+Answer = TypeVar("Answer")
 # One entry per request of a batch: the job as written, or why that request was refused.
 Outcome = Job | OjsError
+# One entry per ack of a batch: the job completed, or why that ack was refused.
+Acknowledgement = lifecycle.Completed | OjsError
 
 
 @dataclass(frozen=True)
@@ -143,44 +154,106 @@ async def record_failures(
 
 async def acknowledge_all(
     runtime: Runtime, requests: list[AckRequest | OjsError], caller: Caller
-) -> list[Outcome]:
-    """Acknowledge many jobs in one transaction; each entry succeeds or fails on its own."""
+) -> list[Acknowledgement]:
+    """Acknowledge many jobs in one transaction; each entry succeeds or fails on its own (a job
+    named twice: the second is refused)."""
     now = runtime.now()
     async with runtime.store.transaction(caller) as transaction:
-        jobs = await lock_requested(transaction, requests, caller.tenant_scope)
-        decided = [
-            decide(
-                request, jobs, now, "ack", lambda job, r: lifecycle.acknowledge(job, now, r.result)
-            )
-            for request in requests
-        ]
-        done = [entry for entry in decided if not isinstance(entry, OjsError)]
-        written = await transaction.update_jobs(
-            [JobChange(after, before.state, before.lease_token) for before, after in done]
+        outcomes, done = await _acknowledge(
+            runtime, transaction, without_repeats(requests), caller.tenant_scope, now
         )
-        await runtime.emit(
-            transaction, [completed_event(after) for _, after in done if after.id in written], now
-        )
-        redriven = [
-            RedriveOutcome(task_id, after.id, SUCCEEDED)
-            for _, after in done
-            if (task_id := after.redrive_task_id) is not None and after.id in written
-        ]
-        await verify(runtime, transaction, redriven, now)
-    outcomes: list[Outcome] = []
-    for entry in decided:
-        if isinstance(entry, OjsError):
-            outcomes.append(entry)
-            continue
-        before, after = entry
-        if after.id not in written:
-            outcomes.append(lifecycle.conflict(before, "ack"))
-            continue
-        runtime.metrics.completed[(before.queue, before.type)] += 1
-        runtime.metrics.duration_sum_seconds += (now - (before.started_at or now)) / 1000
-        runtime.metrics.duration_count += 1
-        outcomes.append(after)
+    _count(runtime, done, now)
     return outcomes
+
+
+async def acknowledge_one(runtime: Runtime, request: AckRequest, caller: Caller) -> Job:
+    """One ack, answered with the whole job as the ack left it (read in its transaction)."""
+    now = runtime.now()
+    async with runtime.store.transaction(caller) as transaction:
+        outcomes, done = await _acknowledge(
+            runtime, transaction, [request], caller.tenant_scope, now
+        )
+        job = await transaction.get_job(single(outcomes).id, caller.tenant_scope)
+    _count(runtime, done, now)
+    if job is None:  # never: the ack holds the row's lock until it commits
+        raise NotFound("job", request.job_id)
+    return job
+
+
+async def _acknowledge(
+    runtime: Runtime, transaction: AttemptWrites, requests: list[AckRequest | OjsError],
+    tenant: str | None, now: int,
+) -> tuple[list[Acknowledgement], list[CompletedJob]]:  # fmt: skip
+    """Write the acks (of distinct jobs) in one guarded statement that reads no job; only those
+    it did not write (lease lost, wrong state, unknown job, another tenant's) are locked, read
+    and checked (`lifecycle.check_lease`), so each gets its own refusal, and any of them the
+    check accepts (its job changed in between) is written by the same statement again.
+    Returns the outcomes in order and the jobs completed."""
+    columns = lifecycle.completion(now)
+    asked = [request for request in requests if not isinstance(request, OjsError)]
+    results = {request.job_id: request.result for request in asked}
+    event_ids: dict[str, str] = {}
+    listeners: dict[str, Listener] = {}
+    done: dict[str, CompletedJob] = {}
+
+    async def complete(chosen: list[AckRequest]) -> None:
+        ids = runtime.new_ids(len(chosen), now)
+        completions = [
+            Completion(r.job_id, r.worker_id, r.lease_token, r.result, f"evt_{event_id}")
+            for r, event_id in zip(chosen, ids, strict=True)
+        ]
+        event_ids.update({c.job_id: c.event_id for c in completions})
+        written = await transaction.complete_jobs(completions, columns, tenant, now)
+        done.update({job.id: job for job in written.done})
+        listeners.update({listener.id: listener for listener in written.listeners})
+
+    await complete(asked)
+    refused: dict[str, OjsError] = {}
+    rest = [request for request in asked if request.job_id not in done]
+    if rest:
+        jobs = await transaction.lock_jobs([request.job_id for request in rest], tenant)
+        decided = {r.job_id: decide(r, jobs, now, "ack", lambda job, r: None) for r in rest}
+        refused = {
+            job_id: entry for job_id, entry in decided.items() if isinstance(entry, OjsError)
+        }
+        await complete([request for request in rest if request.job_id not in refused])
+        for job_id, entry in decided.items():
+            if not isinstance(entry, OjsError) and job_id not in done:
+                refused[job_id] = lifecycle.conflict(entry[0], "ack")
+    completed = [done[request.job_id] for request in asked if request.job_id in done]
+    if listeners:
+        stored = [
+            StoredEvent(event_ids[job.id], 0, now, completion_event(
+                job.id, job.tenant_id, job.queue, job.type, job.attempt, (job.started_at, now),
+                results[job.id],
+            ))
+            for job in completed
+        ]  # fmt: skip
+        await runtime.queue_deliveries(transaction, list(listeners.values()), stored, now)
+    redriven = [
+        RedriveOutcome(task_id, job.id, SUCCEEDED)
+        for job in completed
+        if (task_id := job.redrive_task_id) is not None
+    ]
+    await verify(runtime, transaction, redriven, now)
+    outcomes: list[Acknowledgement] = []
+    for request in requests:
+        if isinstance(request, OjsError):
+            outcomes.append(request)
+        elif request.job_id in refused:
+            outcomes.append(refused[request.job_id])
+        else:
+            job = done[request.job_id]
+            outcomes.append(lifecycle.Completed(job.id, job.attempt, job.max_attempts, now))
+    return outcomes, completed
+
+
+def _count(runtime: Runtime, done: list[CompletedJob], now: int) -> None:
+    """The metrics of completed jobs, once their transaction committed."""
+    for job in done:
+        runtime.metrics.completed[(job.queue, job.type)] += 1
+        runtime.metrics.duration_sum_seconds += (now - (job.started_at or now)) / 1000
+        runtime.metrics.duration_count += 1
 
 
 async def fail_all(
@@ -223,7 +296,7 @@ async def fail_all(
     return outcomes
 
 
-def single(outcomes: list[Outcome]) -> Job:
+def single(outcomes: list[Answer | OjsError]) -> Answer:
     """The one outcome of a one-request batch, raised when it is an error."""
     outcome = outcomes[0]
     if isinstance(outcome, OjsError):

@@ -14,10 +14,12 @@ from redrive.domain.job import Job
 from redrive.domain.records import WorkerRecord
 from redrive.ports import Claim, JobChange
 from redrive.service.attempts import (
+    Acknowledgement,
     AckRequest,
     NackRequest,
     Outcome,
     acknowledge_all,
+    acknowledge_one,
     check_batch,
     fail_all,
     single,
@@ -104,15 +106,15 @@ class WorkerService:
         return claimed
 
     async def ack(self, caller: Caller, request: AckRequest) -> Job:
-        return single(await acknowledge_all(self.runtime, [request], caller))
+        return await acknowledge_one(self.runtime, request, caller)
 
     async def ack_many(
         self, caller: Caller, requests: list[AckRequest | OjsError]
-    ) -> list[Outcome]:
+    ) -> list[Acknowledgement]:
         """One transaction; each entry is the completed job or why that ack was refused (the
         others still land). Entries the edge could not read arrive as their refusal."""
         check_batch(requests, "acks", self.runtime.options.max_batch_size)
-        return await acknowledge_all(self.runtime, without_repeats(requests), caller)
+        return await acknowledge_all(self.runtime, requests, caller)
 
     async def nack(self, caller: Caller, request: NackRequest) -> Job:
         return single(await fail_all(self.runtime, [request], caller))

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from redrive.domain.job import Job
 from redrive.domain.webhooks import Listener
-from redrive.ports import Claim, Enqueued, JobChange, JobFilter, JobStore
+from redrive.ports import (
+    Claim,
+    CompletedJob,
+    Completion,
+    Completions,
+    Enqueued,
+    JobChange,
+    JobFilter,
+    JobStore,
+)
 from redrive.store.base import SqlBase, present
 from redrive.store.codec import (
     dump,
@@ -68,6 +79,59 @@ class SqlJobs(SqlBase, JobStore):
         ]
         ids = self.executor.list_parameter([change.job.id for change in changes])
         return {row["id"] for row in await self._rows("update_jobs", rows=dump(records), ids=ids)}
+
+    async def complete_jobs(
+        self, completions: list[Completion], columns: dict[str, Any], tenant_id: str | None,
+        now: int,
+    ) -> Completions:  # fmt: skip
+        """Write many acks in one statement, each only while the lease it names still holds, with
+        the lifecycle `columns` the domain decided, its result and its `job.completed` event; the
+        jobs' other columns are neither read nor decoded. An ack absent from the answer was not
+        written (its lease no longer holds, or its job is not there or not the tenant's)."""
+        if not completions:
+            return Completions([], [])
+        records = [
+            present(
+                {
+                    "id": completion.job_id,
+                    "worker_id": completion.worker_id,
+                    "lease_token": completion.lease_token,
+                    "result": completion.result,
+                    "event_id": completion.event_id,
+                }
+            )
+            for completion in completions
+        ]
+        ids = self.executor.list_parameter([completion.job_id for completion in completions])
+        rows = await self._rows(
+            "complete_jobs",
+            rows=dump(records),
+            ids=ids,
+            tenant_id=tenant_id,
+            now=now,
+            **{**columns, "error": dump(columns["error"])},
+        )
+        return Completions(
+            done=[
+                CompletedJob(
+                    row["id"],
+                    row["tenant_id"],
+                    row["queue"],
+                    row["type"],
+                    row["attempt"],
+                    row["max_attempts"],
+                    row["started_at"],
+                    row["redrive_task_id"],
+                )
+                for row in rows
+                if row["kind"] == "job"
+            ],
+            listeners=[
+                Listener(row["id"], row["tenant_id"], tuple(load(row["events"])))
+                for row in rows
+                if row["kind"] == "listener"
+            ],
+        )
 
     async def update_job(self, job: Job, expected_state: str, expected_lease: str | None) -> bool:
         return bool(await self.update_jobs([JobChange(job, expected_state, expected_lease)]))

@@ -89,7 +89,10 @@ class EmbeddedJobSource:
     async def _in_batches(
         self,
         requests: Sequence[Request | OjsError],
-        send: Callable[[Caller, list[Request | OjsError]], Awaitable[list[Job | OjsError]]],
+        send: Callable[
+            [Caller, list[Request | OjsError]],
+            Awaitable[Sequence[Job | lifecycle.Completed | OjsError]],
+        ],
     ) -> list[Outcome]:
         """One service call (one transaction) per batch the service accepts."""
         outcomes: list[Outcome] = []

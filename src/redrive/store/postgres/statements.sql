@@ -146,6 +146,62 @@ WHERE jobs.id = ANY(CAST(:ids AS text[])) AND jobs.id = r.id
   AND COALESCE(jobs.lease_token, '') = COALESCE(r.expected_lease_token, '')
 RETURNING jobs.id;
 
+-- name: complete_jobs
+-- Acks in one statement (:rows is a JSON array of {id, worker_id, lease_token, result,
+-- event_id}): each job is written only while the lease the ack names still holds, as
+-- domain/lifecycle.py `check_lease` accepts it (active, the lease unexpired, the token and the
+-- worker the ack names, when it names them, the job's own), locked in id order first (two
+-- batches over overlapping jobs cannot deadlock). The columns written are the domain's
+-- (`completion`: :state, :completed_at, ...) and each ack's result; each job written gets its
+-- `job.completed` event, made from the job's columns as domain/events.py `completed_event`
+-- makes it. No other column is read or written. Rows of kind `job` are the jobs completed,
+-- rows of kind `listener` the active webhook subscriptions of their tenants (the caller queues
+-- their deliveries in the same transaction). :ids repeats the records' ids for the plan.
+WITH r AS MATERIALIZED (
+    SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+        id text, worker_id text, lease_token text, result jsonb, event_id text
+    )
+), held AS MATERIALIZED (
+    SELECT jobs.id FROM jobs JOIN r ON r.id = jobs.id
+    WHERE jobs.id = ANY(CAST(:ids AS text[]))
+      AND (CAST(:tenant_id AS text) IS NULL OR jobs.tenant_id = :tenant_id)
+      AND jobs.state = 'active'
+      AND (jobs.lease_expires_at IS NULL OR jobs.lease_expires_at > :now)
+      AND (r.lease_token IS NULL OR r.lease_token = jobs.lease_token)
+      AND (COALESCE(r.worker_id, '') = '' OR COALESCE(jobs.worker_id, '') = ''
+           OR r.worker_id = jobs.worker_id)
+    ORDER BY jobs.id
+    FOR UPDATE OF jobs
+), done AS (
+    UPDATE jobs SET
+        state = :state, completed_at = :completed_at, error = CAST(:error AS jsonb),
+        next_attempt_at = :next_attempt_at, lease_token = :lease_token,
+        lease_expires_at = :lease_expires_at, timeout_at = :timeout_at, result = r.result
+    FROM held, r
+    WHERE jobs.id = held.id AND r.id = held.id
+    RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.type, jobs.attempt, jobs.max_attempts,
+        jobs.started_at, jobs.redrive_task_id, r.result, r.event_id
+), added AS (
+    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+    SELECT
+        event_id, tenant_id, 'job.completed', queue, type, id, :now,
+        jsonb_build_object(
+            'job_type', type, 'queue', queue,
+            'duration_ms', CASE WHEN COALESCE(started_at, 0) = 0 THEN 0
+                                ELSE :completed_at - started_at END,
+            'attempt', attempt
+        ) || CASE WHEN result IS NULL THEN '{}' ELSE jsonb_build_object('result', result) END
+    FROM done
+), listening AS (
+    SELECT id, tenant_id, events FROM webhook_subscriptions
+    WHERE active AND tenant_id IN (SELECT tenant_id FROM done)
+)
+SELECT 'job' AS kind, id, tenant_id, queue, type, attempt, max_attempts, started_at,
+    redrive_task_id, NULL AS events
+FROM done
+UNION ALL
+SELECT 'listener', id, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, events FROM listening;
+
 -- name: select_job
 SELECT * FROM jobs WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 

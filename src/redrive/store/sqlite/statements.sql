@@ -115,6 +115,50 @@ WHERE id = :rows->>id AND state = :rows->>expected_state
   AND COALESCE(lease_token, '') = COALESCE(:rows->>expected_lease_token, '')
 RETURNING :rows->>id AS id;
 
+-- name: complete_jobs
+-- Acks, each statement run per record of :rows ({id, worker_id, lease_token, result,
+-- event_id}, the ids distinct): each job is written only while the lease the ack names still
+-- holds, as domain/lifecycle.py `check_lease` accepts it (active, the lease unexpired, the token
+-- and the worker the ack names, when it names them, the job's own). Its `job.completed` event
+-- first, made from the job's columns as domain/events.py `completed_event` makes it, under the
+-- same guard (nothing runs between the two in the transaction), then the columns the domain
+-- decided (`completion`: :state, :completed_at, ...) and its result. No other column is read or
+-- written. Rows of kind `job` are the jobs completed, rows of kind `listener` the active webhook
+-- subscriptions of the tenants of the jobs named (the caller queues their deliveries in the same
+-- transaction). (:ids, which PostgreSQL's set-based form needs for its plan, is not needed here.)
+INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+SELECT :rows->>event_id, tenant_id, 'job.completed', queue, type, id, :now,
+    CASE WHEN :rows->result IS NULL THEN data ELSE json_insert(data, '$.result', json(:rows->result)) END
+FROM (
+    SELECT jobs.*, json_object(
+        'job_type', type, 'queue', queue,
+        'duration_ms', CASE WHEN COALESCE(started_at, 0) = 0 THEN 0 ELSE :completed_at - started_at END,
+        'attempt', attempt
+    ) AS data
+    FROM jobs
+    WHERE id = :rows->>id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+      AND state = 'active' AND (lease_expires_at IS NULL OR lease_expires_at > :now)
+      AND (:rows->>lease_token IS NULL OR :rows->>lease_token = lease_token)
+      AND (COALESCE(:rows->>worker_id, '') = '' OR COALESCE(worker_id, '') = ''
+           OR :rows->>worker_id = worker_id)
+);
+UPDATE jobs SET
+    state = :state, completed_at = :completed_at, error = :error,
+    next_attempt_at = :next_attempt_at, lease_token = :lease_token,
+    lease_expires_at = :lease_expires_at, timeout_at = :timeout_at,
+    result = NULLIF(:rows->result, 'null')
+WHERE id = :rows->>id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND state = 'active' AND (lease_expires_at IS NULL OR lease_expires_at > :now)
+  AND (:rows->>lease_token IS NULL OR :rows->>lease_token = lease_token)
+  AND (COALESCE(:rows->>worker_id, '') = '' OR COALESCE(worker_id, '') = ''
+       OR :rows->>worker_id = worker_id)
+RETURNING 'job' AS kind, id, tenant_id, queue, type, attempt, max_attempts, started_at,
+    redrive_task_id;
+SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
+WHERE active AND tenant_id IN (
+    SELECT tenant_id FROM jobs WHERE id IN (SELECT value ->> '$.id' FROM json_each(:rows))
+);
+
 -- name: select_job
 SELECT * FROM jobs WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
