@@ -154,9 +154,10 @@ RETURNING jobs.id;
 -- batches over overlapping jobs cannot deadlock). The columns written are the domain's
 -- (`completion`: :state, :completed_at, ...) and each ack's result; each job written gets its
 -- `job.completed` event, made from the job's columns as domain/events.py `completed_event`
--- makes it. No other column is read or written. Rows of kind `job` are the jobs completed,
--- rows of kind `listener` the active webhook subscriptions of their tenants (the caller queues
--- their deliveries in the same transaction). :ids repeats the records' ids for the plan.
+-- makes it, in the order of the acks (their event ids increase). No other column is read or
+-- written. Rows of kind `job` are the jobs completed, rows of kind `listener` the active
+-- webhook subscriptions of their tenants (the caller queues their deliveries in the same
+-- transaction). :ids repeats the records' ids for the plan.
 WITH r AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
         id text, worker_id text, lease_token text, result jsonb, event_id text
@@ -192,6 +193,7 @@ WITH r AS MATERIALIZED (
             'attempt', attempt
         ) || CASE WHEN result IS NULL THEN '{}' ELSE jsonb_build_object('result', result) END
     FROM done
+    ORDER BY event_id COLLATE "C"
 ), listening AS (
     SELECT id, tenant_id, events FROM webhook_subscriptions
     WHERE active AND tenant_id IN (SELECT tenant_id FROM done)
