@@ -45,6 +45,16 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Claimed:
+    """The jobs a claim leased (by priority, then age), each with its `job.started` event; those
+    of `unannounced` without it: their tenant has an active webhook subscription, so the caller
+    emits their events (and queues the deliveries)."""
+
+    jobs: list[Job]
+    unannounced: list[Job]
+
+
+@dataclass(frozen=True)
 class StoredEvent:
     id: str
     sequence: int
@@ -180,7 +190,7 @@ class JobStore(Protocol):
     async def list_jobs(
         self, tenant_id: str | None, filters: JobFilter, limit: int, offset: int
     ) -> tuple[list[Job], int]: ...
-    async def claim_jobs(self, claim: Claim, now: int) -> list[Job]: ...
+    async def claim_jobs(self, claim: Claim, now: int, event_ids: list[str]) -> Claimed: ...
     async def promote_due_jobs(self, now: int, queues: list[str] | None = None) -> set[str]: ...
     async def prune_finished_jobs(self, before: int, limit: int) -> int: ...
     async def expired_jobs(self, now: int, limit: int) -> list[Job]: ...

@@ -12,9 +12,10 @@ import pytest
 from redrive.api.worker_requests import fetch_request
 from redrive.domain.caller import Caller, Role
 from redrive.domain.envelope import read_envelope
-from redrive.domain.errors import Duplicate, NotFound
+from redrive.domain.errors import Conflict, Duplicate, NotFound, OjsError
 from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
 from redrive.ports import JobFilter
+from redrive.service.attempts import AckRequest
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
 from redrive.store.postgres.store import PostgresStore
@@ -138,15 +139,39 @@ async def test_a_scheduled_job_is_one_round_trip_and_wakes_nobody(
     assert (await service.jobs.get(CALLER, scheduled.id)).state == "scheduled"
 
 
-async def test_a_fetch_of_a_hundred_jobs_is_six_round_trips(
+async def test_a_fetch_of_a_hundred_jobs_is_five_round_trips(
     wired: tuple[Service, Wire],
 ) -> None:
     """Per claimed batch, not per job: BEGIN, promote due jobs, the claim (which skips paused
-    queues itself), the worker's record, the started events, COMMIT."""
+    queues and writes the started events itself), the worker's record, COMMIT."""
     service, wire = wired
     await service.jobs.enqueue_batch(CALLER, [read_envelope(job()) for _ in range(100)])
     request = fetch_request({"queues": ["mail"], "count": 100, "worker_id": "w1"})
     with wire.recording():
         claimed = await service.workers.fetch(CALLER, request)
     assert len(claimed) == 100
-    assert wire.round_trips == 6, wire.messages
+    assert wire.round_trips == 5, wire.messages
+    events = await service.events.list(CALLER, "job.started", None, None, None, 200)
+    assert [event.event.subject for event in events] == [job.id for job in claimed]
+
+
+async def test_an_ack_of_a_hundred_jobs_is_three_round_trips(
+    wired: tuple[Service, Wire],
+) -> None:
+    """BEGIN, the ack statement (the jobs and their events), COMMIT; a refused ack adds the lock
+    that reads its job (and finds why)."""
+    service, wire = wired
+    await service.jobs.enqueue_batch(CALLER, [read_envelope(job()) for _ in range(100)])
+    request = fetch_request({"queues": ["mail"], "count": 100, "worker_id": "w1"})
+    claimed = await service.workers.fetch(CALLER, request)
+    acks = [AckRequest(job.id, "w1", job.lease_token, None) for job in claimed]
+    with wire.recording():
+        outcomes = await service.workers.ack_many(CALLER, list[AckRequest | OjsError](acks[:99]))
+    assert wire.round_trips == 3, wire.messages
+    assert {outcome.state for outcome in outcomes if not isinstance(outcome, OjsError)} == {
+        "completed"
+    }
+    with wire.recording():
+        outcomes = await service.workers.ack_many(CALLER, list[AckRequest | OjsError](acks[98:]))
+    assert wire.round_trips == 4, wire.messages
+    assert isinstance(outcomes[0], Conflict)

@@ -62,7 +62,7 @@ def test_no_statement_name_is_defined_twice() -> None:
 
 # Parameters PostgreSQL's set-based form of a statement needs and SQLite's form, run once per
 # element of :rows, does not (`update_jobs` lists the ids again only for PostgreSQL's plan).
-SET_BASED_ONLY = {"update_jobs": {"ids"}}
+SET_BASED_ONLY = {"update_jobs": {"ids"}, "complete_jobs": {"ids"}}
 
 
 @pytest.mark.parametrize("name", sorted(set(sqlite_statements()) & set(postgres_statements())))

@@ -86,6 +86,7 @@ class WorkerService:
         now = self.runtime.now()
         token = self.runtime.new_token()
         claimed: list[Job] = []
+        unannounced: list[Job] = []  # the claim wrote the others' job.started events
         async with self.runtime.store.transaction(caller) as transaction:
             await transaction.notify(await transaction.promote_due_jobs(now, queues))
             # A claim takes nothing from a queue the caller's tenant paused (a caller spanning
@@ -97,12 +98,15 @@ class WorkerService:
                     queue, count - len(claimed), worker_id, token,
                     request.visibility_timeout_ms, caller.tenant_scope,
                 )  # fmt: skip
-                claimed.extend(await transaction.claim_jobs(claim, now))
+                event_ids = self.runtime.new_ids(claim.limit, now)
+                taken = await transaction.claim_jobs(claim, now, [f"evt_{i}" for i in event_ids])
+                claimed.extend(taken.jobs)
+                unannounced.extend(taken.unannounced)
             if worker_id is not None:
                 await transaction.touch_worker(
                     worker_id, caller.tenant_id, queues, len(claimed), now
                 )
-            await self.runtime.emit(transaction, [started_event(job) for job in claimed], now)
+            await self.runtime.emit(transaction, [started_event(job) for job in unannounced], now)
         return claimed
 
     async def ack(self, caller: Caller, request: AckRequest) -> Job:

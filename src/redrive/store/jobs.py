@@ -8,6 +8,7 @@ from redrive.domain.job import Job
 from redrive.domain.webhooks import Listener
 from redrive.ports import (
     Claim,
+    Claimed,
     CompletedJob,
     Completion,
     Completions,
@@ -159,7 +160,9 @@ class SqlJobs(SqlBase, JobStore):
         total = await self._rows("count_jobs", **keys)
         return [job_from_row(row) for row in rows], int(total[0]["count"])
 
-    async def claim_jobs(self, claim: Claim, now: int) -> list[Job]:
+    async def claim_jobs(self, claim: Claim, now: int, event_ids: list[str]) -> Claimed:
+        """Lease up to `claim.limit` jobs and write their `job.started` events (ids from
+        `event_ids`, which holds `claim.limit`), in one statement on PostgreSQL."""
         rows = await self._rows(
             "claim_jobs",
             queue=claim.queue,
@@ -169,9 +172,12 @@ class SqlJobs(SqlBase, JobStore):
             visibility_timeout_ms=claim.visibility_timeout_ms,
             tenant_id=claim.tenant_id,
             now=now,
+            event_ids=self.executor.list_parameter(event_ids),
         )
+        rows.sort(key=lambda row: (-row["priority"], row["sequence"]))
         jobs = [job_from_row(row) for row in rows]
-        return sorted(jobs, key=lambda job: (-job.priority, job.sequence or 0))
+        listened = [job for job, row in zip(jobs, rows, strict=True) if row["listened"]]
+        return Claimed(jobs, listened)
 
     async def promote_due_jobs(self, now: int, queues: list[str] | None = None) -> set[str]:
         """Make every due job (of these queues; of all without) available, waiting for one

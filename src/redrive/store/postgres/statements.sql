@@ -237,7 +237,11 @@ WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 -- name: claim_jobs
 -- MATERIALIZED: the pick runs once, so no more than :limit are claimed whatever the plan. Nothing
 -- is claimed from a queue the caller's tenant paused (a caller spanning every tenant, :tenant_id
--- NULL: one any tenant paused, as its claim would take that tenant's jobs too).
+-- NULL: one any tenant paused, as its claim would take that tenant's jobs too). Each job claimed
+-- gets its `job.started` event (ids from :event_ids, which holds :limit), made from its columns
+-- as domain/events.py `started_event` makes it, in the order of the claim, unless its tenant has
+-- an active webhook subscription (`listened`): the caller emits those (and queues their
+-- deliveries).
 WITH candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE queue = :queue AND state = 'available'
@@ -251,15 +255,31 @@ WITH candidates AS MATERIALIZED (
     ORDER BY priority DESC, sequence
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE jobs SET
+        state = 'active', attempt = attempt + 1, started_at = :now, worker_id = :worker_id,
+        lease_token = :lease_token,
+        lease_expires_at = :now + COALESCE(CAST(:visibility_timeout_ms AS bigint), visibility_timeout_ms),
+        timeout_at = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :now + timeout_ms END,
+        run_at = NULL, next_attempt_at = NULL
+    FROM candidates WHERE jobs.id = candidates.id
+    RETURNING jobs.*, EXISTS (
+        SELECT FROM webhook_subscriptions
+        WHERE webhook_subscriptions.active AND webhook_subscriptions.tenant_id = jobs.tenant_id
+    ) AS listened
+), added AS (
+    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+    SELECT
+        (CAST(:event_ids AS text[]))[row_number() OVER (ORDER BY priority DESC, sequence)],
+        tenant_id, 'job.started', queue, type, id, :now,
+        jsonb_strip_nulls(jsonb_build_object(
+            'job_type', type, 'queue', queue, 'worker_id', worker_id, 'attempt', attempt
+        ))
+    FROM claimed
+    WHERE NOT listened
+    ORDER BY priority DESC, sequence
 )
-UPDATE jobs SET
-    state = 'active', attempt = attempt + 1, started_at = :now, worker_id = :worker_id,
-    lease_token = :lease_token,
-    lease_expires_at = :now + COALESCE(CAST(:visibility_timeout_ms AS bigint), visibility_timeout_ms),
-    timeout_at = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :now + timeout_ms END,
-    run_at = NULL, next_attempt_at = NULL
-FROM candidates WHERE jobs.id = candidates.id
-RETURNING jobs.*;
+SELECT * FROM claimed;
 
 -- name: promote_due_jobs
 -- Due jobs of :queues (of every queue when NULL) become available. This WAITS for rows another

@@ -187,29 +187,54 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:state IS NULL OR state = :state)
   AND (:type IS NULL OR type = :type);
 
+-- fragment: claim_pick
+-- The jobs a claim takes: up to :limit available ones of :queue, by priority, then age.
+SELECT sequence FROM jobs
+WHERE queue = :queue AND state = 'available'
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (expires_at IS NULL OR expires_at > :now)
+  AND NOT EXISTS (
+      SELECT 1 FROM queues
+      WHERE queues.name = :queue AND queues.paused
+        AND (:tenant_id IS NULL OR queues.tenant_id = :tenant_id)
+  )
+ORDER BY priority DESC, sequence
+LIMIT :limit
+
 -- name: claim_jobs
 -- Nothing is claimed from a queue the caller's tenant paused (a caller spanning every tenant,
--- :tenant_id NULL: one any tenant paused, as its claim would take that tenant's jobs too).
+-- :tenant_id NULL: one any tenant paused, as its claim would take that tenant's jobs too). Each
+-- job claimed gets its `job.started` event (ids from :event_ids, which holds :limit), made from
+-- its columns as domain/events.py `started_event` makes it, in the order of the claim, unless
+-- its tenant has an active webhook subscription (`listened`): the caller emits those (and
+-- queues their deliveries). The events are written first, from the same pick (nothing runs
+-- between the two in the transaction), as the jobs will be once claimed.
+INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+SELECT
+    json_extract(:event_ids, '$[' || (row_number() OVER (ORDER BY priority DESC, sequence) - 1) || ']'),
+    tenant_id, 'job.started', queue, type, id, :now,
+    CASE WHEN :worker_id IS NULL
+        THEN json_object('job_type', type, 'queue', queue, 'attempt', attempt + 1)
+        ELSE json_object('job_type', type, 'queue', queue, 'worker_id', :worker_id, 'attempt', attempt + 1)
+    END
+FROM jobs
+WHERE sequence IN ({claim_pick})
+  AND NOT EXISTS (
+      SELECT 1 FROM webhook_subscriptions
+      WHERE webhook_subscriptions.active AND webhook_subscriptions.tenant_id = jobs.tenant_id
+  )
+ORDER BY priority DESC, sequence;
 UPDATE jobs SET
     state = 'active', attempt = attempt + 1, started_at = :now, worker_id = :worker_id,
     lease_token = :lease_token,
     lease_expires_at = :now + COALESCE(:visibility_timeout_ms, visibility_timeout_ms),
     timeout_at = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :now + timeout_ms END,
     run_at = NULL, next_attempt_at = NULL
-WHERE sequence IN (
-    SELECT sequence FROM jobs
-    WHERE queue = :queue AND state = 'available'
-      AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
-      AND (expires_at IS NULL OR expires_at > :now)
-      AND NOT EXISTS (
-          SELECT 1 FROM queues
-          WHERE queues.name = :queue AND queues.paused
-            AND (:tenant_id IS NULL OR queues.tenant_id = :tenant_id)
-      )
-    ORDER BY priority DESC, sequence
-    LIMIT :limit
-)
-RETURNING *;
+WHERE sequence IN ({claim_pick})
+RETURNING *, EXISTS (
+    SELECT 1 FROM webhook_subscriptions
+    WHERE webhook_subscriptions.active AND webhook_subscriptions.tenant_id = jobs.tenant_id
+) AS listened;
 
 -- name: promote_due_jobs
 -- Due jobs of :queues (a JSON array; every queue when NULL) become available.

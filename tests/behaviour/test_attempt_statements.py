@@ -1,5 +1,7 @@
-"""The ack statement (complete_jobs) writes what the domain decides: the same job and the same
-`job.completed` event as `lifecycle.acknowledge` and `completed_event` make, on both stores."""
+"""The claim and ack statements write what the domain decides: the claim the same `job.started`
+events as `started_event` makes, the ack (complete_jobs) the same job and `job.completed` event as
+`lifecycle.acknowledge` and `completed_event` make, on both stores; a subscribed tenant's events
+are written once each, and delivered."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ import pytest
 
 from redrive.domain import lifecycle
 from redrive.domain.caller import SYSTEM
-from redrive.domain.events import completed_event
+from redrive.domain.events import completed_event, started_event
 from redrive.domain.job import Job
-from redrive.ports import EventQuery
+from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
+from redrive.ports import EventQuery, JobFilter
 from redrive.service.attempts import AckRequest
 from redrive.service.facade import Service
+from redrive.service.workers import FetchRequest
 from tests.behaviour.ojs_http import enqueue, fetch
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
@@ -63,3 +67,27 @@ async def test_an_ack_writes_the_job_and_event_the_domain_makes(
         )
     assert [event.event for event in stored] == [completed_event(expected[i]) for i in ids]
     assert {event.time for event in stored} == {now}
+
+
+async def events_of(service: Service, kind: str) -> list[Any]:
+    async with service.runtime.store.transaction(SYSTEM) as transaction:
+        stored = await transaction.list_events(EventQuery(None, None, [kind], [QUEUE], None, 100))
+    return [event.event for event in stored]
+
+
+@pytest.mark.parametrize("worker_id", ["w1", None])
+@pytest.mark.parametrize("subscribed", [False, True])
+async def test_a_claim_writes_the_started_events_the_domain_makes(
+    client: httpx.AsyncClient, service: Service, worker_id: str | None, subscribed: bool
+) -> None:
+    if subscribed:
+        hook = SubscriptionRequest("https://example.test/hook", ("job.started",), None)
+        await service.webhooks.create(CALLER, hook)
+    for index, priority in enumerate([0, 5, 0, 9, 5]):
+        await enqueue(client, "claim.job", [index], queue=QUEUE, priority=priority)
+    claimed = await service.workers.fetch(CALLER, FetchRequest([QUEUE], 3, worker_id))
+    claimed += await service.workers.fetch(CALLER, FetchRequest([QUEUE], 3, worker_id))
+    assert [job.priority for job in claimed] == [9, 5, 5, 0, 0]
+    assert await events_of(service, "job.started") == [started_event(job) for job in claimed]
+    _, deliveries = await service.jobs.list(CALLER, JobFilter(queue=WEBHOOK_QUEUE), 10, 0)
+    assert deliveries == (len(claimed) if subscribed else 0)
