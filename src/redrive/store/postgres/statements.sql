@@ -263,9 +263,8 @@ WITH candidates AS MATERIALIZED (
         timeout_at = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :now + timeout_ms END,
         run_at = NULL, next_attempt_at = NULL
     FROM candidates WHERE jobs.id = candidates.id
-    RETURNING jobs.*, EXISTS (
-        SELECT FROM webhook_subscriptions
-        WHERE webhook_subscriptions.active AND webhook_subscriptions.tenant_id = jobs.tenant_id
+    RETURNING jobs.*, jobs.tenant_id IN (
+        SELECT tenant_id FROM webhook_subscriptions WHERE active
     ) AS listened
 ), added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)

@@ -219,10 +219,7 @@ SELECT
     END
 FROM jobs
 WHERE sequence IN ({claim_pick})
-  AND NOT EXISTS (
-      SELECT 1 FROM webhook_subscriptions
-      WHERE webhook_subscriptions.active AND webhook_subscriptions.tenant_id = jobs.tenant_id
-  )
+  AND tenant_id NOT IN (SELECT tenant_id FROM webhook_subscriptions WHERE active)
 ORDER BY priority DESC, sequence;
 UPDATE jobs SET
     state = 'active', attempt = attempt + 1, started_at = :now, worker_id = :worker_id,
@@ -231,10 +228,7 @@ UPDATE jobs SET
     timeout_at = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :now + timeout_ms END,
     run_at = NULL, next_attempt_at = NULL
 WHERE sequence IN ({claim_pick})
-RETURNING *, EXISTS (
-    SELECT 1 FROM webhook_subscriptions
-    WHERE webhook_subscriptions.active AND webhook_subscriptions.tenant_id = jobs.tenant_id
-) AS listened;
+RETURNING *, tenant_id IN (SELECT tenant_id FROM webhook_subscriptions WHERE active) AS listened;
 
 -- name: promote_due_jobs
 -- Due jobs of :queues (a JSON array; every queue when NULL) become available.
