@@ -184,11 +184,14 @@ class DeadLetterStore(Protocol):
     async def move_dead_letters(
         self, filters: DeadLetterFilter, limit: int, status: str, now: int, moved_by: str
     ) -> list[MovedEpisode]: ...
+    async def dead_letter_ids(self, filters: DeadLetterFilter, limit: int) -> list[str]:
+        """The ids of up to `limit` dead episodes matching the filter, newest first."""
+        ...
+
     async def retry_dead_letters(
-        self, filters: DeadLetterFilter, limit: int, now: int, moved_by: str,
-        upcast_types: list[str],
-    ) -> list[MovedEpisode]:  # fmt: skip
-        """Move up to `limit` matching episodes to `retried` and requeue their jobs in place
+        self, episode_ids: list[str], now: int, moved_by: str, upcast_types: list[str]
+    ) -> list[MovedEpisode]:
+        """Move the chosen episodes still dead to `retried` and requeue their jobs in place
         where the job's row is still there and its type is not in `upcast_types`, in one
         statement; `MovedEpisode.requeued` says whose job it put back."""
         ...

@@ -132,19 +132,25 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         self._tally(rows, -1)
         return moved
 
-    async def retry_dead_letters(
-        self, filters: DeadLetterFilter, limit: int, now: int, moved_by: str,
-        upcast_types: list[str],
-    ) -> list[MovedEpisode]:  # fmt: skip
-        """Flip up to `limit` dead episodes matching the filter (newest first) to `retried` and
-        requeue their jobs in place where the job's row is still there and its type is not in
-        `upcast_types`, in one statement; take them off the tallies and their incidents' counts.
-        Returns those this call moved (`requeued` says whose job it put back)."""
+    async def dead_letter_ids(self, filters: DeadLetterFilter, limit: int) -> list[str]:
+        """The ids of up to `limit` dead episodes matching the filter, newest first."""
         parameters = filter_parameters(filters)
         del parameters["status"]  # the statement selects dead episodes
+        rows = await self._rows("select_dead_letter_ids", limit=limit, **parameters)
+        return [row["id"] for row in rows]
+
+    async def retry_dead_letters(
+        self, episode_ids: list[str], now: int, moved_by: str, upcast_types: list[str]
+    ) -> list[MovedEpisode]:
+        """Flip the chosen episodes still dead to `retried` and requeue their jobs in place
+        where the job's row is still there and its type is not in `upcast_types`, in one
+        statement; take them off the tallies and their incidents' counts. Returns those this
+        call moved (`requeued` says whose job it put back)."""
+        if not episode_ids:
+            return []
         rows = await self._rows(
-            "retry_dead_letters", limit=limit, now=now, moved_by=moved_by,
-            upcast_types=self.executor.list_parameter(upcast_types), **parameters,
+            "retry_dead_letters", ids=self.executor.list_parameter(episode_ids), now=now,
+            moved_by=moved_by, upcast_types=self.executor.list_parameter(upcast_types),
         )  # fmt: skip
         moved = [
             MovedEpisode(

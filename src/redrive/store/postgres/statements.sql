@@ -645,18 +645,26 @@ UPDATE jobs SET {redriven_job}, redrive_task_id = COALESCE(CAST(:task_id AS text
 WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered
 RETURNING id;
 
+-- name: select_dead_letter_ids
+-- The ids of the dead episodes matching the filter, newest first, up to :limit: the set a bulk
+-- retry moves, read once. (Picked by filter per chunk instead, each chunk sorted every match
+-- left: planned without statistics, the pick read the tenant's index and sorted, so 100,000
+-- took 5 million rows read and sorted.)
+SELECT id FROM dead_letters
+WHERE status = 'dead' AND {dead_letter_filter}
+ORDER BY discarded_at DESC, id DESC
+LIMIT :limit;
+
 -- name: retry_dead_letters
--- A chunk of a bulk retry in one statement: up to :limit dead episodes matching the filter,
--- newest first, leave `dead` for `retried` (the exactly-once guard; rows another transaction
--- holds are skipped, never waited for), their jobs go back to their queues in place where the
--- job's row is still in the jobs table (types in :upcast_types excepted: the caller upcasts
--- those), and their queues exist. Returns the moved episodes, `requeued` saying whose job this
--- statement put back; never the snapshot. The pick is materialised (see move_dead_letters).
+-- A chunk of a bulk retry in one statement: the chosen episodes (:ids) still dead leave `dead`
+-- for `retried` (the exactly-once guard; rows another transaction holds are skipped, never
+-- waited for), their jobs go back to their queues in place where the job's row is still in the
+-- jobs table (types in :upcast_types excepted: the caller upcasts those), and their queues
+-- exist. Returns the moved episodes, `requeued` saying whose job this statement put back; never
+-- the snapshot. The pick is materialised (see move_dead_letters).
 WITH picked AS MATERIALIZED (
     SELECT id FROM dead_letters
-    WHERE status = 'dead' AND {dead_letter_filter}
-    ORDER BY discarded_at DESC, id DESC
-    LIMIT :limit
+    WHERE id = ANY(CAST(:ids AS text[])) AND status = 'dead'
     FOR UPDATE SKIP LOCKED
 ), moved AS (
     UPDATE dead_letters SET status = 'retried', moved_at = :now, moved_by = :moved_by

@@ -573,10 +573,17 @@ UPDATE jobs SET {redriven_job}, redrive_task_id = COALESCE(:task_id, redrive_tas
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'discarded' AND dead_lettered
 RETURNING id;
 
+-- name: select_dead_letter_ids
+-- The ids of the dead episodes matching the filter, newest first, up to :limit: the set a bulk
+-- retry moves, read once.
+SELECT id FROM dead_letters
+WHERE status = 'dead' AND {dead_letter_filter}
+ORDER BY discarded_at DESC, id DESC
+LIMIT :limit;
+
 -- name: retry_dead_letters
--- A chunk of a bulk retry in one call: up to :limit dead episodes matching the filter, newest
--- first, leave `dead` for `retried` (the exactly-once guard; BEGIN IMMEDIATE makes this the only
--- writer), their jobs go back to their queues in place where the job's row is still in the jobs
+-- A chunk of a bulk retry in one call: the chosen episodes (:ids) still dead leave `dead` for
+-- `retried` (the exactly-once guard; BEGIN IMMEDIATE makes this the only writer), their jobs go back to their queues in place where the job's row is still in the jobs
 -- table (types in :upcast_types excepted: the caller upcasts those), and their queues exist.
 -- Returns the moved episodes, `requeued` saying whose job this call put back; never the
 -- snapshot. The pick is kept in a temporary table, read by each statement after it.
@@ -595,9 +602,7 @@ SELECT picked.id, picked.job_id, picked.tenant_id, picked.queue, picked.type,
 FROM (
     SELECT id, job_id, tenant_id, queue, type, error_type, incident_id, discarded_at
     FROM dead_letters
-    WHERE status = 'dead' AND {dead_letter_filter}
-    ORDER BY discarded_at DESC, id DESC
-    LIMIT :limit
+    WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'dead'
 ) AS picked;
 UPDATE dead_letters SET status = 'retried', moved_at = :now, moved_by = :moved_by
 WHERE id IN (SELECT id FROM temp.retried_episodes) AND status = 'dead';
