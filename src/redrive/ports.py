@@ -111,6 +111,15 @@ class Enqueued:
     listeners: list[Listener]
 
 
+@dataclass(frozen=True)
+class Retried:
+    """What a retry statement moved (`MovedEpisode.requeued`: whose job it put back), and the
+    active webhook subscriptions of their tenants (it wrote each moved episode's event)."""
+
+    moved: list[MovedEpisode]
+    listeners: list[Listener]
+
+
 class JobStore(Protocol):
     """The live jobs: write and read them, lease them, promote and expire them, count them, and
     wake waiting fetches (on commit) when a queue gets work."""
@@ -184,16 +193,21 @@ class DeadLetterStore(Protocol):
     async def move_dead_letters(
         self, filters: DeadLetterFilter, limit: int, status: str, now: int, moved_by: str
     ) -> list[MovedEpisode]: ...
-    async def dead_letter_ids(self, filters: DeadLetterFilter, limit: int) -> list[str]:
-        """The ids of up to `limit` dead episodes matching the filter, newest first."""
+    async def dead_letter_ids(
+        self, filters: DeadLetterFilter, limit: int, excluded: list[str]
+    ) -> list[str]:
+        """The ids of up to `limit` dead episodes matching the filter, newest first, but for
+        those `excluded`."""
         ...
 
     async def retry_dead_letters(
-        self, episode_ids: list[str], now: int, moved_by: str, upcast_types: list[str]
-    ) -> list[MovedEpisode]:
-        """Move the chosen episodes still dead to `retried` and requeue their jobs in place
-        where the job's row is still there and its type is not in `upcast_types`, in one
-        statement; `MovedEpisode.requeued` says whose job it put back."""
+        self, episode_ids: list[str], event_ids: list[str], now: int, moved_by: str,
+        upcast_types: list[str], task_id: str | None = None,
+    ) -> Retried:  # fmt: skip
+        """Move the chosen episodes still dead to `retried`, requeue their jobs in place where
+        the job's row is still there and its type is not in `upcast_types` (carrying the
+        redrive task `task_id`, if one moves them), and write each moved episode's
+        `dead_letter.retried` event under its id in `event_ids`, in one statement."""
         ...
 
     async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]: ...
@@ -399,9 +413,6 @@ class RedriveTaskStore(Protocol):
         """The task ends `failed` with the reason; None when it left `task.state` meanwhile."""
         ...
 
-    async def move_dead_letters_by_id(
-        self, episode_ids: list[str], status: str, now: int, moved_by: str
-    ) -> list[MovedEpisode]: ...
     async def count_redrive_batch(
         self, task_id: str, picked: list[str], moved: list[str], now: int, paced_until: int,
         failed: int = 0,

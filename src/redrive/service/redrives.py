@@ -11,7 +11,6 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from redrive.domain import dead_letter as episodes
 from redrive.domain import redrive
 from redrive.domain.audit import Action
 from redrive.domain.caller import SYSTEM, Caller
@@ -276,10 +275,8 @@ class RedriveService:
         }
         await transaction.fail_redrive_items(task.id, refused)
         chosen = [episode_id for episode_id in picked if episode_id not in refused]
-        mover = moved_by(task)
-        moved = await transaction.move_dead_letters_by_id(chosen, episodes.RETRIED, now, mover)
-        others = await self.dead_letters.revive(
-            transaction, moved, mover, now, prepared.jobs, task.id
+        moved, others = await self.dead_letters.retry_chosen(
+            transaction, chosen, moved_by(task), now, prepared.jobs, task.id
         )
         if others:  # those requeued in place carry the task's id already
             await transaction.mark_redriven_jobs(task.id, others)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from redrive.domain.dead_letter import DeadLetter, MovedEpisode
+from redrive.domain.dead_letter import DeadLetter
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.redrive import (
     DEAD_AGAIN,
@@ -145,20 +145,6 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
             code=failure.code, message=failure.message, job_id=failure.job_id,
         )  # fmt: skip
         return task_from_row(rows[0]) if rows else None
-
-    async def move_dead_letters_by_id(
-        self, episode_ids: list[str], status: str, now: int, moved_by: str
-    ) -> list[MovedEpisode]:
-        """Flip the chosen episodes still dead to `status`; take them off the tallies and
-        their incidents' counts (when the transaction finishes)."""
-        if not episode_ids:
-            return []
-        rows = await self._rows(
-            "move_dead_letters_by_id", ids=self.executor.list_parameter(episode_ids),
-            moved_to=status, now=now, moved_by=moved_by,
-        )  # fmt: skip
-        self._tally(rows, -1)
-        return [MovedEpisode(**row) for row in rows]
 
     async def count_redrive_batch(
         self, task_id: str, picked: list[str], moved: list[str], now: int, paced_until: int,

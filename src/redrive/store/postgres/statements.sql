@@ -646,33 +646,41 @@ WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered
 RETURNING id;
 
 -- name: select_dead_letter_ids
--- The ids of the dead episodes matching the filter, newest first, up to :limit: the set a bulk
--- retry moves, read once. (Picked by filter per chunk instead, each chunk sorted every match
--- left: planned without statistics, the pick read the tenant's index and sorted, so 100,000
--- took 5 million rows read and sorted.)
+-- The ids of the dead episodes matching the filter, newest first, up to :limit, but for those
+-- :excluded (a bulk retry's earlier rounds skipped them): the set a bulk retry's round moves,
+-- read once. (Picked by filter per chunk instead, each chunk sorted every match left: planned
+-- without statistics, the pick read the tenant's index and sorted, so 100,000 took 5 million
+-- rows read and sorted.)
 SELECT id FROM dead_letters
 WHERE status = 'dead' AND {dead_letter_filter}
+  AND id <> ALL(CAST(:excluded AS text[]))
 ORDER BY discarded_at DESC, id DESC
 LIMIT :limit;
 
 -- name: retry_dead_letters
--- A chunk of a bulk retry in one statement: the chosen episodes (:ids) still dead leave `dead`
--- for `retried` (the exactly-once guard; rows another transaction holds are skipped, never
--- waited for), their jobs go back to their queues in place where the job's row is still in the
--- jobs table (types in :upcast_types excepted: the caller upcasts those), and their queues
--- exist. Returns the moved episodes, `requeued` saying whose job this statement put back; never
--- the snapshot. The pick is materialised (see move_dead_letters).
+-- A chunk of a retry in one statement: the chosen episodes (:ids) still dead leave `dead` for
+-- `retried` (the exactly-once guard; rows another transaction holds are skipped, never waited
+-- for), their jobs go back to their queues in place where the job's row is still in the jobs
+-- table (types in :upcast_types excepted: the caller upcasts those), carrying the redrive task
+-- :task_id if one moves them (else keeping the id they had), their queues exist, and each moved
+-- episode's `dead_letter.retried` event is written under its id in :event_ids (the row
+-- domain.events.episode_event makes; a test keeps the two in step). Returns the moved episodes
+-- (`requeued` saying whose job this statement put back; never the snapshot), then the active
+-- webhook subscriptions of their tenants. The pick is materialised (see move_dead_letters).
 WITH picked AS MATERIALIZED (
-    SELECT id FROM dead_letters
-    WHERE id = ANY(CAST(:ids AS text[])) AND status = 'dead'
-    FOR UPDATE SKIP LOCKED
+    SELECT dead_letters.id, chosen.event_id
+    FROM unnest(CAST(:ids AS text[]), CAST(:event_ids AS text[])) AS chosen(id, event_id)
+    JOIN dead_letters ON dead_letters.id = chosen.id
+    WHERE dead_letters.status = 'dead'
+    FOR UPDATE OF dead_letters SKIP LOCKED
 ), moved AS (
     UPDATE dead_letters SET status = 'retried', moved_at = :now, moved_by = :moved_by
     FROM picked WHERE dead_letters.id = picked.id AND dead_letters.status = 'dead'
     RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type, incident_id,
-        discarded_at
+        discarded_at, picked.event_id
 ), requeued AS (
-    UPDATE jobs SET {redriven_job}
+    UPDATE jobs SET {redriven_job},
+        redrive_task_id = COALESCE(CAST(:task_id AS text), jobs.redrive_task_id)
     FROM moved
     WHERE jobs.id = moved.job_id AND jobs.state = 'discarded' AND jobs.dead_lettered
       AND moved.type <> ALL(CAST(:upcast_types AS text[]))
@@ -681,10 +689,23 @@ WITH picked AS MATERIALIZED (
     INSERT INTO queues (name, tenant_id, created_at)
     SELECT DISTINCT queue, tenant_id, CAST(:now AS bigint) FROM moved
     ON CONFLICT (tenant_id, name) DO NOTHING
+), added AS (
+    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+    SELECT
+        event_id, tenant_id, 'dead_letter.retried', queue, type, job_id, CAST(:now AS bigint),
+        jsonb_build_object('job_type', type, 'queue', queue,
+                           'moved_by', CAST(:moved_by AS text), 'episode_id', id)
+    FROM moved
 )
 -- (IN, not a join: planned with the CTEs' one-row guesses, a join would loop over requeued per
 -- row; the IN subplan is hashed once.)
-SELECT moved.*, moved.job_id IN (SELECT id FROM requeued) AS requeued FROM moved;
+SELECT 'moved' AS kind, moved.id, job_id, tenant_id, queue, type, error_type, incident_id,
+    discarded_at, moved.job_id IN (SELECT id FROM requeued) AS requeued, NULL AS events
+FROM moved
+UNION ALL
+SELECT 'listener', id, NULL, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, events
+FROM webhook_subscriptions
+WHERE active AND tenant_id IN (SELECT tenant_id FROM moved);
 
 -- name: delete_dead_jobs
 DELETE FROM jobs WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered;
@@ -1451,12 +1472,6 @@ UPDATE redrive_tasks SET state = 'failed', updated_at = :now, updated_by = 'syst
     failure_job_id = :job_id
 WHERE id = :id AND state = :expected_state
 RETURNING *;
-
--- name: move_dead_letters_by_id
--- The status flip (the exactly-once guard) of chosen episodes still dead.
-UPDATE dead_letters SET status = :moved_to, moved_at = :now, moved_by = :moved_by
-WHERE id = ANY(CAST(:ids AS text[])) AND status = 'dead'
-RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id;
 
 -- name: mark_redrive_items
 -- Pinned items leave `pending` as :state (moved, or skipped: no longer dead when their turn
