@@ -113,11 +113,13 @@ class Enqueued:
 
 @dataclass(frozen=True)
 class Retried:
-    """What a retry statement moved (`MovedEpisode.requeued`: whose job it put back), and the
-    active webhook subscriptions of their tenants (it wrote each moved episode's event)."""
+    """What a retry statement moved (`MovedEpisode.requeued`: whose job it put back), the
+    active webhook subscriptions of their tenants (it wrote each moved episode's event), and a
+    redrive task's items it marked skipped."""
 
     moved: list[MovedEpisode]
     listeners: list[Listener]
+    skipped: list[str]
 
 
 class JobStore(Protocol):
@@ -414,11 +416,11 @@ class RedriveTaskStore(Protocol):
         ...
 
     async def count_redrive_batch(
-        self, task_id: str, picked: list[str], moved: list[str], now: int, paced_until: int,
+        self, task_id: str, moved: int, skipped: int, now: int, paced_until: int,
         failed: int = 0,
     ) -> RedriveTask:  # fmt: skip
-        """Mark the picked items moved or skipped and count them (and `failed` items marked
-        so already) on the task."""
+        """Add a batch's counts to the task (its items were marked by the move) and its pace;
+        the task as it is after."""
         ...
 
     async def mark_redriven_jobs(self, task_id: str, job_ids: list[str]) -> None: ...

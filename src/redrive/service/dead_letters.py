@@ -25,7 +25,7 @@ from redrive.domain.legal_hold import LegalHeld
 from redrive.domain.redaction import Redactor
 from redrive.domain.root_cause import POISON_PILL
 from redrive.domain.upcasting import MissingUpcaster, Upcast, UpcastFailed, upcast
-from redrive.ports import DeadLetterMoves, Page, StoredEvent, Transaction
+from redrive.ports import DeadLetterMoves, Page, Retried, StoredEvent, Transaction
 from redrive.service import visibility
 from redrive.service.audit import AuditService
 from redrive.service.lanes import Step, in_lanes
@@ -480,8 +480,8 @@ class DeadLetterService:
                 retried, _ = await self.retry_chosen(
                     transaction, ids, caller.actor, self.runtime.now()
                 )
-            moved.update(episode.id for episode in retried)
-            counted(retried)
+            moved.update(episode.id for episode in retried.moved)
+            counted(retried.moved)
             return len(ids)
 
         await in_lanes(self.runtime.store.write_lanes, len(chosen), BULK_CHUNK, lambda: step)
@@ -528,16 +528,17 @@ class DeadLetterService:
     async def retry_chosen(
         self, transaction: DeadLetterMoves, episode_ids: list[str], moved_by: str, now: int,
         upcast_jobs: dict[str, Job] | None = None, task_id: str | None = None,
-    ) -> tuple[list[MovedEpisode], list[str]]:  # fmt: skip
+    ) -> tuple[Retried, list[str]]:  # fmt: skip
         """Move the chosen episodes still dead to `retried` in one statement, which requeues
         their jobs in place where the dead job's row is still in the jobs table (as the redrive
         task `task_id`'s) and writes each one's event; then requeue the rest: upcast where an
         upcaster changes them, else in place, else from the episode's snapshot (decoded only for
         those). `upcast_jobs`: their upcasts prepared before the move (see `prepare_upcasts`),
-        else done here. Returns the moved episodes and the ids of the jobs requeued other than
-        in place (a task marks those as its own)."""
+        else done here. A task's items leave `pending` in the same statement. Returns what the
+        statement did and the ids of the jobs requeued other than in place (a task marks those
+        as its own)."""
         if not episode_ids:
-            return [], []
+            return Retried([], [], []), []
         event_ids = [f"evt_{event_id}" for event_id in self.runtime.new_ids(len(episode_ids), now)]
         upcast_types = self.runtime.options.upcasters.job_types
         retried = await transaction.retry_dead_letters(
@@ -561,7 +562,7 @@ class DeadLetterService:
             ]  # fmt: skip
             await self.runtime.queue_deliveries(transaction, retried.listeners, stored, now)
         self.runtime.metrics.dead_letter_retried.update(episode.queue for episode in moved)
-        return moved, others
+        return retried, others
 
     async def _requeue(
         self, transaction: DeadLetterMoves, moved: list[MovedEpisode], now: int,

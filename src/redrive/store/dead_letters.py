@@ -156,7 +156,7 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         `task_id`'s, if one moves them), and write each one's event under its id in `event_ids`,
         in one statement; take them off the tallies and their incidents' counts."""
         if not episode_ids:
-            return Retried([], [])
+            return Retried([], [], [])
         rows = await self._rows(
             "retry_dead_letters", ids=self.executor.list_parameter(episode_ids),
             event_ids=self.executor.list_parameter(event_ids), now=now, moved_by=moved_by,
@@ -177,7 +177,8 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             for row in rows
             if row["kind"] == "listener"
         ]
-        return Retried(moved, listeners)
+        skipped = [row["id"] for row in rows if row["kind"] == "skipped"]
+        return Retried(moved, listeners, skipped)
 
     async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]:
         if not episode_ids:

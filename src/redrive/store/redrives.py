@@ -147,22 +147,12 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
         return task_from_row(rows[0]) if rows else None
 
     async def count_redrive_batch(
-        self, task_id: str, picked: list[str], moved: list[str], now: int, paced_until: int,
+        self, task_id: str, moved: int, skipped: int, now: int, paced_until: int,
         failed: int = 0,
     ) -> RedriveTask:  # fmt: skip
-        """`picked`: the items leaving `pending` as moved or skipped (not those marked failed,
-        `failed` of them)."""
-        moved_ids = set(moved)
-        skipped = [episode_id for episode_id in picked if episode_id not in moved_ids]
-        for state, ids in (("moved", moved), ("skipped", skipped)):
-            if ids:
-                await self._run(
-                    "mark_redrive_items", task_id=task_id, state=state,
-                    ids=self.executor.list_parameter(ids),
-                )  # fmt: skip
         rows = await self._rows(
-            "count_redrive_batch", id=task_id, moved=len(moved),
-            skipped=len(picked) - len(moved), failed=failed, now=now, paced_until=paced_until,
+            "count_redrive_batch", id=task_id, moved=moved, skipped=skipped, failed=failed,
+            now=now, paced_until=paced_until,
         )  # fmt: skip
         return task_from_row(rows[0])
 

@@ -664,20 +664,33 @@ LIMIT :limit;
 -- table (types in :upcast_types excepted: the caller upcasts those), carrying the redrive task
 -- :task_id if one moves them (else keeping the id they had), their queues exist, and each moved
 -- episode's `dead_letter.retried` event is written under its id in :event_ids (the row
--- domain.events.episode_event makes; a test keeps the two in step). Returns the moved episodes
--- (`requeued` saying whose job this statement put back; never the snapshot), then the active
--- webhook subscriptions of their tenants. The pick is materialised (see move_dead_letters).
+-- domain.events.episode_event makes; a test keeps the two in step). A task (:task_id) moves only
+-- the dead letters it still pins (a cancel let go of the rest), and its items leave `pending` in
+-- the same statement: moved, or skipped (no longer dead, or held by another transaction). Returns
+-- the moved episodes (`requeued` saying whose job this statement put back; never the snapshot),
+-- the active webhook subscriptions of their tenants, and the items skipped. The pick is
+-- materialised (see move_dead_letters).
 WITH picked AS MATERIALIZED (
-    SELECT dead_letters.id, chosen.event_id
-    FROM unnest(CAST(:ids AS text[]), CAST(:event_ids AS text[])) AS chosen(id, event_id)
-    JOIN dead_letters ON dead_letters.id = chosen.id
-    WHERE dead_letters.status = 'dead'
-    FOR UPDATE OF dead_letters SKIP LOCKED
+    -- Each id probed by key (a lateral subquery that locks is never flattened into a join):
+    -- as = ANY(:ids), planned without statistics, the pick scanned every dead letter through a
+    -- partial index and compared each with every id.
+    SELECT dead.id FROM unnest(CAST(:ids AS text[])) AS chosen(id)
+    CROSS JOIN LATERAL (
+        SELECT id FROM dead_letters
+        WHERE dead_letters.id = chosen.id AND status = 'dead'
+          AND (CAST(:task_id AS text) IS NULL OR EXISTS (
+              SELECT 1 FROM redrive_task_items AS item
+              WHERE item.task_id = :task_id AND item.dead_letter_id = dead_letters.id
+                AND item.state = 'pending'))
+        FOR UPDATE SKIP LOCKED
+    ) AS dead
 ), moved AS (
+    -- (The picked rows are locked dead: no status guard, so no partial index of dead ones, and
+    -- the ids as one array, probed by key: joined to picked, the planner, which takes it for
+    -- thousands of rows, scanned every dead letter.)
     UPDATE dead_letters SET status = 'retried', moved_at = :now, moved_by = :moved_by
-    FROM picked WHERE dead_letters.id = picked.id AND dead_letters.status = 'dead'
-    RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type, incident_id,
-        discarded_at, picked.event_id
+    WHERE id = ANY(ARRAY(SELECT id FROM picked))
+    RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id, discarded_at
 ), requeued AS (
     UPDATE jobs SET {redriven_job},
         redrive_task_id = COALESCE(CAST(:task_id AS text), jobs.redrive_task_id)
@@ -692,10 +705,24 @@ WITH picked AS MATERIALIZED (
 ), added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
     SELECT
-        event_id, tenant_id, 'dead_letter.retried', queue, type, job_id, CAST(:now AS bigint),
-        jsonb_build_object('job_type', type, 'queue', queue,
-                           'moved_by', CAST(:moved_by AS text), 'episode_id', id)
+        chosen.event_id, moved.tenant_id, 'dead_letter.retried', moved.queue, moved.type,
+        moved.job_id, CAST(:now AS bigint),
+        jsonb_build_object('job_type', moved.type, 'queue', moved.queue,
+                           'moved_by', CAST(:moved_by AS text), 'episode_id', moved.id)
     FROM moved
+    JOIN unnest(CAST(:ids AS text[]), CAST(:event_ids AS text[])) AS chosen(id, event_id)
+        ON chosen.id = moved.id
+), marked AS (
+    -- (Probed by key, the ids as an array of a size the planner does not know: as = ANY(:ids)
+    -- it read every item of the task through another index and compared each with every id.
+    -- No state guard, which would bring in the partial indexes: the pick moved only items still
+    -- pending, and one a cancel skipped meanwhile is marked skipped again.)
+    UPDATE redrive_task_items AS item
+    SET state = CASE WHEN item.dead_letter_id IN (SELECT id FROM moved) THEN 'moved'
+                     ELSE 'skipped' END
+    WHERE item.task_id = :task_id
+      AND item.dead_letter_id = ANY(ARRAY(SELECT unnest(CAST(:ids AS text[]))))
+    RETURNING item.dead_letter_id, item.state
 )
 -- (IN, not a join: planned with the CTEs' one-row guesses, a join would loop over requeued per
 -- row; the IN subplan is hashed once.)
@@ -705,7 +732,10 @@ FROM moved
 UNION ALL
 SELECT 'listener', id, NULL, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, events
 FROM webhook_subscriptions
-WHERE active AND tenant_id IN (SELECT tenant_id FROM moved);
+WHERE active AND tenant_id IN (SELECT tenant_id FROM moved)
+UNION ALL
+SELECT 'skipped', dead_letter_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM marked WHERE state = 'skipped';
 
 -- name: delete_dead_jobs
 DELETE FROM jobs WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered;
@@ -1443,12 +1473,12 @@ WHERE id = :id AND state = :expected_state
 RETURNING *;
 
 -- name: select_pending_redrive_items
--- The task's next dead letters to move, locked so that no other transaction takes them too.
+-- The task's next dead letters to move. Not locked: one transaction at a time advances the tasks
+-- (the advisory lock of RedriveService.advance), and splits what it read over its write lanes.
 SELECT dead_letter_id, job_id FROM redrive_task_items
 WHERE task_id = :task_id AND state = 'pending'
 ORDER BY dead_letter_id
-LIMIT :limit
-FOR UPDATE SKIP LOCKED;
+LIMIT :limit;
 
 -- name: select_pending_redrive_dead_letters
 -- The dead letters a task still pins of these types, by id after :after (a dry run of their
@@ -1472,17 +1502,6 @@ UPDATE redrive_tasks SET state = 'failed', updated_at = :now, updated_by = 'syst
     failure_job_id = :job_id
 WHERE id = :id AND state = :expected_state
 RETURNING *;
-
--- name: mark_redrive_items
--- Pinned items leave `pending` as :state (moved, or skipped: no longer dead when their turn
--- came). The ids were picked (and locked) pending by this transaction, so no state guard: with
--- one, the planner (no statistics on a fresh table) read every pending item of the task through
--- the partial index and, once the plan went generic, compared each with every id (1 s a chunk
--- of 1,000 at 20,000 pinned, against 0.07 s probing the primary key per id). One state a call:
--- a CASE over an array parameter is a linear search per row in a generic plan.
-UPDATE redrive_task_items AS item SET state = :state
-FROM unnest(CAST(:ids AS text[])) AS picked(id)
-WHERE item.task_id = :task_id AND item.dead_letter_id = picked.id;
 
 -- name: count_redrive_batch
 UPDATE redrive_tasks SET moved = moved + :moved, skipped = skipped + :skipped,

@@ -588,10 +588,12 @@ LIMIT :limit;
 -- back to their queues in place where the job's row is still in the jobs table (types in
 -- :upcast_types excepted: the caller upcasts those), carrying the redrive task :task_id if one
 -- moves them, their queues exist, and each moved episode's `dead_letter.retried` event is
--- written under its id in :event_ids (the row domain.events.episode_event makes). Returns the
--- moved episodes, `requeued` saying whose job this call put back (never the snapshot), then the
--- active webhook subscriptions of their tenants. The pick is kept in a temporary table, read by
--- each statement after it.
+-- written under its id in :event_ids (the row domain.events.episode_event makes). A task
+-- (:task_id) moves only the dead letters it still pins, and its items leave `pending` in the same
+-- call: moved, or skipped (no longer dead). Returns the items marked (`skipped` those skipped),
+-- then the moved episodes, `requeued` saying whose job this call put back (never the snapshot),
+-- and the active webhook subscriptions of their tenants. The pick is kept in a temporary table,
+-- read by each statement after it.
 CREATE TEMP TABLE IF NOT EXISTS retried_chunk (
     id TEXT PRIMARY KEY, job_id TEXT, tenant_id TEXT, queue TEXT, type TEXT, error_type TEXT,
     incident_id TEXT, requeued INTEGER, discarded_at INTEGER, event_id TEXT
@@ -607,7 +609,11 @@ SELECT dead_letters.id, dead_letters.job_id, dead_letters.tenant_id, dead_letter
 FROM json_each(:ids) AS chosen
 JOIN json_each(:event_ids) AS event ON event.key = chosen.key
 JOIN dead_letters ON dead_letters.id = chosen.value
-WHERE dead_letters.status = 'dead';
+WHERE dead_letters.status = 'dead'
+  AND (:task_id IS NULL OR EXISTS (
+      SELECT 1 FROM redrive_task_items AS item
+      WHERE item.task_id = :task_id AND item.dead_letter_id = dead_letters.id
+        AND item.state = 'pending'));
 UPDATE dead_letters SET status = 'retried', moved_at = :now, moved_by = :moved_by
 WHERE id IN (SELECT id FROM temp.retried_chunk) AND status = 'dead';
 UPDATE jobs SET {redriven_job}, redrive_task_id = COALESCE(:task_id, redrive_task_id)
@@ -619,6 +625,12 @@ INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
 SELECT event_id, tenant_id, 'dead_letter.retried', queue, type, job_id, :now,
     json_object('job_type', type, 'queue', queue, 'moved_by', :moved_by, 'episode_id', id)
 FROM temp.retried_chunk;
+UPDATE redrive_task_items
+SET state = CASE WHEN dead_letter_id IN (SELECT id FROM temp.retried_chunk) THEN 'moved'
+                 ELSE 'skipped' END
+WHERE task_id = :task_id AND dead_letter_id IN (SELECT value FROM json_each(:ids))
+  AND state = 'pending'
+RETURNING CASE state WHEN 'skipped' THEN 'skipped' ELSE 'marked' END AS kind, dead_letter_id AS id;
 SELECT 'moved' AS kind, id, job_id, tenant_id, queue, type, error_type, incident_id, requeued,
     discarded_at, NULL AS events
 FROM temp.retried_chunk
@@ -1354,11 +1366,6 @@ UPDATE redrive_tasks SET state = 'failed', updated_at = :now, updated_by = 'syst
     failure_job_id = :job_id
 WHERE id = :id AND state = :expected_state
 RETURNING *;
-
--- name: mark_redrive_items
--- Pinned items leave `pending` as :state: moved, or skipped (no longer dead when their turn came).
-UPDATE redrive_task_items SET state = :state
-WHERE task_id = :task_id AND dead_letter_id IN (SELECT value FROM json_each(:ids)) AND state = 'pending';
 
 -- name: count_redrive_batch
 UPDATE redrive_tasks SET moved = moved + :moved, skipped = skipped + :skipped,
