@@ -235,12 +235,9 @@ class RedriveService:
         lanes = self.runtime.store.write_lanes
         if len(picked) <= MOVE_CHUNK or lanes == 1:
             return await self._move(transaction, task, picked, now, paced_until)
-        # About one chunk a lane: the by-id statements of a chunk may read every pinned item
-        # and dead letter left (on tables without statistics the planner scans the partial
-        # indexes rather than probe by key), so chunks of 1,000 cost 25 % more database CPU
-        # at 20,000 than one transaction; a chunk a lane costs about what one transaction does.
-        chunk = max(MOVE_CHUNK, -(-len(picked) // lanes))
-        return await self._move_in_lanes(task, list(picked.items()), chunk, (now, paced_until))
+        # Chunks of MOVE_CHUNK, as a bulk retry moves them: the statement probes each id by
+        # key, and one of 50,000 (a chunk a lane at 100,000) kept its moved rows past work_mem.
+        return await self._move_in_lanes(task, list(picked.items()), MOVE_CHUNK, (now, paced_until))
 
     async def _move_in_lanes(
         self, task: RedriveTask, picked: list[tuple[str, str]], chunk: int,
