@@ -157,6 +157,17 @@ class Enqueued:
     listeners: list[Listener]
 
 
+@dataclass(frozen=True)
+class Retried:
+    """What a retry statement moved (`MovedEpisode.requeued`: whose job it put back), the
+    active webhook subscriptions of their tenants (it wrote each moved episode's event), and a
+    redrive task's items it marked skipped."""
+
+    moved: list[MovedEpisode]
+    listeners: list[Listener]
+    skipped: list[str]
+
+
 class JobStore(Protocol):
     """The live jobs: write and read them, lease them, promote and expire them, count them, and
     wake waiting fetches (on commit) when a queue gets work."""
@@ -234,13 +245,21 @@ class DeadLetterStore(Protocol):
     async def move_dead_letters(
         self, filters: DeadLetterFilter, limit: int, status: str, now: int, moved_by: str
     ) -> list[MovedEpisode]: ...
+    async def dead_letter_ids(
+        self, filters: DeadLetterFilter, limit: int, excluded: list[str]
+    ) -> list[str]:
+        """The ids of up to `limit` dead episodes matching the filter, newest first, but for
+        those `excluded`."""
+        ...
+
     async def retry_dead_letters(
-        self, filters: DeadLetterFilter, limit: int, now: int, moved_by: str,
-        upcast_types: list[str],
-    ) -> list[MovedEpisode]:  # fmt: skip
-        """Move up to `limit` matching episodes to `retried` and requeue their jobs in place
-        where the job's row is still there and its type is not in `upcast_types`, in one
-        statement; `MovedEpisode.requeued` says whose job it put back."""
+        self, episode_ids: list[str], event_ids: list[str], now: int, moved_by: str,
+        upcast_types: list[str], task_id: str | None = None,
+    ) -> Retried:  # fmt: skip
+        """Move the chosen episodes still dead to `retried`, requeue their jobs in place where
+        the job's row is still there and its type is not in `upcast_types` (carrying the
+        redrive task `task_id`, if one moves them), and write each moved episode's
+        `dead_letter.retried` event under its id in `event_ids`, in one statement."""
         ...
 
     async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]: ...
@@ -446,15 +465,12 @@ class RedriveTaskStore(Protocol):
         """The task ends `failed` with the reason; None when it left `task.state` meanwhile."""
         ...
 
-    async def move_dead_letters_by_id(
-        self, episode_ids: list[str], status: str, now: int, moved_by: str
-    ) -> list[MovedEpisode]: ...
     async def count_redrive_batch(
-        self, task_id: str, picked: list[str], moved: list[str], now: int, paced_until: int,
+        self, task_id: str, moved: int, skipped: int, now: int, paced_until: int,
         failed: int = 0,
     ) -> RedriveTask:  # fmt: skip
-        """Mark the picked items moved or skipped and count them (and `failed` items marked
-        so already) on the task."""
+        """Add a batch's counts to the task (its items were marked by the move) and its pace;
+        the task as it is after."""
         ...
 
     async def mark_redriven_jobs(self, task_id: str, job_ids: list[str]) -> None: ...

@@ -516,6 +516,37 @@ async def test_bulk_retry_of_a_filtered_set_retries_exactly_those(
     assert sorted(job["id"] for job in fetched) == sorted([ids["b"], ids["c"]])
 
 
+async def test_a_bulk_retry_writes_each_event_as_a_single_retry_does(
+    client: httpx.AsyncClient, clock: ManualClock
+) -> None:
+    """The bulk retry's statement writes its events from the moved rows (domain.events builds
+    the single retry's): the same type, subject, queue, job type and data, field for field."""
+    ids = await populate(client, clock)
+    await explain_incidents(client)
+    episodes = {
+        name: (await client.get(f"/ojs/v1/dead-letter/{ids[name]}")).json()["job"]
+        for name in ("b", "c")
+    }
+    assert (await client.post(f"/ojs/v1/dead-letter/{ids['b']}/retry")).status_code == 200
+    bulk = {"filter": {"queue": "mail", "type": "mail.send"}, "confirm": True}
+    assert (await client.post("/ojs/v1/dead-letter/retry", json=bulk)).json()["succeeded"] == 1
+    events = (await client.get("/ojs/v1/events?types=dead_letter.retried")).json()["events"]
+    assert [event["subject"] for event in events] == [ids["b"], ids["c"]]
+    single, bulk_event = events
+    for event, name in ((single, "b"), (bulk_event, "c")):
+        dead = episodes[name]
+        assert event["data"] == {
+            "job_type": dead["type"],
+            "queue": dead["queue"],
+            "moved_by": single["data"]["moved_by"],
+            "episode_id": dead["dead_letter_id"],
+        }
+    same = ("specversion", "type", "source", "time")
+    assert {key: bulk_event[key] for key in same} == {key: single[key] for key in same}
+    assert bulk_event.keys() == single.keys()
+    assert bulk_event["id"].startswith("evt_") and bulk_event["id"] != single["id"]
+
+
 async def test_bulk_retry_and_purge_with_a_limit_move_only_the_newest(
     client: httpx.AsyncClient, clock: ManualClock
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -24,7 +25,7 @@ from redrive.domain.legal_hold import LegalHeld
 from redrive.domain.redaction import Redactor
 from redrive.domain.root_cause import POISON_PILL
 from redrive.domain.upcasting import MissingUpcaster, Upcast, UpcastFailed, upcast
-from redrive.ports import DeadLetterMoves, Page, Transaction
+from redrive.ports import DeadLetterMoves, Page, Retried, StoredEvent, Transaction
 from redrive.service import visibility
 from redrive.service.audit import AuditService
 from redrive.service.lanes import Step, in_lanes
@@ -407,38 +408,27 @@ class DeadLetterService:
             refusal = MissingUpcaster if first["code"] == MissingUpcaster.code else UpcastFailed
             raise refusal(first["message"], {"job_id": first["job_id"]})
         filters = request.filters.scoped(caller.tenant_scope)
-        if action == "retry":
-            async with self.runtime.store.transaction(caller) as transaction:
-                await require_root_causes(transaction, filters)
         result = BulkResult(action=action)
         queues: set[str] = set()
         budget = sys.maxsize if request.limit is None else request.limit  # what lanes may take
 
-        def lane_step() -> Step:
-            # Each chunk picks at or before the oldest episode the lane's last chunk moved: from
-            # the top, an index scan would step over every episode moved so far (quadratic).
-            # Past an empty chunk the lane looks once more from the top, for episodes it
-            # skipped while another transaction held them.
-            oldest: int | None = None
+        def counted(moved: list[MovedEpisode]) -> None:
+            result.matched += len(moved)
+            result.succeeded += len(moved)
+            queues.update(episode.queue for episode in moved)
 
-            async def step(take: int) -> int:
-                nonlocal oldest
-                chunk = filters if oldest is None else replace(filters, until=oldest)
-                moved = await self._move_chunk(caller, chunk, action, take)
-                if not moved and oldest is not None:
-                    moved = await self._move_chunk(caller, filters, action, take)
-                oldest = min((e.discarded_at for e in moved if e.discarded_at is not None),
-                             default=None)  # fmt: skip
-                result.matched += len(moved)
-                result.succeeded += len(moved)
-                queues.update(episode.queue for episode in moved)
-                return len(moved)
-
-            return step
-
+        if action == "retry":
+            async with self.runtime.store.transaction(caller) as transaction:
+                await require_root_causes(transaction, filters)
         audited = Action.DEAD_LETTER_BULK_RETRY if action == "retry" else Action.DEAD_LETTER_PURGE
         try:
-            await in_lanes(self.runtime.store.write_lanes, budget, BULK_CHUNK, lane_step)
+            if action == "retry":
+                await self._retry_rounds(caller, filters, budget, counted)
+            else:
+                lanes = self.runtime.store.write_lanes
+                await in_lanes(
+                    lanes, budget, BULK_CHUNK, self._purge_steps(caller, filters, counted)
+                )
         except Exception:
             # Chunks that committed stay moved: the record says how many before it stopped.
             await self.audit.record_attempt(
@@ -454,48 +444,125 @@ class DeadLetterService:
                 result.held = await transaction.count_held_dead_letters(filters)
         return result
 
-    async def _move_chunk(
-        self, caller: Caller, filters: DeadLetterFilter, action: str, limit: int
-    ) -> list[MovedEpisode]:
-        moved_by = caller.actor
-        now = self.runtime.now()
-        status = episodes.RETRIED if action == "retry" else episodes.DELETED
-        async with self.runtime.store.transaction(caller) as transaction:
-            if action == "retry":
-                upcast_types = self.runtime.options.upcasters.job_types
-                moved = await transaction.retry_dead_letters(
-                    filters, limit, now, moved_by, upcast_types
+    async def _retry_rounds(
+        self, caller: Caller, filters: DeadLetterFilter, budget: int,
+        counted: Callable[[list[MovedEpisode]], None],
+    ) -> None:  # fmt: skip
+        """Up to `budget` of the dead letters matching the filter, newest first. A round reads
+        their ids once, then moves them by id, a chunk per transaction over the write lanes (a
+        pick by filter per chunk, planned without statistics, read and sorted every match left:
+        quadratic in the set). Only a round that skipped some (another transaction held them,
+        or moved them first) is followed by another, which leaves those out: side-by-side bulk
+        retries with a limit each take their own."""
+        skipped: list[str] = []
+        while budget > 0:
+            async with self.runtime.store.transaction(caller) as transaction:
+                chosen = await transaction.dead_letter_ids(filters, budget, skipped)
+            moved = await self._retry_round(caller, chosen, counted) if chosen else set()
+            if len(moved) == len(chosen):
+                return
+            budget -= len(moved)
+            skipped += [episode_id for episode_id in chosen if episode_id not in moved]
+
+    async def _retry_round(
+        self, caller: Caller, chosen: list[str], counted: Callable[[list[MovedEpisode]], None]
+    ) -> set[str]:
+        """Move the chosen episodes by id, a chunk per transaction over the write lanes; the
+        ids of those moved."""
+        moved: set[str] = set()
+        taken = 0
+
+        async def step(take: int) -> int:
+            nonlocal taken
+            ids = chosen[taken : taken + take]
+            taken += len(ids)
+            async with self.runtime.store.transaction(caller) as transaction:
+                retried, _ = await self.retry_chosen(
+                    transaction, ids, caller.actor, self.runtime.now()
                 )
-                await self.revive(transaction, moved, moved_by, now)
-            else:
-                moved = await transaction.move_dead_letters(filters, limit, status, now, moved_by)
-                await self._forget(transaction, moved, moved_by, now)
+            moved.update(episode.id for episode in retried.moved)
+            counted(retried.moved)
+            return len(ids)
+
+        await in_lanes(self.runtime.store.write_lanes, len(chosen), BULK_CHUNK, lambda: step)
         return moved
 
-    async def revive(
-        self, transaction: DeadLetterMoves, moved: list[MovedEpisode], moved_by: str, now: int,
+    def _purge_steps(
+        self, caller: Caller, filters: DeadLetterFilter,
+        counted: Callable[[list[MovedEpisode]], None],
+    ) -> Callable[[], Step]:  # fmt: skip
+        """The lanes of a purge, each picking by filter: at or before the oldest episode the
+        lane's last chunk moved (from the top, an index scan would step over every episode moved
+        so far: quadratic). Past an empty chunk the lane looks once more from the top, for
+        episodes it skipped while another transaction held them."""
+
+        def lane_step() -> Step:
+            oldest: int | None = None
+
+            async def step(take: int) -> int:
+                nonlocal oldest
+                chunk = filters if oldest is None else replace(filters, until=oldest)
+                moved = await self._purge_chunk(caller, chunk, take)
+                if not moved and oldest is not None:
+                    moved = await self._purge_chunk(caller, filters, take)
+                oldest = min((e.discarded_at for e in moved if e.discarded_at is not None),
+                             default=None)  # fmt: skip
+                counted(moved)
+                return len(moved)
+
+            return step
+
+        return lane_step
+
+    async def _purge_chunk(
+        self, caller: Caller, filters: DeadLetterFilter, limit: int
+    ) -> list[MovedEpisode]:
+        now = self.runtime.now()
+        async with self.runtime.store.transaction(caller) as transaction:
+            moved = await transaction.move_dead_letters(
+                filters, limit, episodes.DELETED, now, caller.actor
+            )
+            await self._forget(transaction, moved, caller.actor, now)
+        return moved
+
+    async def retry_chosen(
+        self, transaction: DeadLetterMoves, episode_ids: list[str], moved_by: str, now: int,
         upcast_jobs: dict[str, Job] | None = None, task_id: str | None = None,
-    ) -> list[str]:  # fmt: skip
-        """Requeue the jobs of moved episodes the move did not requeue already (`requeued`):
-        upcast where an upcaster changes them, else in place where the dead job's row is still in
-        the jobs table (marked as the redrive task `task_id`'s in the same write), else from the
-        episode's snapshot (decoded only for those two cases). `upcast_jobs`: their upcasts
-        prepared before the move (see `prepare_upcasts`), else done here. Returns the ids of the
-        jobs requeued other than in place (a task marks those as its own)."""
-        if not moved:
-            return []
+    ) -> tuple[Retried, list[str]]:  # fmt: skip
+        """Move the chosen episodes still dead to `retried` in one statement, which requeues
+        their jobs in place where the dead job's row is still in the jobs table (as the redrive
+        task `task_id`'s) and writes each one's event; then requeue the rest: upcast where an
+        upcaster changes them, else in place, else from the episode's snapshot (decoded only for
+        those). `upcast_jobs`: their upcasts prepared before the move (see `prepare_upcasts`),
+        else done here. A task's items leave `pending` in the same statement. Returns what the
+        statement did and the ids of the jobs requeued other than in place (a task marks those
+        as its own)."""
+        if not episode_ids:
+            return Retried([], [], []), []
+        event_ids = [f"evt_{event_id}" for event_id in self.runtime.new_ids(len(episode_ids), now)]
+        upcast_types = self.runtime.options.upcasters.job_types
+        retried = await transaction.retry_dead_letters(
+            episode_ids, event_ids, now, moved_by, upcast_types, task_id
+        )
+        moved = retried.moved
         waiting = [episode for episode in moved if not episode.requeued]
         others = (
             await self._requeue(transaction, waiting, now, upcast_jobs, task_id) if waiting else []
         )
         await transaction.notify({episode.queue for episode in moved})
-        events = [
-            episode_event("dead_letter.retried", episode, moved_by=moved_by, episode_id=episode.id)
-            for episode in moved
-        ]
-        await self.runtime.emit(transaction, events, now)
+        if retried.listeners:  # the statement wrote the events: built here only for webhooks
+            event_of = dict(zip(episode_ids, event_ids, strict=True))
+            stored = [
+                StoredEvent(
+                    event_of[episode.id], 0, now,
+                    episode_event("dead_letter.retried", episode, moved_by=moved_by,
+                                  episode_id=episode.id),
+                )
+                for episode in moved
+            ]  # fmt: skip
+            await self.runtime.queue_deliveries(transaction, retried.listeners, stored, now)
         self.runtime.metrics.dead_letter_retried.update(episode.queue for episode in moved)
-        return others
+        return retried, others
 
     async def _requeue(
         self, transaction: DeadLetterMoves, moved: list[MovedEpisode], now: int,

@@ -11,7 +11,6 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from redrive.domain import dead_letter as episodes
 from redrive.domain import redrive
 from redrive.domain.audit import Action
 from redrive.domain.caller import SYSTEM, Caller
@@ -232,34 +231,35 @@ class RedriveService:
         write lanes, each a transaction of its own, as a bulk retry moves them (a critical task
         moving 20,000 at once did them serially in one transaction)."""
         count, paced_until = redrive.due(task, now)
+        picked = await transaction.pending_redrive_items(task.id, count) if count else {}
         lanes = self.runtime.store.write_lanes
-        if count <= MOVE_CHUNK or lanes == 1:
-            picked = await transaction.pending_redrive_items(task.id, count) if count else {}
+        if len(picked) <= MOVE_CHUNK or lanes == 1:
             return await self._move(transaction, task, picked, now, paced_until)
-        # About one chunk a lane: the by-id statements of a chunk may read every pinned item
-        # and dead letter left (on tables without statistics the planner scans the partial
-        # indexes rather than probe by key), so chunks of 1,000 cost 25 % more database CPU
-        # at 20,000 than one transaction; a chunk a lane costs about what one transaction does.
-        chunk = max(MOVE_CHUNK, -(-count // lanes))
-        return await self._move_in_lanes(task, count, chunk, (now, paced_until))
+        # Chunks of MOVE_CHUNK, as a bulk retry moves them: the statement probes each id by
+        # key, and one of 50,000 (a chunk a lane at 100,000) kept its moved rows past work_mem.
+        return await self._move_in_lanes(task, list(picked.items()), MOVE_CHUNK, (now, paced_until))
 
     async def _move_in_lanes(
-        self, task: RedriveTask, count: int, chunk: int, times: tuple[int, int]
-    ) -> Batch:
-        """Up to `count` of the task's pinned dead letters, `chunk` per transaction over the
-        write lanes: each lane locks the chunk it picks (others skip it). A chunk that raises is
-        undone alone and stops the others; those committed stay moved and counted."""
+        self, task: RedriveTask, picked: list[tuple[str, str]], chunk: int,
+        times: tuple[int, int],
+    ) -> Batch:  # fmt: skip
+        """The picked dead letters of the task (read by the tick's transaction, which holds
+        off every other advance), `chunk` per transaction over the write lanes, each lane the
+        next ids. A chunk that raises is undone alone and stops the others; those committed
+        stay moved and counted."""
         batches: list[Batch] = []
         now, paced_until = times
+        taken = 0
 
         async def step(take: int) -> int:
+            nonlocal taken
+            items = dict(picked[taken : taken + take])
+            taken += len(items)
             async with self.runtime.store.transaction(SYSTEM) as transaction:
-                picked = await transaction.pending_redrive_items(task.id, take)
-                if picked:
-                    batches.append(await self._move(transaction, task, picked, now, paced_until))
-            return len(picked)
+                batches.append(await self._move(transaction, task, items, now, paced_until))
+            return len(items)
 
-        await in_lanes(self.runtime.store.write_lanes, count, chunk, lambda: step)
+        await in_lanes(self.runtime.store.write_lanes, len(picked), chunk, lambda: step)
         return Batch(sum(b.moved for b in batches), sum(b.failed for b in batches))
 
     async def _move(
@@ -276,24 +276,23 @@ class RedriveService:
         }
         await transaction.fail_redrive_items(task.id, refused)
         chosen = [episode_id for episode_id in picked if episode_id not in refused]
-        mover = moved_by(task)
-        moved = await transaction.move_dead_letters_by_id(chosen, episodes.RETRIED, now, mover)
-        others = await self.dead_letters.revive(
-            transaction, moved, mover, now, prepared.jobs, task.id
+        retried, others = await self.dead_letters.retry_chosen(
+            transaction, chosen, moved_by(task), now, prepared.jobs, task.id
         )
         if others:  # those requeued in place carry the task's id already
             await transaction.mark_redriven_jobs(task.id, others)
+        moved = len(retried.moved)
         after = await transaction.count_redrive_batch(
-            task.id, chosen, [episode.id for episode in moved], now, paced_until, len(refused)
+            task.id, moved, len(retried.skipped), now, paced_until, len(refused)
         )
-        if after.pending <= 0:
+        if after.pending <= 0 and after.state in redrive.UNFINISHED:  # not cancelled meanwhile
             done = await transaction.change_redrive_task(
                 after, redrive.COMPLETED, now, "system", paced_until
             )
             if done is not None:
                 await transaction.release_redrive_task(task.id)
                 await self.runtime.emit(transaction, [task_event("redrive.completed", done)], now)
-        return Batch(len(moved), len(refused))
+        return Batch(moved, len(refused))
 
     async def _fail(
         self, transaction: Transaction, task: RedriveTask, error: Exception, now: int

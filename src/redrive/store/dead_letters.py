@@ -16,7 +16,8 @@ from redrive.domain.dead_letter import (
 )
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.incident import Incident, IncidentEntry
-from redrive.ports import DeadLetterStore, Page
+from redrive.domain.webhooks import Listener
+from redrive.ports import DeadLetterStore, Page, Retried
 from redrive.store.base import SqlBase
 from redrive.store.codec import (
     dead_letter_from_row,
@@ -24,6 +25,7 @@ from redrive.store.codec import (
     dump,
     incident_entry_record,
     incident_from_row,
+    load,
 )
 
 
@@ -132,30 +134,51 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         self._tally(rows, -1)
         return moved
 
-    async def retry_dead_letters(
-        self, filters: DeadLetterFilter, limit: int, now: int, moved_by: str,
-        upcast_types: list[str],
-    ) -> list[MovedEpisode]:  # fmt: skip
-        """Flip up to `limit` dead episodes matching the filter (newest first) to `retried` and
-        requeue their jobs in place where the job's row is still there and its type is not in
-        `upcast_types`, in one statement; take them off the tallies and their incidents' counts.
-        Returns those this call moved (`requeued` says whose job it put back)."""
+    async def dead_letter_ids(
+        self, filters: DeadLetterFilter, limit: int, excluded: list[str]
+    ) -> list[str]:
+        """The ids of up to `limit` dead episodes matching the filter, newest first, but for
+        those `excluded`."""
         parameters = filter_parameters(filters)
         del parameters["status"]  # the statement selects dead episodes
         rows = await self._rows(
-            "retry_dead_letters", limit=limit, now=now, moved_by=moved_by,
-            upcast_types=self.executor.list_parameter(upcast_types), **parameters,
+            "select_dead_letter_ids", limit=limit,
+            excluded=self.executor.list_parameter(excluded), **parameters,
         )  # fmt: skip
+        return [row["id"] for row in rows]
+
+    async def retry_dead_letters(
+        self, episode_ids: list[str], event_ids: list[str], now: int, moved_by: str,
+        upcast_types: list[str], task_id: str | None = None,
+    ) -> Retried:  # fmt: skip
+        """Flip the chosen episodes still dead to `retried`, requeue their jobs in place where
+        the job's row is still there and its type is not in `upcast_types` (as the task
+        `task_id`'s, if one moves them), and write each one's event under its id in `event_ids`,
+        in one statement; take them off the tallies and their incidents' counts."""
+        if not episode_ids:
+            return Retried([], [], [])
+        rows = await self._rows(
+            "retry_dead_letters", ids=self.executor.list_parameter(episode_ids),
+            event_ids=self.executor.list_parameter(event_ids), now=now, moved_by=moved_by,
+            upcast_types=self.executor.list_parameter(upcast_types), task_id=task_id,
+        )  # fmt: skip
+        episodes = [row for row in rows if row["kind"] == "moved"]
         moved = [
             MovedEpisode(
                 row["id"], row["job_id"], row["tenant_id"], row["queue"], row["type"],
                 row["error_type"], row["incident_id"], requeued=bool(row["requeued"]),
                 discarded_at=row["discarded_at"],
             )
-            for row in rows
+            for row in episodes
         ]  # fmt: skip
-        self._tally(rows, -1)
-        return moved
+        self._tally(episodes, -1)
+        listeners = [
+            Listener(row["id"], row["tenant_id"], tuple(load(row["events"])))
+            for row in rows
+            if row["kind"] == "listener"
+        ]
+        skipped = [row["id"] for row in rows if row["kind"] == "skipped"]
+        return Retried(moved, listeners, skipped)
 
     async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]:
         if not episode_ids:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from redrive.domain.dead_letter import DeadLetter, MovedEpisode
+from redrive.domain.dead_letter import DeadLetter
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.redrive import (
     DEAD_AGAIN,
@@ -146,37 +146,13 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
         )  # fmt: skip
         return task_from_row(rows[0]) if rows else None
 
-    async def move_dead_letters_by_id(
-        self, episode_ids: list[str], status: str, now: int, moved_by: str
-    ) -> list[MovedEpisode]:
-        """Flip the chosen episodes still dead to `status`; take them off the tallies and
-        their incidents' counts (when the transaction finishes)."""
-        if not episode_ids:
-            return []
-        rows = await self._rows(
-            "move_dead_letters_by_id", ids=self.executor.list_parameter(episode_ids),
-            moved_to=status, now=now, moved_by=moved_by,
-        )  # fmt: skip
-        self._tally(rows, -1)
-        return [MovedEpisode(**row) for row in rows]
-
     async def count_redrive_batch(
-        self, task_id: str, picked: list[str], moved: list[str], now: int, paced_until: int,
+        self, task_id: str, moved: int, skipped: int, now: int, paced_until: int,
         failed: int = 0,
     ) -> RedriveTask:  # fmt: skip
-        """`picked`: the items leaving `pending` as moved or skipped (not those marked failed,
-        `failed` of them)."""
-        moved_ids = set(moved)
-        skipped = [episode_id for episode_id in picked if episode_id not in moved_ids]
-        for state, ids in (("moved", moved), ("skipped", skipped)):
-            if ids:
-                await self._run(
-                    "mark_redrive_items", task_id=task_id, state=state,
-                    ids=self.executor.list_parameter(ids),
-                )  # fmt: skip
         rows = await self._rows(
-            "count_redrive_batch", id=task_id, moved=len(moved),
-            skipped=len(picked) - len(moved), failed=failed, now=now, paced_until=paced_until,
+            "count_redrive_batch", id=task_id, moved=moved, skipped=skipped, failed=failed,
+            now=now, paced_until=paced_until,
         )  # fmt: skip
         return task_from_row(rows[0])
 

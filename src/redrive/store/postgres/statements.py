@@ -16,7 +16,7 @@ CUSTOM_PLANS = frozenset(
         "select_dead_letters",
         "count_dead_letters",
         "move_dead_letters",
-        "retry_dead_letters",
+        "select_dead_letter_ids",
         "select_jobs",
         "count_jobs",
         "select_events",

@@ -722,26 +722,57 @@ UPDATE jobs SET {redriven_job}, redrive_task_id = COALESCE(CAST(:task_id AS text
 WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered
 RETURNING id;
 
+-- name: select_dead_letter_ids
+-- The ids of the dead episodes matching the filter, newest first, up to :limit, but for those
+-- :excluded (a bulk retry's earlier rounds skipped them): the set a bulk retry's round moves,
+-- read once. (Picked by filter per chunk instead, each chunk sorted every match left: planned
+-- without statistics, the pick read the tenant's index and sorted, so 100,000 took 5 million
+-- rows read and sorted.)
+SELECT id FROM dead_letters
+WHERE status = 'dead' AND {dead_letter_filter}
+  AND id <> ALL(CAST(:excluded AS text[]))
+ORDER BY discarded_at DESC, id DESC
+LIMIT :limit;
+
 -- name: retry_dead_letters
--- A chunk of a bulk retry in one statement: up to :limit dead episodes matching the filter,
--- newest first, leave `dead` for `retried` (the exactly-once guard; rows another transaction
--- holds are skipped, never waited for), their jobs go back to their queues in place where the
--- job's row is still in the jobs table (types in :upcast_types excepted: the caller upcasts
--- those), and their queues exist. Returns the moved episodes, `requeued` saying whose job this
--- statement put back; never the snapshot. The pick is materialised (see move_dead_letters).
+-- A chunk of a retry in one statement: the chosen episodes (:ids) still dead leave `dead` for
+-- `retried` (the exactly-once guard; rows another transaction holds are skipped, never waited
+-- for), their jobs go back to their queues in place where the job's row is still in the jobs
+-- table (types in :upcast_types excepted: the caller upcasts those), carrying the redrive task
+-- :task_id if one moves them (else keeping the id they had), their queues exist, and each moved
+-- episode's `dead_letter.retried` event is written under its id in :event_ids (the row
+-- domain.events.episode_event makes; a test keeps the two in step). A task (:task_id) moves only
+-- the dead letters it still pins (a cancel let go of the rest), and its items leave `pending` in
+-- the same statement: moved, or skipped (no longer dead, or held by another transaction). Returns
+-- the moved episodes (`requeued` saying whose job this statement put back; never the snapshot),
+-- the active webhook subscriptions of their tenants, and the items skipped. The pick is
+-- materialised (see move_dead_letters).
 WITH picked AS MATERIALIZED (
-    SELECT id FROM dead_letters
-    WHERE status = 'dead' AND {dead_letter_filter}
-    ORDER BY discarded_at DESC, id DESC
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
+    -- Each id probed by key, and a task's item by its key too (a lateral subquery that locks
+    -- is never flattened into a join, and its EXISTS, on the outer id, is never hashed): as
+    -- = ANY(:ids), planned without statistics, the pick scanned every dead letter through a
+    -- partial index and compared each with every id, and a hashed EXISTS read every pending
+    -- item of the task for each chunk.
+    SELECT dead.id, dead.ctid FROM unnest(CAST(:ids AS text[])) AS chosen(id)
+    CROSS JOIN LATERAL (
+        SELECT id, ctid FROM dead_letters
+        WHERE dead_letters.id = chosen.id AND status = 'dead'
+          AND (CAST(:task_id AS text) IS NULL OR EXISTS (
+              SELECT 1 FROM redrive_task_items AS item
+              WHERE item.task_id = :task_id AND item.dead_letter_id = chosen.id
+                AND item.state = 'pending'))
+        FOR UPDATE SKIP LOCKED
+    ) AS dead
 ), moved AS (
+    -- (The picked rows, locked, by their addresses: joined to picked by id, the planner, which
+    -- takes it for thousands of rows, scanned every dead letter, and an array of 50,000 ids took
+    -- 1.3 s of key lookups. A row another transaction changed since fails the status guard.)
     UPDATE dead_letters SET status = 'retried', moved_at = :now, moved_by = :moved_by
-    FROM picked WHERE dead_letters.id = picked.id AND dead_letters.status = 'dead'
-    RETURNING dead_letters.id, job_id, tenant_id, queue, type, error_type, incident_id,
-        discarded_at
+    WHERE ctid = ANY(ARRAY(SELECT ctid FROM picked)) AND status = 'dead'
+    RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id, discarded_at
 ), requeued AS (
-    UPDATE jobs SET {redriven_job}
+    UPDATE jobs SET {redriven_job},
+        redrive_task_id = COALESCE(CAST(:task_id AS text), jobs.redrive_task_id)
     FROM moved
     WHERE jobs.id = moved.job_id AND jobs.state = 'discarded' AND jobs.dead_lettered
       AND moved.type <> ALL(CAST(:upcast_types AS text[]))
@@ -750,10 +781,40 @@ WITH picked AS MATERIALIZED (
     INSERT INTO queues (name, tenant_id, created_at)
     SELECT DISTINCT queue, tenant_id, CAST(:now AS bigint) FROM moved
     ON CONFLICT (tenant_id, name) DO NOTHING
+), added AS (
+    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+    SELECT
+        chosen.event_id, moved.tenant_id, 'dead_letter.retried', moved.queue, moved.type,
+        moved.job_id, CAST(:now AS bigint),
+        jsonb_build_object('job_type', moved.type, 'queue', moved.queue,
+                           'moved_by', CAST(:moved_by AS text), 'episode_id', moved.id)
+    FROM moved
+    JOIN unnest(CAST(:ids AS text[]), CAST(:event_ids AS text[])) AS chosen(id, event_id)
+        ON chosen.id = moved.id
+), marked AS (
+    -- (Probed by key, the ids as an array of a size the planner does not know: as = ANY(:ids)
+    -- it read every item of the task through another index and compared each with every id.
+    -- No state guard, which would bring in the partial indexes: the pick moved only items still
+    -- pending, and one a cancel skipped meanwhile is marked skipped again.)
+    UPDATE redrive_task_items AS item
+    SET state = CASE WHEN item.dead_letter_id IN (SELECT id FROM moved) THEN 'moved'
+                     ELSE 'skipped' END
+    WHERE item.task_id = :task_id
+      AND item.dead_letter_id = ANY(ARRAY(SELECT unnest(CAST(:ids AS text[]))))
+    RETURNING item.dead_letter_id, item.state
 )
 -- (IN, not a join: planned with the CTEs' one-row guesses, a join would loop over requeued per
 -- row; the IN subplan is hashed once.)
-SELECT moved.*, moved.job_id IN (SELECT id FROM requeued) AS requeued FROM moved;
+SELECT 'moved' AS kind, moved.id, job_id, tenant_id, queue, type, error_type, incident_id,
+    discarded_at, moved.job_id IN (SELECT id FROM requeued) AS requeued, NULL AS events
+FROM moved
+UNION ALL
+SELECT 'listener', id, NULL, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, events
+FROM webhook_subscriptions
+WHERE active AND tenant_id IN (SELECT tenant_id FROM moved)
+UNION ALL
+SELECT 'skipped', dead_letter_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM marked WHERE state = 'skipped';
 
 -- name: delete_dead_jobs
 DELETE FROM jobs WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered;
@@ -1491,12 +1552,12 @@ WHERE id = :id AND state = :expected_state
 RETURNING *;
 
 -- name: select_pending_redrive_items
--- The task's next dead letters to move, locked so that no other transaction takes them too.
+-- The task's next dead letters to move. Not locked: one transaction at a time advances the tasks
+-- (the advisory lock of RedriveService.advance), and splits what it read over its write lanes.
 SELECT dead_letter_id, job_id FROM redrive_task_items
 WHERE task_id = :task_id AND state = 'pending'
 ORDER BY dead_letter_id
-LIMIT :limit
-FOR UPDATE SKIP LOCKED;
+LIMIT :limit;
 
 -- name: select_pending_redrive_dead_letters
 -- The dead letters a task still pins of these types, by id after :after (a dry run of their
@@ -1520,23 +1581,6 @@ UPDATE redrive_tasks SET state = 'failed', updated_at = :now, updated_by = 'syst
     failure_job_id = :job_id
 WHERE id = :id AND state = :expected_state
 RETURNING *;
-
--- name: move_dead_letters_by_id
--- The status flip (the exactly-once guard) of chosen episodes still dead.
-UPDATE dead_letters SET status = :moved_to, moved_at = :now, moved_by = :moved_by
-WHERE id = ANY(CAST(:ids AS text[])) AND status = 'dead'
-RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id;
-
--- name: mark_redrive_items
--- Pinned items leave `pending` as :state (moved, or skipped: no longer dead when their turn
--- came). The ids were picked (and locked) pending by this transaction, so no state guard: with
--- one, the planner (no statistics on a fresh table) read every pending item of the task through
--- the partial index and, once the plan went generic, compared each with every id (1 s a chunk
--- of 1,000 at 20,000 pinned, against 0.07 s probing the primary key per id). One state a call:
--- a CASE over an array parameter is a linear search per row in a generic plan.
-UPDATE redrive_task_items AS item SET state = :state
-FROM unnest(CAST(:ids AS text[])) AS picked(id)
-WHERE item.task_id = :task_id AND item.dead_letter_id = picked.id;
 
 -- name: count_redrive_batch
 UPDATE redrive_tasks SET moved = moved + :moved, skipped = skipped + :skipped,

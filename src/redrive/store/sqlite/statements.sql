@@ -636,41 +636,71 @@ UPDATE jobs SET {redriven_job}, redrive_task_id = COALESCE(:task_id, redrive_tas
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'discarded' AND dead_lettered
 RETURNING id;
 
+-- name: select_dead_letter_ids
+-- The ids of the dead episodes matching the filter, newest first, up to :limit, but for those
+-- :excluded (a bulk retry's earlier rounds skipped them): the set a bulk retry's round moves.
+SELECT id FROM dead_letters
+WHERE status = 'dead' AND {dead_letter_filter}
+  AND id NOT IN (SELECT value FROM json_each(:excluded))
+ORDER BY discarded_at DESC, id DESC
+LIMIT :limit;
+
 -- name: retry_dead_letters
--- A chunk of a bulk retry in one call: up to :limit dead episodes matching the filter, newest
--- first, leave `dead` for `retried` (the exactly-once guard; BEGIN IMMEDIATE makes this the only
--- writer), their jobs go back to their queues in place where the job's row is still in the jobs
--- table (types in :upcast_types excepted: the caller upcasts those), and their queues exist.
--- Returns the moved episodes, `requeued` saying whose job this call put back; never the
--- snapshot. The pick is kept in a temporary table, read by each statement after it.
-CREATE TEMP TABLE IF NOT EXISTS retried_episodes (
+-- A chunk of a retry in one call: the chosen episodes (:ids) still dead leave `dead` for
+-- `retried` (the exactly-once guard; BEGIN IMMEDIATE makes this the only writer), their jobs go
+-- back to their queues in place where the job's row is still in the jobs table (types in
+-- :upcast_types excepted: the caller upcasts those), carrying the redrive task :task_id if one
+-- moves them, their queues exist, and each moved episode's `dead_letter.retried` event is
+-- written under its id in :event_ids (the row domain.events.episode_event makes). A task
+-- (:task_id) moves only the dead letters it still pins, and its items leave `pending` in the same
+-- call: moved, or skipped (no longer dead). Returns the items marked (`skipped` those skipped),
+-- then the moved episodes, `requeued` saying whose job this call put back (never the snapshot),
+-- and the active webhook subscriptions of their tenants. The pick is kept in a temporary table,
+-- read by each statement after it.
+CREATE TEMP TABLE IF NOT EXISTS retried_chunk (
     id TEXT PRIMARY KEY, job_id TEXT, tenant_id TEXT, queue TEXT, type TEXT, error_type TEXT,
-    incident_id TEXT, requeued INTEGER, discarded_at INTEGER
+    incident_id TEXT, requeued INTEGER, discarded_at INTEGER, event_id TEXT
 );
-DELETE FROM temp.retried_episodes;
-INSERT INTO temp.retried_episodes
-SELECT picked.id, picked.job_id, picked.tenant_id, picked.queue, picked.type,
-    picked.error_type, picked.incident_id,
-    EXISTS (SELECT 1 FROM jobs WHERE jobs.id = picked.job_id AND jobs.state = 'discarded'
-            AND jobs.dead_lettered)
-    AND picked.type NOT IN (SELECT value FROM json_each(:upcast_types)),
-    picked.discarded_at
-FROM (
-    SELECT id, job_id, tenant_id, queue, type, error_type, incident_id, discarded_at
-    FROM dead_letters
-    WHERE status = 'dead' AND {dead_letter_filter}
-    ORDER BY discarded_at DESC, id DESC
-    LIMIT :limit
-) AS picked;
+DELETE FROM temp.retried_chunk;
+INSERT INTO temp.retried_chunk
+SELECT dead_letters.id, dead_letters.job_id, dead_letters.tenant_id, dead_letters.queue,
+    dead_letters.type, dead_letters.error_type, dead_letters.incident_id,
+    EXISTS (SELECT 1 FROM jobs WHERE jobs.id = dead_letters.job_id
+            AND jobs.state = 'discarded' AND jobs.dead_lettered)
+    AND dead_letters.type NOT IN (SELECT value FROM json_each(:upcast_types)),
+    dead_letters.discarded_at, event.value
+FROM json_each(:ids) AS chosen
+JOIN json_each(:event_ids) AS event ON event.key = chosen.key
+JOIN dead_letters ON dead_letters.id = chosen.value
+WHERE dead_letters.status = 'dead'
+  AND (:task_id IS NULL OR EXISTS (
+      SELECT 1 FROM redrive_task_items AS item
+      WHERE item.task_id = :task_id AND item.dead_letter_id = dead_letters.id
+        AND item.state = 'pending'));
 UPDATE dead_letters SET status = 'retried', moved_at = :now, moved_by = :moved_by
-WHERE id IN (SELECT id FROM temp.retried_episodes) AND status = 'dead';
-UPDATE jobs SET {redriven_job}
-WHERE id IN (SELECT job_id FROM temp.retried_episodes WHERE requeued);
+WHERE id IN (SELECT id FROM temp.retried_chunk) AND status = 'dead';
+UPDATE jobs SET {redriven_job}, redrive_task_id = COALESCE(:task_id, redrive_task_id)
+WHERE id IN (SELECT job_id FROM temp.retried_chunk WHERE requeued);
 INSERT INTO queues (name, tenant_id, created_at)
-SELECT DISTINCT queue, tenant_id, :now FROM temp.retried_episodes WHERE 1
+SELECT DISTINCT queue, tenant_id, :now FROM temp.retried_chunk WHERE 1
 ON CONFLICT (tenant_id, name) DO NOTHING;
-SELECT id, job_id, tenant_id, queue, type, error_type, incident_id, requeued, discarded_at
-FROM temp.retried_episodes;
+INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+SELECT event_id, tenant_id, 'dead_letter.retried', queue, type, job_id, :now,
+    json_object('job_type', type, 'queue', queue, 'moved_by', :moved_by, 'episode_id', id)
+FROM temp.retried_chunk;
+UPDATE redrive_task_items
+SET state = CASE WHEN dead_letter_id IN (SELECT id FROM temp.retried_chunk) THEN 'moved'
+                 ELSE 'skipped' END
+WHERE task_id = :task_id AND dead_letter_id IN (SELECT value FROM json_each(:ids))
+  AND state = 'pending'
+RETURNING CASE state WHEN 'skipped' THEN 'skipped' ELSE 'marked' END AS kind, dead_letter_id AS id;
+SELECT 'moved' AS kind, id, job_id, tenant_id, queue, type, error_type, incident_id, requeued,
+    discarded_at, NULL AS events
+FROM temp.retried_chunk
+UNION ALL
+SELECT 'listener', id, NULL, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, events
+FROM webhook_subscriptions
+WHERE active AND tenant_id IN (SELECT tenant_id FROM temp.retried_chunk);
 
 -- name: delete_dead_jobs
 DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'discarded' AND dead_lettered;
@@ -1399,17 +1429,6 @@ UPDATE redrive_tasks SET state = 'failed', updated_at = :now, updated_by = 'syst
     failure_job_id = :job_id
 WHERE id = :id AND state = :expected_state
 RETURNING *;
-
--- name: move_dead_letters_by_id
--- The status flip (the exactly-once guard) of chosen episodes still dead.
-UPDATE dead_letters SET status = :moved_to, moved_at = :now, moved_by = :moved_by
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'dead'
-RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id;
-
--- name: mark_redrive_items
--- Pinned items leave `pending` as :state: moved, or skipped (no longer dead when their turn came).
-UPDATE redrive_task_items SET state = :state
-WHERE task_id = :task_id AND dead_letter_id IN (SELECT value FROM json_each(:ids)) AND state = 'pending';
 
 -- name: count_redrive_batch
 UPDATE redrive_tasks SET moved = moved + :moved, skipped = skipped + :skipped,
