@@ -7,7 +7,6 @@ from redrive.domain.webhooks import Listener
 from redrive.ports import Claim, Enqueued, JobChange, JobFilter, JobStore
 from redrive.store.base import SqlBase, present
 from redrive.store.codec import (
-    dump,
     job_from_row,
     job_parameters,
     job_records,
@@ -23,7 +22,9 @@ class SqlJobs(SqlBase, JobStore):
         Returns the ids actually inserted."""
         if not jobs:
             return set()
-        rows = await self._rows("insert_jobs", rows=dump(job_records(jobs)))
+        rows = await self._rows(
+            "insert_jobs", rows=self.executor.records_parameter(job_records(jobs))
+        )
         return {row["id"] for row in rows}
 
     async def enqueue_jobs(
@@ -33,7 +34,10 @@ class SqlJobs(SqlBase, JobStore):
         on PostgreSQL one round trip, sent with the transaction's BEGIN (or, `alone`, all of
         its unit: see the port)."""
         rows = await self._rows(
-            "enqueue_jobs", rows=dump(new_job_records(jobs, event_ids)), now=now, alone=alone
+            "enqueue_jobs",
+            rows=self.executor.records_parameter(new_job_records(jobs, event_ids)),
+            now=now,
+            alone=alone,
         )
         return Enqueued(
             inserted={row["id"] for row in rows if row["kind"] == "job"},
@@ -67,7 +71,12 @@ class SqlJobs(SqlBase, JobStore):
             for change in changes
         ]
         ids = self.executor.list_parameter([change.job.id for change in changes])
-        return {row["id"] for row in await self._rows("update_jobs", rows=dump(records), ids=ids)}
+        return {
+            row["id"]
+            for row in await self._rows(
+                "update_jobs", rows=self.executor.records_parameter(records), ids=ids
+            )
+        }
 
     async def update_job(self, job: Job, expected_state: str, expected_lease: str | None) -> bool:
         return bool(await self.update_jobs([JobChange(job, expected_state, expected_lease)]))

@@ -26,6 +26,34 @@ Result = TypeVar("Result")
 Executed = tuple[list[dict[str, Any]], int]
 
 
+class Records:
+    """A JSON array parameter kept as its records: a statement run once per element binds their
+    fields straight away (no JSON written by the caller and read back here); one that reads the
+    array whole gets its text, written once."""
+
+    __slots__ = ("_text", "records")
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        self.records = records
+        self._text: str | None = None
+
+    @property
+    def text(self) -> str | None:
+        if self._text is None:
+            self._text = dump(self.records)
+        return self._text
+
+
+def bound(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The parameters as SQLite binds them: an array kept as records as its JSON text."""
+    if not any(isinstance(value, Records) for value in parameters.values()):
+        return parameters
+    return {
+        name: value.text if isinstance(value, Records) else value
+        for name, value in parameters.items()
+    }
+
+
 def split_script(sql: str) -> list[str]:
     """A script's statements in order, a trigger's `BEGIN ... END` body (which holds `;`)
     kept whole: SQLite itself says where each statement is complete."""
@@ -47,7 +75,7 @@ def split_script(sql: str) -> list[str]:
 # `value -> '$.error'` does (JSON text). Such a statement runs once per element.
 # (A quoted literal matches whole, as itself, so nothing inside one is read as a parameter.)
 ELEMENT_FIELD = re.compile(r"'[^']*'|:([a-z_][a-z0-9_]*)(?:(->>?)([a-z_][a-z0-9_]*))?")
-CONTAINERS = (dict, list)
+CONTAINERS = (dict, list, tuple)
 # How a parameter of a statement run per element is read: from the call's parameters, or from
 # the element as `->>` or as `->` reads a field.
 PARAMETER, VALUE, TEXT = 0, 1, 2
@@ -84,7 +112,7 @@ class Part:
         (binding its fields instead of parsing the element's JSON once per field in SQL, which
         SQLite 3.40 does for every `->>`: several times slower on a batch of dead letters)."""
         if self.each is None:
-            yield parameters
+            yield bound(parameters)
             return
         for _, values in self.runs(parameters):
             yield values
@@ -92,13 +120,14 @@ class Part:
     def runs(self, parameters: dict[str, Any]) -> Iterator[tuple[dict[str, Any], tuple[Any, ...]]]:
         """Each element of the array named `each`, with the parameters of its run."""
         assert self.each is not None
-        for element in load(parameters[self.each]):
+        array = parameters[self.each]
+        elements = array.records if isinstance(array, Records) else load(array)
+        given = bound(parameters)
+        for element in elements:
             yield (
                 element,
                 tuple(
-                    parameters[name]
-                    if kind == PARAMETER
-                    else element_field(element, name, kind == TEXT)
+                    given[name] if kind == PARAMETER else element_field(element, name, kind == TEXT)
                     for kind, name in self.reads
                 ),
             )
@@ -225,6 +254,9 @@ class SqliteExecutor:
 
     def list_parameter(self, values: list[str] | None) -> Any:
         return None if values is None else json.dumps(values)
+
+    def records_parameter(self, records: list[dict[str, Any]]) -> Any:
+        return Records(records)
 
     async def notify(self, queues: set[str]) -> None:
         """Nothing to send: the store wakes in-process waiters once the transaction commits."""
