@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,7 +93,7 @@ def test_an_echoed_field_of_another_array_is_refused() -> None:
 def test_records_bind_as_their_json_text_would(tmp_path: Path) -> None:
     """An array given as its records (no JSON written and read back) binds each element's
     fields as the array's JSON text does; a statement reading the array whole gets that text."""
-    elements = [
+    elements: list[dict[str, Any]] = [
         {"id": 1, "flag": True, "nested": {"a": [1, 10**20]}, "pair": ("x", 2), "text": "ok"},
         {"id": 2, "flag": False, "text": None},
         {"id": 3},
