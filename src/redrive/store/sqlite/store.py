@@ -21,6 +21,7 @@ from redrive.store.transaction import SqlTransaction
 from redrive.store.wakeups import Wakeups
 
 HERE = Path(__file__).parent
+CLOSE_WAIT_SECONDS = 10.0
 Result = TypeVar("Result")
 # What one part of a script gave: its rows and how many rows it changed.
 Executed = tuple[list[dict[str, Any]], int]
@@ -485,11 +486,17 @@ class SqliteStore:
         return True
 
     async def close(self) -> None:
-        await self._acquire()
+        """Commit what units left open for a committer, then close; a unit that holds the store
+        past CLOSE_WAIT_SECONDS is rolled back with the connection."""
         try:
-            with contextlib.suppress(Exception):  # its units raise it
-                await self._commit_open()
+            await asyncio.wait_for(self._acquire(), CLOSE_WAIT_SECONDS)
+        except TimeoutError:
             await self.call(self.connection.close)
-        finally:
-            self._lock.release()
+        else:
+            try:
+                with contextlib.suppress(Exception):  # its units raise it
+                    await self._commit_open()
+                await self.call(self.connection.close)
+            finally:
+                self._lock.release()
         self._thread.shutdown(wait=True)
