@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from redrive.store.codec import dump
-from redrive.store.sqlite.store import compile_part, execute
+from redrive.store.sqlite.store import Records, compile_part, execute
 
 
 def test_fields_are_read_as_json_operators_read_them(tmp_path: Path) -> None:
@@ -87,3 +88,27 @@ def test_an_insert_skipped_on_conflict_returns_no_row(tmp_path: Path) -> None:
 def test_an_echoed_field_of_another_array_is_refused() -> None:
     with pytest.raises(ValueError, match="one array"):
         compile_part("UPDATE t SET x = 1 WHERE id = :rows->>id RETURNING :events->>id AS id")
+
+
+def test_records_bind_as_their_json_text_would(tmp_path: Path) -> None:
+    """An array given as its records (no JSON written and read back) binds each element's
+    fields as the array's JSON text does; a statement reading the array whole gets that text."""
+    elements: list[dict[str, Any]] = [
+        {"id": 1, "flag": True, "nested": {"a": [1, 10**20]}, "pair": ("x", 2), "text": "ok"},
+        {"id": 2, "flag": False, "text": None},
+        {"id": 3},
+    ]
+    insert = compile_part(
+        "INSERT INTO t VALUES (:rows->>id, :rows->>flag, :rows->>nested, :rows->>pair, "
+        "NULLIF(:rows->text, 'null'), :now) RETURNING :rows->>id AS id"
+    )
+    whole = compile_part("SELECT count(*) AS n FROM json_each(:rows) WHERE :now = 7")
+    found = []
+    for given in (dump(elements), Records(elements)):
+        connection = sqlite3.connect(":memory:", isolation_level=None)
+        connection.execute("CREATE TABLE t (id, flag, nested, pair, text, at)")
+        parameters = {"rows": given, "now": 7}
+        assert execute(connection, insert, parameters) == ([{"id": 1}, {"id": 2}, {"id": 3}], 3)
+        assert execute(connection, whole, parameters) == ([{"n": 3}], -1)
+        found.append(connection.execute("SELECT * FROM t ORDER BY id").fetchall())
+    assert found[0] == found[1]

@@ -163,6 +163,7 @@ class Service:
         async with self.runtime.store.transaction(SYSTEM) as transaction:
             await transaction.reset()
         self.runtime.metrics = Metrics()
+        self.workers.forget_visits()
 
     @property
     def test_hooks(self) -> bool:

@@ -32,6 +32,12 @@ DIRECTIVES = ("quiet", "terminate")
 MAX_WAIT_MS = 30_000
 # Re-check now and then even without a wake-up (a retry may come due between sweeps).
 WAIT_SLICE_SECONDS = 1.0
+# A claim that takes nothing records the worker's visit (its last heartbeat, its count of jobs
+# claimed) only when that count changes or the last record made here is this old: an idle
+# worker's long-poll re-claims every second, and each record is a write (on SQLite an fsync).
+# Well inside the minute after which a worker is listed as stale.
+IDLE_VISIT_MS = 10_000
+MAX_VISITS = 10_000
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,8 @@ class WorkerService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.audit = AuditService(runtime)
+        # (tenant, worker) -> when this service last recorded its visit, and the count then.
+        self._visits: dict[tuple[str, str], tuple[int, int]] = {}
 
     async def fetch(self, caller: Caller, request: FetchRequest) -> list[Job]:
         """Claim up to `count` jobs, queues in the order given. With `wait_ms`, an empty fetch
@@ -102,12 +110,31 @@ class WorkerService:
                 taken = await transaction.claim_jobs(claim, now, [f"evt_{i}" for i in event_ids])
                 claimed.extend(taken.jobs)
                 unannounced.extend(taken.unannounced)
-            if worker_id is not None:
+            visit = (caller.tenant_id, worker_id or "")
+            recorded = worker_id is not None and self._visit_due(visit, len(claimed), now)
+            if recorded:
                 await transaction.touch_worker(
-                    worker_id, caller.tenant_id, queues, len(claimed), now
+                    visit[1], caller.tenant_id, queues, len(claimed), now
                 )
             await self.runtime.emit(transaction, [started_event(job) for job in unannounced], now)
+        if recorded:
+            self._record_visit(visit, len(claimed), now)
         return claimed
+
+    def forget_visits(self) -> None:
+        """The workers table was wiped: record each worker's next visit."""
+        self._visits.clear()
+
+    def _visit_due(self, visit: tuple[str, str], claimed: int, now: int) -> bool:
+        last = self._visits.get(visit)
+        return claimed > 0 or last is None or last[1] != claimed or now - last[0] >= IDLE_VISIT_MS
+
+    def _record_visit(self, visit: tuple[str, str], claimed: int, now: int) -> None:
+        self._visits[visit] = (now, claimed)
+        if len(self._visits) > MAX_VISITS:  # workers come and go: forget those gone quiet
+            self._visits = {
+                key: last for key, last in self._visits.items() if now - last[0] < IDLE_VISIT_MS
+            }
 
     async def ack(self, caller: Caller, request: AckRequest) -> Job:
         return await acknowledge_one(self.runtime, request, caller)

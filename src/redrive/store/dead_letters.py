@@ -71,7 +71,10 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         rows = [dead_letter_record(dead_letter) for dead_letter in dead_letters]
         incidents = [incident_entry_record(entry) for entry in entries]
         found = await self._rows(
-            "enter_dead_letters", rows=dump(rows), incidents=dump(incidents), regress=True
+            "enter_dead_letters",
+            rows=self.executor.records_parameter(rows),
+            incidents=dump(incidents),
+            regress=True,
         )
         self._tally(rows, 1, incidents=False)  # the statement counted them in their incidents
         return [incident_from_row(row) for row in found]

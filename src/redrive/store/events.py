@@ -5,14 +5,15 @@ from __future__ import annotations
 from redrive.domain.webhooks import Listener
 from redrive.ports import EventQuery, EventStore, StoredEvent
 from redrive.store.base import SqlBase
-from redrive.store.codec import dump, event_from_row, event_record, load
+from redrive.store.codec import event_from_row, event_record, load
 
 
 class SqlEvents(SqlBase, EventStore):
     async def add_events(self, events: list[StoredEvent]) -> list[Listener]:
         if not events:
             return []
-        rows = await self._rows("insert_events", rows=dump([event_record(e) for e in events]))
+        records = [event_record(event) for event in events]
+        rows = await self._rows("insert_events", rows=self.executor.records_parameter(records))
         return [Listener(row["id"], row["tenant_id"], tuple(load(row["events"]))) for row in rows]
 
     async def list_events(self, query: EventQuery) -> list[StoredEvent]:

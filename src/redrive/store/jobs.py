@@ -19,7 +19,6 @@ from redrive.ports import (
 )
 from redrive.store.base import SqlBase, present
 from redrive.store.codec import (
-    dump,
     job_from_row,
     job_parameters,
     job_records,
@@ -35,7 +34,9 @@ class SqlJobs(SqlBase, JobStore):
         Returns the ids actually inserted."""
         if not jobs:
             return set()
-        rows = await self._rows("insert_jobs", rows=dump(job_records(jobs)))
+        rows = await self._rows(
+            "insert_jobs", rows=self.executor.records_parameter(job_records(jobs))
+        )
         return {row["id"] for row in rows}
 
     async def enqueue_jobs(
@@ -45,7 +46,10 @@ class SqlJobs(SqlBase, JobStore):
         on PostgreSQL one round trip, sent with the transaction's BEGIN (or, `alone`, all of
         its unit: see the port)."""
         rows = await self._rows(
-            "enqueue_jobs", rows=dump(new_job_records(jobs, event_ids)), now=now, alone=alone
+            "enqueue_jobs",
+            rows=self.executor.records_parameter(new_job_records(jobs, event_ids)),
+            now=now,
+            alone=alone,
         )
         return Enqueued(
             inserted={row["id"] for row in rows if row["kind"] == "job"},
@@ -79,7 +83,12 @@ class SqlJobs(SqlBase, JobStore):
             for change in changes
         ]
         ids = self.executor.list_parameter([change.job.id for change in changes])
-        return {row["id"] for row in await self._rows("update_jobs", rows=dump(records), ids=ids)}
+        return {
+            row["id"]
+            for row in await self._rows(
+                "update_jobs", rows=self.executor.records_parameter(records), ids=ids
+            )
+        }
 
     async def complete_jobs(
         self, completions: list[Completion], columns: dict[str, Any], tenant_id: str | None,

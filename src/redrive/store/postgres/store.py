@@ -23,6 +23,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from redrive.domain.caller import Caller
+from redrive.store.codec import dump
 from redrive.store.postgres.statements import Statement, load_scripts
 from redrive.store.statements import migration_files
 from redrive.store.transaction import SqlTransaction
@@ -104,6 +105,9 @@ class StatementExecutor:
     def list_parameter(self, values: list[str] | None) -> Any:
         return values
 
+    def records_parameter(self, records: list[dict[str, Any]]) -> Any:
+        return dump(records)
+
     async def notify(self, queues: set[str]) -> None:
         """Already sent by the statement (run with :alone), in its implicit transaction."""
         if not self.woke:
@@ -158,6 +162,9 @@ class PostgresExecutor:
 
     def list_parameter(self, values: list[str] | None) -> Any:
         return values
+
+    def records_parameter(self, records: list[dict[str, Any]]) -> Any:
+        return dump(records)
 
     async def notify(self, queues: set[str]) -> None:
         """Sent with the COMMIT (PostgreSQL delivers a NOTIFY on commit either way)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import sqlite3
@@ -20,9 +21,38 @@ from redrive.store.transaction import SqlTransaction
 from redrive.store.wakeups import Wakeups
 
 HERE = Path(__file__).parent
+CLOSE_WAIT_SECONDS = 10.0
 Result = TypeVar("Result")
 # What one part of a script gave: its rows and how many rows it changed.
 Executed = tuple[list[dict[str, Any]], int]
+
+
+class Records:
+    """A JSON array parameter kept as its records: a statement run once per element binds their
+    fields straight away (no JSON written by the caller and read back here); one that reads the
+    array whole gets its text, written once."""
+
+    __slots__ = ("_text", "records")
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        self.records = records
+        self._text: str | None = None
+
+    @property
+    def text(self) -> str | None:
+        if self._text is None:
+            self._text = dump(self.records)
+        return self._text
+
+
+def bound(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The parameters as SQLite binds them: an array kept as records as its JSON text."""
+    if not any(isinstance(value, Records) for value in parameters.values()):
+        return parameters
+    return {
+        name: value.text if isinstance(value, Records) else value
+        for name, value in parameters.items()
+    }
 
 
 def split_script(sql: str) -> list[str]:
@@ -46,7 +76,7 @@ def split_script(sql: str) -> list[str]:
 # `value -> '$.error'` does (JSON text). Such a statement runs once per element.
 # (A quoted literal matches whole, as itself, so nothing inside one is read as a parameter.)
 ELEMENT_FIELD = re.compile(r"'[^']*'|:([a-z_][a-z0-9_]*)(?:(->>?)([a-z_][a-z0-9_]*))?")
-CONTAINERS = (dict, list)
+CONTAINERS = (dict, list, tuple)
 # How a parameter of a statement run per element is read: from the call's parameters, or from
 # the element as `->>` or as `->` reads a field.
 PARAMETER, VALUE, TEXT = 0, 1, 2
@@ -83,7 +113,7 @@ class Part:
         (binding its fields instead of parsing the element's JSON once per field in SQL, which
         SQLite 3.40 does for every `->>`: several times slower on a batch of dead letters)."""
         if self.each is None:
-            yield parameters
+            yield bound(parameters)
             return
         for _, values in self.runs(parameters):
             yield values
@@ -91,13 +121,14 @@ class Part:
     def runs(self, parameters: dict[str, Any]) -> Iterator[tuple[dict[str, Any], tuple[Any, ...]]]:
         """Each element of the array named `each`, with the parameters of its run."""
         assert self.each is not None
-        for element in load(parameters[self.each]):
+        array = parameters[self.each]
+        elements = array.records if isinstance(array, Records) else load(array)
+        given = bound(parameters)
+        for element in elements:
             yield (
                 element,
                 tuple(
-                    parameters[name]
-                    if kind == PARAMETER
-                    else element_field(element, name, kind == TEXT)
+                    given[name] if kind == PARAMETER else element_field(element, name, kind == TEXT)
                     for kind, name in self.reads
                 ),
             )
@@ -225,8 +256,21 @@ class SqliteExecutor:
     def list_parameter(self, values: list[str] | None) -> Any:
         return None if values is None else json.dumps(values)
 
+    def records_parameter(self, records: list[dict[str, Any]]) -> Any:
+        return Records(records)
+
     async def notify(self, queues: set[str]) -> None:
         """Nothing to send: the store wakes in-process waiters once the transaction commits."""
+
+
+class Group:
+    """The units one write transaction holds: they return when its commit is durable (`done`),
+    which `committer` makes once the units queued behind them have run, if any were."""
+
+    def __init__(self, done: asyncio.Future[None]) -> None:
+        self.done = done
+        self.committer: asyncio.Task[None] | None = None
+        self.notified: set[str] = set()
 
 
 class SqliteStore:
@@ -244,6 +288,9 @@ class SqliteStore:
         }
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="redrive-sqlite")
         self._lock = asyncio.Lock()
+        # Units waiting for the lock; the open write transaction's group of units, if any.
+        self._waiting = 0
+        self._group: Group | None = None
         self.wakeups = Wakeups()
         self._owner: asyncio.Task[Any] | None = None
         self.connection = self._thread.submit(self._connect).result()
@@ -271,25 +318,119 @@ class SqliteStore:
     async def transaction(
         self, caller: Caller, one_statement: bool = False
     ) -> AsyncIterator[SqlTransaction]:
-        """One BEGIN IMMEDIATE transaction; a unit of one statement is one all the same (one
-        writer at a time, no round trips to save)."""
+        """One unit of work, a savepoint of the open write transaction (BEGIN IMMEDIATE): a unit
+        that fails is undone alone. The units that queue up while one runs share its commit
+        (one fsync for all); each returns only once that commit is durable."""
         task = asyncio.current_task()
         if self._lock.locked() and self._owner is task:
             raise RuntimeError("nested transaction: this task already holds the SQLite store")
-        async with self._lock:
-            self._owner = task
-            await self.call(lambda: self.connection.execute("BEGIN IMMEDIATE"))
-            transaction = SqlTransaction(SqliteExecutor(self))
+        await self._acquire()
+        self._owner = task
+        try:
+            group = self._group
+            if group is None:
+                group = self._group = Group(asyncio.get_running_loop().create_future())
             try:
+                await self.call(self._open_unit)
+                transaction = SqlTransaction(SqliteExecutor(self))
                 yield transaction
                 await transaction.finish()
-            except BaseException:
-                self._owner = None
-                await self.call(lambda: self.connection.execute("ROLLBACK"))
+            except BaseException as error:
+                await self._undo_unit(group, error)
                 raise
-            await self.call(lambda: self.connection.execute("COMMIT"))
+            group.notified |= transaction.notified
+            if group.committer is None and not self._waiting:
+                await self._commit(group)  # COMMIT releases the unit's savepoint too
+                return
+            await self.call(self._release_unit)
+            if group.committer is None:
+                group.committer = asyncio.create_task(self._commit_when_free(group))
+        finally:
             self._owner = None
-        self.wakeups.signal(transaction.notified)
+            if self._lock.locked():
+                self._lock.release()
+        await asyncio.shield(group.done)
+
+    async def _acquire(self) -> None:
+        self._waiting += 1
+        try:
+            await self._lock.acquire()
+        finally:
+            self._waiting -= 1
+
+    def _open_unit(self) -> None:
+        """A savepoint for the next unit in the write transaction, begun if none is open."""
+        if not self.connection.in_transaction:
+            self.connection.execute("BEGIN IMMEDIATE")
+        self.connection.execute("SAVEPOINT unit")
+
+    def _release_unit(self) -> None:
+        self.connection.execute("RELEASE SAVEPOINT unit")
+
+    async def _undo_unit(self, group: Group, error: BaseException) -> None:
+        """Undo the failed unit alone; if SQLite rolled back the whole transaction (an I/O
+        error, a full disk), the units before it in the group fail too. Then commit what the
+        group holds unless a unit still queued will."""
+
+        def undo() -> bool:
+            if self.connection.in_transaction:
+                self.connection.execute("ROLLBACK TO SAVEPOINT unit")
+                self.connection.execute("RELEASE SAVEPOINT unit")
+                return True
+            return False
+
+        try:
+            kept = await self.call(undo)
+        except BaseException:
+            await self.call(self._rollback)
+            kept = False
+        if not kept:
+            self._fail(group, error)
+        elif group.committer is None:
+            with contextlib.suppress(Exception):
+                await self._commit(group)
+
+    async def _commit_when_free(self, group: Group) -> None:
+        """Commit `group` after the units queued when it was left open have run in it."""
+        await self._acquire()
+        try:
+            if self._group is group:
+                with contextlib.suppress(Exception):  # its units raise it
+                    await self._commit(group)
+        finally:
+            self._lock.release()
+
+    async def _commit_open(self) -> None:
+        """(Holding the lock.) Commit the group left open for units queued behind this one."""
+        if self._group is not None:
+            await self._commit(self._group)
+
+    async def _commit(self, group: Group) -> None:
+        """(Holding the lock.) COMMIT the open transaction: every unit of the group returns,
+        or raises if the commit failed (then nothing of the group was written)."""
+        try:
+            await self.call(lambda: self.connection.execute("COMMIT"))
+        except BaseException as error:
+            await self.call(self._rollback)
+            self._fail(group, error)
+            raise
+        self._group = None
+        group.done.set_result(None)
+        self.wakeups.signal(group.notified)
+
+    def _rollback(self) -> None:
+        if self.connection.in_transaction:
+            self.connection.execute("ROLLBACK")
+
+    def _fail(self, group: Group, error: BaseException) -> None:
+        if self._group is group:
+            self._group = None
+        if not group.done.done():
+            failure = sqlite3.OperationalError(
+                f"the transaction was rolled back ({type(error).__name__}: {error})"
+            )
+            group.done.set_exception(failure)
+            group.done.exception()  # raised by the units awaiting it; none may be left
 
     async def wait_for_work(self, queues: list[str], timeout: float) -> bool:
         return await self.wakeups.wait(queues, timeout)
@@ -330,8 +471,12 @@ class SqliteStore:
                 done.append(file.stem)
             return done
 
-        async with self._lock:
+        await self._acquire()
+        try:
+            await self._commit_open()
             return await self.call(apply)
+        finally:
+            self._lock.release()
 
     async def ping(self) -> bool:
         try:
@@ -341,5 +486,17 @@ class SqliteStore:
         return True
 
     async def close(self) -> None:
-        await self.call(self.connection.close)
+        """Commit what units left open for a committer, then close; a unit that holds the store
+        past CLOSE_WAIT_SECONDS is rolled back with the connection."""
+        try:
+            await asyncio.wait_for(self._acquire(), CLOSE_WAIT_SECONDS)
+        except TimeoutError:
+            await self.call(self.connection.close)
+        else:
+            try:
+                with contextlib.suppress(Exception):  # its units raise it
+                    await self._commit_open()
+                await self.call(self.connection.close)
+            finally:
+                self._lock.release()
         self._thread.shutdown(wait=True)
