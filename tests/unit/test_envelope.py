@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -61,6 +62,26 @@ def test_minimal_envelope_gets_defaults() -> None:
     assert job.error is None
     assert job.errors == []
     assert job.result is None
+
+
+def test_a_new_job_is_the_job_its_dataclass_makes() -> None:
+    """`new_job` fills in a blank state (`Assembler.adopt`): every field as `Job(...)` sets it."""
+    plain = enqueue(body(meta={"k": 1}, options={"queue": "mail", "priority": 2}))
+    assert plain == Job(
+        id=GENERATED_ID, tenant_id=DEFAULT_TENANT, type="email.send", queue="mail",
+        args=["a@example.com"], state=states.AVAILABLE, created_at=NOW_MS, meta={"k": 1},
+        priority=2, options={"queue": "mail", "priority": 2}, enqueued_at=NOW_MS,
+    )  # fmt: skip
+    options = {"scheduled_at": FUTURE, "expires_at": FUTURE, "timeout_ms": 5}
+    timed = enqueue(body(options=options, extra_field=1))
+    assert timed == Job(
+        id=GENERATED_ID, tenant_id=DEFAULT_TENANT, type="email.send", queue="default",
+        args=["a@example.com"], state=states.SCHEDULED, created_at=NOW_MS, options=options,
+        extra={"extra_field": 1}, timeout_ms=5, scheduled_at=FUTURE_MS, scheduled_at_text=FUTURE,
+        expires_at=FUTURE_MS, expires_at_text=FUTURE,
+    )  # fmt: skip
+    in_order = [field.name for field in dataclasses.fields(Job)]
+    assert list(vars(plain)) == list(vars(timed)) == in_order
 
 
 VALID_TYPES = [

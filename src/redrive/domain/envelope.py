@@ -334,32 +334,35 @@ def new_jobs(
 
 
 def _made(request: JobRequest, context: EnqueueContext, job_id: str, retry: RetryPolicy) -> Job:
+    """The new job, its fields set on a blank state (`Assembler.adopt`): the keyword arguments
+    of `assemble_job` took most of a batch's CPU per job in the producer."""
     now = context.now_ms
-    scheduled_at, scheduled_text = _moment(request.scheduled, now)
-    expires_at, expires_text = _moment(request.expires, now)
-    state = _initial_state(request.pending, scheduled_at, now)
     meta = dict(request.meta)
-    return assemble_job(
-        id=job_id,
-        tenant_id=_tenant(meta, context.tenant),
-        type=request.type,
-        queue=request.queue,
-        args=request.args,
-        meta=meta,
-        state=state,
-        created_at=now,
-        priority=request.priority,
-        retry=retry,
-        options=request.options,
-        extra=request.extra,
-        timeout_ms=request.timeout_ms,
-        visibility_timeout_ms=request.visibility_timeout_ms or DEFAULT_VISIBILITY_TIMEOUT_MS,
-        enqueued_at=now if state == states.AVAILABLE else None,
-        scheduled_at=scheduled_at,
-        scheduled_at_text=scheduled_text,
-        expires_at=expires_at,
-        expires_at_text=expires_text,
-    )
+    job = assemble_job.blank()
+    job["id"] = job_id
+    job["tenant_id"] = _tenant(meta, context.tenant)
+    job["type"] = request.type
+    job["queue"] = request.queue
+    job["args"] = request.args
+    job["meta"] = meta
+    job["created_at"] = now
+    job["priority"] = request.priority
+    job["retry"] = retry
+    job["options"] = request.options
+    job["extra"] = request.extra
+    job["errors"] = []
+    job["timeout_ms"] = request.timeout_ms
+    job["visibility_timeout_ms"] = request.visibility_timeout_ms or DEFAULT_VISIBILITY_TIMEOUT_MS
+    if request.scheduled is None and request.expires is None and not request.pending:
+        job["state"] = states.AVAILABLE
+        job["enqueued_at"] = now
+    else:
+        scheduled_at, job["scheduled_at_text"] = _moment(request.scheduled, now)
+        job["expires_at"], job["expires_at_text"] = _moment(request.expires, now)
+        job["scheduled_at"] = scheduled_at
+        state = job["state"] = _initial_state(request.pending, scheduled_at, now)
+        job["enqueued_at"] = now if state == states.AVAILABLE else None
+    return assemble_job.adopt(job)
 
 
 def validate_envelope(body: object, context: EnqueueContext) -> Job:
