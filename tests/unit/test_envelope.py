@@ -11,6 +11,7 @@ from redrive.domain import envelope
 from redrive.domain import job as states
 from redrive.domain.envelope import (
     EnqueueContext,
+    JobRequest,
     new_job,
     new_jobs,
     read_envelope,
@@ -491,6 +492,28 @@ def test_a_batch_reads_a_retry_policy_its_requests_share_once() -> None:
     assert jobs[0].retry is jobs[1].retry is jobs[2].retry
     assert jobs[0].retry == new_job(requests[0], EnqueueContext(1, "x")).retry
     assert jobs[3].max_attempts == 5
+
+
+def test_a_batch_reads_a_retry_policy_sent_as_the_same_json_once() -> None:
+    """Each job's own copy of one policy (a batch sent over HTTP) is read once too; a copy that
+    differs only in a value's JSON type (1.0, true) is read on its own, and refused."""
+
+    def request(retry: object) -> JobRequest:
+        return read_envelope({"type": "a.b", "args": [], "retry": retry})
+
+    def policy() -> dict[str, Any]:
+        return {"max_attempts": 2, "non_retryable_errors": ["a.B"], "backoff_coefficient": 1.5}
+
+    jobs = new_jobs([request(policy()) for _ in range(3)], CONTEXT, lambda: GENERATED_ID)
+    assert jobs[0].retry is jobs[1].retry is jobs[2].retry
+    assert jobs[0].retry == new_job(request(policy()), CONTEXT).retry
+    for same_number in (2.0, True):
+        with pytest.raises(InvalidRetryPolicy, match="max_attempts"):
+            new_jobs([request(policy()), request({**policy(), "max_attempts": same_number})],
+                     CONTEXT, lambda: GENERATED_ID)  # fmt: skip
+    other = new_jobs([request(policy()), request({**policy(), "backoff_coefficient": 1.25})],
+                     CONTEXT, lambda: GENERATED_ID)  # fmt: skip
+    assert other[1].retry.backoff_coefficient == 1.25
 
 
 def test_a_batch_names_the_index_of_its_first_bad_request() -> None:
