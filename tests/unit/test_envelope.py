@@ -15,6 +15,7 @@ from redrive.domain.envelope import (
     new_job,
     new_jobs,
     read_envelope,
+    read_envelopes,
     validate_envelope,
     validate_tenant,
 )
@@ -542,7 +543,7 @@ PLAIN = [
 
 @pytest.mark.parametrize("raw", PLAIN)
 def test_a_plain_envelope_reads_as_field_by_field(raw: dict[str, Any]) -> None:
-    read = envelope._plain(raw)
+    read = envelope._plain(raw, set(), set())
     assert read is not None
     assert read == envelope._read_fields(raw)
     assert read.args is not raw["args"]
@@ -575,7 +576,7 @@ NOT_PLAIN = [
 
 @pytest.mark.parametrize("raw", NOT_PLAIN)
 def test_any_other_envelope_is_read_field_by_field(raw: object) -> None:
-    assert envelope._plain(raw) is None
+    assert envelope._plain(raw, set(), set()) is None
     try:
         expected: object = envelope._read_fields(raw)
     except InvalidRequest as error:
@@ -585,3 +586,34 @@ def test_any_other_envelope_is_read_field_by_field(raw: object) -> None:
     except InvalidRequest as error:
         read = (error.message, error.details)
     assert read == expected
+
+
+def test_a_batch_reads_each_envelope_as_read_envelope_does() -> None:
+    bodies: list[object] = [
+        body(options={"queue": "mail"}),
+        body(options={"queue": "mail", "priority": 3}),
+        body(type="other.type", options={"queue": "mail"}),
+        body(options={"queue": "mail", "tags": ["t"]}),  # not plain: read field by field
+        body(),
+    ]
+    assert read_envelopes(bodies) == [read_envelope(raw) for raw in bodies]
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        (body(options={"queue": "redrive.webhooks"}), "options.queue"),
+        (body(options={"queue": "Mail"}), "options.queue"),
+        (body(type="Email.Send"), "type"),
+        (body(type="e" * 256), "type"),
+        (body(options={"queue": "q" * 129}), "options.queue"),
+    ],
+)
+def test_a_batch_checks_every_name_it_has_not_seen_and_names_the_bad_one(
+    bad: dict[str, Any], field: str
+) -> None:
+    good = body(options={"queue": "mail"})
+    with pytest.raises(InvalidRequest) as refused:
+        read_envelopes([good, good, bad, good])
+    assert (refused.value.details["index"], refused.value.details["field"]) == (2, field)
+    assert refused.value.message.startswith("jobs[2]: ")

@@ -224,10 +224,11 @@ PLAIN_FIELDS = frozenset({"id", "type", "args", "meta", "options"})
 PLAIN_OPTIONS = frozenset({"queue", "priority", "retry"})
 
 
-def _plain(body: object) -> JobRequest | None:
+def _plain(body: object, types: set[str], queues: set[str]) -> JobRequest | None:
     """The request of a plain envelope (PLAIN_FIELDS, PLAIN_OPTIONS) whose every field is valid,
     the same as `read_envelope` makes it; None for any other body, which `read_envelope` reads
-    field by field (naming the first bad one)."""
+    field by field (naming the first bad one). `types` and `queues` hold the names found valid
+    already (a batch's requests mostly repeat one: each is matched against its pattern once)."""
     if type(body) is not dict or not body.keys() <= PLAIN_FIELDS:
         return None
     job_type, args = body.get("type"), body.get("args")
@@ -235,16 +236,14 @@ def _plain(body: object) -> JobRequest | None:
     meta = {} if meta is None else meta
     options = {} if options is None else options
     if (
-        type(job_type) is not str or len(job_type) > MAX_TYPE_LENGTH
-        or not TYPE_PATTERN.fullmatch(job_type) or type(args) is not list
-        or type(meta) is not dict or type(options) is not dict
+        type(job_type) is not str or (job_type not in types and not _new_type(job_type, types))
+        or type(args) is not list or type(meta) is not dict or type(options) is not dict
         or not options.keys() <= PLAIN_OPTIONS
     ):  # fmt: skip
         return None
     queue, priority = options.get("queue", states.DEFAULT_QUEUE), options.get("priority", 0)
     if (
-        type(queue) is not str or len(queue) > MAX_QUEUE_LENGTH
-        or not QUEUE_PATTERN.fullmatch(queue) or queue.startswith(RESERVED_QUEUE_PREFIX)
+        type(queue) is not str or (queue not in queues and not _new_queue(queue, queues))
         or type(priority) is not int or not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]
     ):  # fmt: skip
         return None
@@ -260,10 +259,46 @@ def _plain(body: object) -> JobRequest | None:
     )  # fmt: skip
 
 
+def _new_type(value: str, types: set[str]) -> bool:
+    """Whether a type not seen yet is valid (and then it is added to `types`)."""
+    if len(value) > MAX_TYPE_LENGTH or not TYPE_PATTERN.fullmatch(value):
+        return False
+    types.add(value)
+    return True
+
+
+def _new_queue(value: str, queues: set[str]) -> bool:
+    """Whether a queue not seen yet is one a client may enqueue to (then added to `queues`)."""
+    if (
+        len(value) > MAX_QUEUE_LENGTH or not QUEUE_PATTERN.fullmatch(value)
+        or value.startswith(RESERVED_QUEUE_PREFIX)
+    ):  # fmt: skip
+        return False
+    queues.add(value)
+    return True
+
+
 def read_envelope(body: object) -> JobRequest:
     """An enqueue request from its JSON, or InvalidRequest naming the first bad field."""
-    plain = _plain(body)
+    plain = _plain(body, set(), set())
     return _read_fields(body) if plain is None else plain
+
+
+def read_envelopes(bodies: list[object]) -> list[JobRequest]:
+    """A batch's requests, each as `read_envelope` reads it, or the first bad one's error
+    naming its index (`jobs[i]...`)."""
+    types: set[str] = set()
+    queues: set[str] = set()
+    requests = []
+    for index, body in enumerate(bodies):
+        plain = _plain(body, types, queues)
+        if plain is None:
+            try:
+                plain = _read_fields(body)
+            except OjsError as error:
+                raise at_index(error, "jobs", index) from None
+        requests.append(plain)
+    return requests
 
 
 def _read_fields(body: object) -> JobRequest:
