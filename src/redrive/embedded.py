@@ -10,7 +10,7 @@ from redrive.client.requests import JobSpec
 from redrive.composition import build_service, open_ready_store
 from redrive.domain.caller import Caller, Role
 from redrive.domain.dead_letter_filter import parse_filter
-from redrive.domain.envelope import read_envelope
+from redrive.domain.envelope import read_envelope, read_envelopes
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.root_cause import parse_root_cause
 from redrive.ports import Store
@@ -103,14 +103,13 @@ class Embedded:
 
     async def enqueue_many(self, jobs: Sequence[JobSpec | Mapping[str, Any]]) -> list[str]:
         """Enqueue many jobs in one transaction (all or none); each is a `redrive.client.JobSpec`
-        or an OJS envelope. Returns their ids, in order."""
-        requests = [
-            read_envelope(
-                job.to_envelope() if isinstance(job, JobSpec)
-                else job if isinstance(job, dict) else dict(job)
-            )
+        or an OJS envelope. Returns their ids, in order. A bad job raises InvalidRequest naming
+        its index (`jobs[i]...`)."""
+        requests = read_envelopes([
+            job.to_envelope() if isinstance(job, JobSpec)
+            else job if isinstance(job, dict) else dict(job)
             for job in jobs
-        ]  # fmt: skip
+        ])  # fmt: skip
         enqueued = await self.service.jobs.enqueue_batch(self.caller, requests)
         return [job.id for job in enqueued]
 

@@ -3,9 +3,16 @@ environment looked up once."""
 
 from __future__ import annotations
 
+import json
+import math
+from collections import OrderedDict
+from datetime import UTC, datetime
+from typing import Any
+
 import pytest
 
-from redrive.client.transport import _query, proxy_for
+from redrive.client.errors import InvalidRequestError
+from redrive.client.transport import _encode, _query, proxy_for
 
 
 def test_query_repeats_lists_lowers_booleans_and_empties_none() -> None:
@@ -33,3 +40,26 @@ def test_the_environment_names_the_proxy_unless_no_proxy_covers_the_host(
     assert proxy_for("https://jobs.internal") is None
     no_proxy_environment.setenv("NO_PROXY", "jobs.internal")
     assert proxy_for("http://jobs.internal:8080") is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"jobs": [{"type": "a.b", "args": [1, 2.5, "é", True, {"k": [None]}]}]},
+        {"type": "a.b", "args": [10**30, -(2**64)], "meta": {"1e16": 1e16, "tiny": 5e-324}},
+        {1: "key not a string", "ordered": OrderedDict(b=1, a=2)},
+        [None, "null", ""],
+    ],
+)
+def test_a_body_is_the_json_the_standard_library_writes(body: object) -> None:
+    assert json.loads(_encode(body)) == json.loads(json.dumps(body))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [math.nan, math.inf, -math.inf, object(), datetime.now(UTC), "\ud800", {"x": {1, 2}}],
+)
+def test_what_json_cannot_hold_is_refused(value: Any) -> None:
+    with pytest.raises(InvalidRequestError) as refused:
+        _encode({"args": [value]})
+    assert refused.value.code == "invalid_payload"

@@ -100,3 +100,19 @@ def test_a_job_reads_back_with_or_without_its_text_times() -> None:
         assert job_from_row(row) == job
     assert "scheduled_at_text" not in load(job_parameters(base)["envelope"])
     assert load(job_parameters(timed)["envelope"])["expires_at_text"] == "2026-03-01T10:00:00Z"
+
+
+def test_a_retry_policy_reads_back_from_its_sparse_record() -> None:
+    from redrive.domain.records import retry_from_record, sparse_retry_record
+    from redrive.domain.retry import RetryPolicy
+
+    policies = [
+        RetryPolicy(),
+        RetryPolicy(max_attempts=1, on_exhaustion="dead_letter"),
+        RetryPolicy(jitter=False, backoff_coefficient=1.5, non_retryable_errors=("a.B",)),
+        RetryPolicy(initial_interval_ms=10, max_interval_ms=20, extra={"x": 1}),
+    ]
+    for policy in policies:
+        assert retry_from_record(load(dump(sparse_retry_record(policy)))) == policy
+    assert sparse_retry_record(RetryPolicy()) == {}
+    assert sparse_retry_record(RetryPolicy(max_attempts=1)) == {"max_attempts": 1}

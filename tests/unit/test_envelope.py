@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -10,9 +11,11 @@ from redrive.domain import envelope
 from redrive.domain import job as states
 from redrive.domain.envelope import (
     EnqueueContext,
+    JobRequest,
     new_job,
     new_jobs,
     read_envelope,
+    read_envelopes,
     validate_envelope,
     validate_tenant,
 )
@@ -61,6 +64,26 @@ def test_minimal_envelope_gets_defaults() -> None:
     assert job.error is None
     assert job.errors == []
     assert job.result is None
+
+
+def test_a_new_job_is_the_job_its_dataclass_makes() -> None:
+    """`new_job` fills in a blank state (`Assembler.adopt`): every field as `Job(...)` sets it."""
+    plain = enqueue(body(meta={"k": 1}, options={"queue": "mail", "priority": 2}))
+    assert plain == Job(
+        id=GENERATED_ID, tenant_id=DEFAULT_TENANT, type="email.send", queue="mail",
+        args=["a@example.com"], state=states.AVAILABLE, created_at=NOW_MS, meta={"k": 1},
+        priority=2, options={"queue": "mail", "priority": 2}, enqueued_at=NOW_MS,
+    )  # fmt: skip
+    options = {"scheduled_at": FUTURE, "expires_at": FUTURE, "timeout_ms": 5}
+    timed = enqueue(body(options=options, extra_field=1))
+    assert timed == Job(
+        id=GENERATED_ID, tenant_id=DEFAULT_TENANT, type="email.send", queue="default",
+        args=["a@example.com"], state=states.SCHEDULED, created_at=NOW_MS, options=options,
+        extra={"extra_field": 1}, timeout_ms=5, scheduled_at=FUTURE_MS, scheduled_at_text=FUTURE,
+        expires_at=FUTURE_MS, expires_at_text=FUTURE,
+    )  # fmt: skip
+    in_order = [field.name for field in dataclasses.fields(Job)]
+    assert list(vars(plain)) == list(vars(timed)) == in_order
 
 
 VALID_TYPES = [
@@ -472,6 +495,28 @@ def test_a_batch_reads_a_retry_policy_its_requests_share_once() -> None:
     assert jobs[3].max_attempts == 5
 
 
+def test_a_batch_reads_a_retry_policy_sent_as_the_same_json_once() -> None:
+    """Each job's own copy of one policy (a batch sent over HTTP) is read once too; a copy that
+    differs only in a value's JSON type (1.0, true) is read on its own, and refused."""
+
+    def request(retry: object) -> JobRequest:
+        return read_envelope({"type": "a.b", "args": [], "retry": retry})
+
+    def policy() -> dict[str, Any]:
+        return {"max_attempts": 2, "non_retryable_errors": ["a.B"], "backoff_coefficient": 1.5}
+
+    jobs = new_jobs([request(policy()) for _ in range(3)], CONTEXT, lambda: GENERATED_ID)
+    assert jobs[0].retry is jobs[1].retry is jobs[2].retry
+    assert jobs[0].retry == new_job(request(policy()), CONTEXT).retry
+    for same_number in (2.0, True):
+        with pytest.raises(InvalidRetryPolicy, match="max_attempts"):
+            new_jobs([request(policy()), request({**policy(), "max_attempts": same_number})],
+                     CONTEXT, lambda: GENERATED_ID)  # fmt: skip
+    other = new_jobs([request(policy()), request({**policy(), "backoff_coefficient": 1.25})],
+                     CONTEXT, lambda: GENERATED_ID)  # fmt: skip
+    assert other[1].retry.backoff_coefficient == 1.25
+
+
 def test_a_batch_names_the_index_of_its_first_bad_request() -> None:
     good = read_envelope({"type": "a.b", "args": [], "retry": {"max_attempts": 1}})
     bad = read_envelope({"type": "a.b", "args": [], "retry": {"max_attempts": -1}})
@@ -498,7 +543,7 @@ PLAIN = [
 
 @pytest.mark.parametrize("raw", PLAIN)
 def test_a_plain_envelope_reads_as_field_by_field(raw: dict[str, Any]) -> None:
-    read = envelope._plain(raw)
+    read = envelope._plain(raw, set(), set())
     assert read is not None
     assert read == envelope._read_fields(raw)
     assert read.args is not raw["args"]
@@ -531,7 +576,7 @@ NOT_PLAIN = [
 
 @pytest.mark.parametrize("raw", NOT_PLAIN)
 def test_any_other_envelope_is_read_field_by_field(raw: object) -> None:
-    assert envelope._plain(raw) is None
+    assert envelope._plain(raw, set(), set()) is None
     try:
         expected: object = envelope._read_fields(raw)
     except InvalidRequest as error:
@@ -541,3 +586,34 @@ def test_any_other_envelope_is_read_field_by_field(raw: object) -> None:
     except InvalidRequest as error:
         read = (error.message, error.details)
     assert read == expected
+
+
+def test_a_batch_reads_each_envelope_as_read_envelope_does() -> None:
+    bodies: list[object] = [
+        body(options={"queue": "mail"}),
+        body(options={"queue": "mail", "priority": 3}),
+        body(type="other.type", options={"queue": "mail"}),
+        body(options={"queue": "mail", "tags": ["t"]}),  # not plain: read field by field
+        body(),
+    ]
+    assert read_envelopes(bodies) == [read_envelope(raw) for raw in bodies]
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        (body(options={"queue": "redrive.webhooks"}), "options.queue"),
+        (body(options={"queue": "Mail"}), "options.queue"),
+        (body(type="Email.Send"), "type"),
+        (body(type="e" * 256), "type"),
+        (body(options={"queue": "q" * 129}), "options.queue"),
+    ],
+)
+def test_a_batch_checks_every_name_it_has_not_seen_and_names_the_bad_one(
+    bad: dict[str, Any], field: str
+) -> None:
+    good = body(options={"queue": "mail"})
+    with pytest.raises(InvalidRequest) as refused:
+        read_envelopes([good, good, bad, good])
+    assert (refused.value.details["index"], refused.value.details["field"]) == (2, field)
+    assert refused.value.message.startswith("jobs[2]: ")

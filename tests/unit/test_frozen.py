@@ -59,3 +59,15 @@ def test_a_class_with_post_init_is_refused() -> None:
 
     with pytest.raises(TypeError, match="__post_init__"):
         Assembler(Checked)
+
+
+def test_an_adopted_state_must_hold_every_field_and_no_other() -> None:
+    state = assemble_job.blank()
+    state.update(REQUIRED)
+    made = {"meta": {}, "retry": RetryPolicy(), "options": {}, "extra": {}, "errors": []}
+    assert assemble_job.adopt({**state, **made}) == Job(**REQUIRED)
+    with pytest.raises(TypeError, match="colour"):
+        assemble_job.adopt({**state, "colour": "red"})
+    del state["id"]
+    with pytest.raises(TypeError):
+        assemble_job.adopt(state)

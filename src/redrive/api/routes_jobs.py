@@ -10,8 +10,8 @@ from redrive.api import openapi
 from redrive.api.callers import caller_of
 from redrive.api.http import ojs, read_json
 from redrive.api.serialise import job_document, job_documents
-from redrive.domain.envelope import JobRequest, read_envelope
-from redrive.domain.errors import InvalidRequest, OjsError, at_index
+from redrive.domain.envelope import JobRequest, read_envelope, read_envelopes
+from redrive.domain.errors import InvalidRequest
 from redrive.service.facade import Service
 
 router = APIRouter(prefix="/ojs/v1/jobs", tags=["jobs"])
@@ -27,13 +27,7 @@ def job_requests(body: object) -> list[JobRequest]:
     raw_jobs = body.get("jobs") if isinstance(body, dict) else body
     if not isinstance(raw_jobs, list) or not raw_jobs:
         raise InvalidRequest("jobs must be a non-empty array", {"field": "jobs"})
-    requests = []
-    for index, raw in enumerate(raw_jobs):
-        try:
-            requests.append(read_envelope(raw))
-        except OjsError as error:
-            raise at_index(error, "jobs", index) from None
-    return requests
+    return read_envelopes(raw_jobs)
 
 
 @router.post(

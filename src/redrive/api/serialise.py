@@ -18,12 +18,6 @@ from redrive.domain.trend import Trend
 from redrive.domain.upcasting import Upcast
 from redrive.ports import StoredEvent
 
-TIMESTAMP_FIELDS = (
-    "created_at", "enqueued_at", "started_at", "completed_at", "cancelled_at", "discarded_at",
-    "expired_at", "next_attempt_at",
-)  # fmt: skip
-
-
 # A batch's jobs share their moments (one `now` for 1,000 created_at and enqueued_at), so each
 # is formatted once.
 _formatted = lru_cache(maxsize=1024)(format_timestamp)
@@ -49,52 +43,83 @@ def job_documents(jobs: list[Job]) -> list[dict[str, Any]]:
 
 def job_document(job: Job, retry: dict[str, Any] | None = None) -> dict[str, Any]:
     """The job as OJS clients read it; unset fields are left out rather than sent as null.
-    Optional values are set as they are read, not gathered in a dict filtered afterwards: this runs
-    1,000 times per batch enqueue and fetch (29 us a job before, 13 after with the
-    cached timestamps, for a batch of 1,000 new jobs). `retry` is the retry policy's document
-    when the caller has it already (`job_documents`)."""
-    document: dict[str, Any] = dict(job.extra)
+    Written out field by field, the always-present ones as one dict: this runs 1,000 times per
+    batch enqueue and fetch (29 us a job once, 13 with the cached timestamps; a loop over
+    (name, value) pairs and getattr per timestamp took half of what remained). `retry` is the
+    retry policy's document when the caller has it already (`job_documents`)."""
     options = job.options
-    document.update(
-        id=job.id,
-        type=job.type,
-        queue=job.queue,
-        args=job.args,
-        meta=job.meta,
-        priority=job.priority,
-        state=job.state,
-        attempt=job.attempt,
-        max_attempts=job.max_attempts,
-        specversion="1.0",
-        options=options,
-        retry=job.retry.to_document() if retry is None else retry,
-        tags=options.get("tags", []),
-        visibility_timeout_ms=job.visibility_timeout_ms,
-        errors=job.errors,
-    )
-    active = job.state == "active"
-    optional = (
-        ("timeout_ms", job.timeout_ms),
-        ("retry_delay_ms", job.retry_delay_ms),
-        ("worker_id", job.worker_id if active else None),
-        ("lease_token", job.lease_token if active else None),
-        ("lease_expires_at", timestamp(job.lease_expires_at) if active else None),
-        ("error", job.error),
-        ("result", job.result),
-        ("unique", options.get("unique")),
-        ("scheduled_at", job.scheduled_at_text or timestamp(job.scheduled_at)),
-        ("expires_at", job.expires_at_text or timestamp(job.expires_at)),
-    )
-    for key, value in optional:
-        if value is not None:
-            document[key] = value
-    for name in TIMESTAMP_FIELDS:
-        moment = getattr(job, name)
-        if moment is not None:
-            document[name] = _formatted(moment)
+    document: dict[str, Any] = {
+        "id": job.id,
+        "type": job.type,
+        "queue": job.queue,
+        "args": job.args,
+        "meta": job.meta,
+        "priority": job.priority,
+        "state": job.state,
+        "attempt": job.attempt,
+        "max_attempts": job.retry.max_attempts,
+        "specversion": "1.0",
+        "options": options,
+        "retry": job.retry.to_document() if retry is None else retry,
+        "tags": options.get("tags", []),
+        "visibility_timeout_ms": job.visibility_timeout_ms,
+        "errors": job.errors,
+    }
+    if job.extra:  # the client's own top-level keys, first, as sent (ours win a clash)
+        document = {**job.extra, **document}
+    if job.timeout_ms is not None:
+        document["timeout_ms"] = job.timeout_ms
+    _add_outcome(job, document)
+    unique = options.get("unique")
+    if unique is not None:
+        document["unique"] = unique
+    scheduled = job.scheduled_at_text or timestamp(job.scheduled_at)
+    if scheduled is not None:
+        document["scheduled_at"] = scheduled
+    expires = job.expires_at_text or timestamp(job.expires_at)
+    if expires is not None:
+        document["expires_at"] = expires
+    if job.created_at is not None:
+        document["created_at"] = _formatted(job.created_at)
+    if job.enqueued_at is not None:
+        document["enqueued_at"] = _formatted(job.enqueued_at)
+    _add_later_moments(job, document)
+    return document
+
+
+def _add_outcome(job: Job, document: dict[str, Any]) -> None:
+    """What the job's attempts left: its retry delay, its lease while active, error, result."""
+    if job.retry_delay_ms is not None:
+        document["retry_delay_ms"] = job.retry_delay_ms
+    if job.state == "active":
+        if job.worker_id is not None:
+            document["worker_id"] = job.worker_id
+        if job.lease_token is not None:
+            document["lease_token"] = job.lease_token
+        if job.lease_expires_at is not None:
+            document["lease_expires_at"] = _formatted(job.lease_expires_at)
+    if job.error is not None:
+        document["error"] = job.error
+    if job.result is not None:
+        document["result"] = job.result
+
+
+def _add_later_moments(job: Job, document: dict[str, Any]) -> None:
+    """The moments after enqueueing that the job has reached, and its dead-letter mark."""
+    if job.started_at is not None:
+        document["started_at"] = _formatted(job.started_at)
+    if job.completed_at is not None:
+        document["completed_at"] = _formatted(job.completed_at)
+    if job.cancelled_at is not None:
+        document["cancelled_at"] = _formatted(job.cancelled_at)
+    if job.discarded_at is not None:
+        document["discarded_at"] = _formatted(job.discarded_at)
+    if job.expired_at is not None:
+        document["expired_at"] = _formatted(job.expired_at)
+    if job.next_attempt_at is not None:
+        document["next_attempt_at"] = _formatted(job.next_attempt_at)
     if job.dead_lettered:
         document["dead_letter"] = True
-    return document
 
 
 def dead_letter_document(dead: DeadLetter) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from redrive.domain.records import (
     job_from_record,
     job_to_record,
     retry_from_record,
-    retry_to_record,
+    sparse_retry_record,
 )
 from redrive.domain.replay import ReplayRule
 from redrive.domain.root_cause import RootCause
@@ -75,7 +75,8 @@ NOT_COLUMNS = frozenset({*ENVELOPE_FIELDS, "retry", "sequence", "redrive_task_id
 
 
 def _envelope(job: Job, retry: dict[str, Any]) -> dict[str, Any]:
-    """The envelope column; a text time that is not set is left out (read back as None)."""
+    """The envelope column; a text time that is not set is left out (read back as None), and
+    so is each retry field at RetryPolicy's default (`sparse_retry_record`)."""
     envelope = {
         "args": job.args, "meta": job.meta, "options": job.options, "extra": job.extra,
         "retry": retry,
@@ -103,7 +104,7 @@ def _columns(job: Job, retry: dict[str, Any], keep_nulls: bool) -> dict[str, Any
 def job_record(job: Job) -> dict[str, Any]:
     """A job as one element of the JSON `rows` the set-based statements read (JSON columns
     nested, not encoded twice); every column is present, null or not."""
-    return _columns(job, retry_to_record(job.retry), keep_nulls=True)
+    return _columns(job, sparse_retry_record(job.retry), keep_nulls=True)
 
 
 def job_records(jobs: list[Job]) -> list[dict[str, Any]]:
@@ -114,14 +115,9 @@ def job_records(jobs: list[Job]) -> list[dict[str, Any]]:
     for job in jobs:
         retry = policies.get(id(job.retry))
         if retry is None:
-            retry = policies[id(job.retry)] = retry_to_record(job.retry)
+            retry = policies[id(job.retry)] = sparse_retry_record(job.retry)
         records.append(_columns(job, retry, keep_nulls=False))
     return records
-
-
-# The columns of a new job that may be null (enqueue_jobs writes only a new job's columns: the
-# lifecycle ones it has not got yet keep their defaults).
-NEW_JOB_OPTIONAL = ("timeout_ms", "enqueued_at", "scheduled_at", "expires_at", "run_at")
 
 
 def new_job_records(jobs: list[Job], event_ids: list[str] | None) -> list[dict[str, Any]]:
@@ -135,7 +131,7 @@ def new_job_records(jobs: list[Job], event_ids: list[str] | None) -> list[dict[s
     for index, job in enumerate(jobs):
         retry = policies.get(id(job.retry))
         if retry is None:
-            retry = policies[id(job.retry)] = retry_to_record(job.retry)
+            retry = policies[id(job.retry)] = sparse_retry_record(job.retry)
         record = {
             "id": job.id,
             "tenant_id": job.tenant_id,
@@ -148,10 +144,19 @@ def new_job_records(jobs: list[Job], event_ids: list[str] | None) -> list[dict[s
             "visibility_timeout_ms": job.visibility_timeout_ms,
             "created_at": job.created_at,
         }
-        for name in NEW_JOB_OPTIONAL:
-            value = getattr(job, name)
-            if value is not None:
-                record[name] = value
+        # The columns of a new job that may be null, each written out (a getattr by name each
+        # cost more than the rest of the record).
+        if job.timeout_ms is not None:
+            record["timeout_ms"] = job.timeout_ms
+        if job.enqueued_at is not None:
+            record["enqueued_at"] = job.enqueued_at
+        if job.scheduled_at is not None:
+            record["scheduled_at"] = job.scheduled_at
+        if job.expires_at is not None:
+            record["expires_at"] = job.expires_at
+        run_at = job.run_at
+        if run_at is not None:
+            record["run_at"] = run_at
         if event_ids is not None:
             record["event_id"] = event_ids[index]
             record["event_type"] = enqueued_event_type(job)
