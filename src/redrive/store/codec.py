@@ -159,6 +159,31 @@ def new_job_records(jobs: list[Job], event_ids: list[str] | None) -> list[dict[s
     return records
 
 
+def new_job_parameters(job: Job, event_id: str | None) -> dict[str, Any]:
+    """A new job as the parameters of enqueue_job: new_job_records' record of it, every column
+    present (null or not), its envelope encoded, and its event's id and type (both null
+    without `event_id`)."""
+    return {
+        "id": job.id,
+        "tenant_id": job.tenant_id,
+        "queue": job.queue,
+        "type": job.type,
+        "state": job.state,
+        "priority": job.priority,
+        "max_attempts": job.retry.max_attempts,
+        "envelope": dump(_envelope(job, retry_to_record(job.retry))),
+        "timeout_ms": job.timeout_ms,
+        "visibility_timeout_ms": job.visibility_timeout_ms,
+        "created_at": job.created_at,
+        "enqueued_at": job.enqueued_at,
+        "scheduled_at": job.scheduled_at,
+        "expires_at": job.expires_at,
+        "run_at": job.run_at,
+        "event_id": event_id,
+        "event_type": None if event_id is None else enqueued_event_type(job),
+    }
+
+
 # What a transition may change (update_jobs writes only these): never the job's definition.
 LIFECYCLE_COLUMNS = (
     "state", "attempt", "enqueued_at", "started_at", "completed_at", "cancelled_at",

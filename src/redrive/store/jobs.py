@@ -13,6 +13,7 @@ from redrive.store.codec import (
     job_records,
     lifecycle_record,
     load,
+    new_job_parameters,
     new_job_records,
 )
 
@@ -32,9 +33,13 @@ class SqlJobs(SqlBase, JobStore):
         """The jobs' queues, the jobs (existing ids skipped) and their events in one statement:
         on PostgreSQL one round trip, sent with the transaction's BEGIN (or, `alone`, all of
         its unit: see the port)."""
-        rows = await self._rows(
-            "enqueue_jobs", rows=dump(new_job_records(jobs, event_ids)), now=now, alone=alone
-        )
+        if len(jobs) == 1:  # a producer's one job a call: its columns as parameters
+            event_id = None if event_ids is None else event_ids[0]
+            parameters = new_job_parameters(jobs[0], event_id)
+            rows = await self._rows("enqueue_job", **parameters, now=now, alone=alone)
+        else:
+            records = dump(new_job_records(jobs, event_ids))
+            rows = await self._rows("enqueue_jobs", rows=records, now=now, alone=alone)
         return Enqueued(
             inserted={row["id"] for row in rows if row["kind"] == "job"},
             listeners=[
