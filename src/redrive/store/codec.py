@@ -159,10 +159,10 @@ def new_job_records(jobs: list[Job], event_ids: list[str] | None) -> list[dict[s
     return records
 
 
-def new_job_parameters(job: Job, event_id: str | None) -> dict[str, Any]:
-    """A new job as the parameters of enqueue_job: new_job_records' record of it, every column
-    present (null or not), its envelope encoded, and its event's id and type (both null
-    without `event_id`)."""
+def new_job_parameters(job: Job, event_id: str | None, now: int, alone: bool) -> dict[str, Any]:
+    """A new job as the parameters of enqueue_job (all of them, `now` and `alone` too):
+    new_job_records' record of it, every column present (null or not), its envelope encoded,
+    and its event's id and type (both null without `event_id`)."""
     return {
         "id": job.id,
         "tenant_id": job.tenant_id,
@@ -181,6 +181,8 @@ def new_job_parameters(job: Job, event_id: str | None) -> dict[str, Any]:
         "run_at": job.run_at,
         "event_id": event_id,
         "event_type": None if event_id is None else enqueued_event_type(job),
+        "now": now,
+        "alone": alone,
     }
 
 

@@ -35,8 +35,8 @@ class SqlJobs(SqlBase, JobStore):
         its unit: see the port)."""
         if len(jobs) == 1:  # a producer's one job a call: its columns as parameters
             event_id = None if event_ids is None else event_ids[0]
-            parameters = new_job_parameters(jobs[0], event_id)
-            rows = await self._rows("enqueue_job", **parameters, now=now, alone=alone)
+            parameters = new_job_parameters(jobs[0], event_id, now, alone)
+            rows = await self.executor.rows("enqueue_job", parameters)
         else:
             records = dump(new_job_records(jobs, event_ids))
             rows = await self._rows("enqueue_jobs", rows=records, now=now, alone=alone)
