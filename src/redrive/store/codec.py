@@ -18,6 +18,7 @@ from redrive.domain.records import (
     retry_to_record,
 )
 from redrive.domain.replay import ReplayRule
+from redrive.domain.retry import RetryPolicy
 from redrive.domain.root_cause import RootCause
 from redrive.ports import StoredEvent
 
@@ -159,6 +160,20 @@ def new_job_records(jobs: list[Job], event_ids: list[str] | None) -> list[dict[s
     return records
 
 
+# The record of the retry policy new_job_parameters encoded last, with the policy itself (held,
+# so its identity is never another object's): a producer's jobs share the server's default one.
+_last_retry: tuple[RetryPolicy | None, dict[str, Any]] = (None, {})
+
+
+def _retry_record(policy: RetryPolicy) -> dict[str, Any]:
+    global _last_retry
+    held, record = _last_retry
+    if policy is not held:
+        record = retry_to_record(policy)
+        _last_retry = (policy, record)
+    return record
+
+
 def new_job_parameters(job: Job, event_id: str | None, now: int, alone: bool) -> dict[str, Any]:
     """A new job as the parameters of enqueue_job (all of them, `now` and `alone` too):
     new_job_records' record of it, every column present (null or not), its envelope encoded,
@@ -171,7 +186,7 @@ def new_job_parameters(job: Job, event_id: str | None, now: int, alone: bool) ->
         "state": job.state,
         "priority": job.priority,
         "max_attempts": job.retry.max_attempts,
-        "envelope": dump(_envelope(job, retry_to_record(job.retry))),
+        "envelope": dump(_envelope(job, _retry_record(job.retry))),
         "timeout_ms": job.timeout_ms,
         "visibility_timeout_ms": job.visibility_timeout_ms,
         "created_at": job.created_at,
