@@ -312,15 +312,21 @@ class PostgresStore:
 
     async def _give_back(self, proxy: PoolConnectionProxy[asyncpg.Record], clean: bool) -> None:
         """Keep a clean connection (its unit succeeded, no transaction open) as the spare if
-        there is none; anything else goes back to the pool, which rolls back, or discards a
-        broken connection."""
+        there is none and the pool has room for another unit without it (a unit waiting on a
+        full pool gets it); anything else goes back to the pool, which rolls back, or discards
+        a broken connection. A unit takes the spare before asking the pool, so no unit waits
+        on the pool while the spare sits unused."""
+        pool = self.pool
+        if pool is None:
+            return
         if (
-            clean and self._spare is None and self.pool is not None
+            clean and self._spare is None
             and not proxy.is_closed() and not proxy.is_in_transaction()
+            and (pool.get_idle_size() > 0 or pool.get_size() < pool.get_max_size())
         ):  # fmt: skip
             self._spare = proxy
-        elif self.pool is not None:
-            await self.pool.release(proxy)
+        else:
+            await pool.release(proxy)
 
     @asynccontextmanager
     async def connection(
