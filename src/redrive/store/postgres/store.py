@@ -240,6 +240,9 @@ class PostgresStore:
         # asyncpg's acquire and release (a task to shield the release, the idle timer re-armed
         # and cancelled) cost more instructions than the unit's statement. See `connection`.
         self._spare: PoolConnectionProxy[asyncpg.Record] | None = None
+        # The units that hold or wait for a connection: with fewer than max_size others, none
+        # of them waits on the pool, and the spare may stay out of it.
+        self._units = 0
         self._begins: dict[str, str] = {}
         self._pool_opening = asyncio.Lock()
 
@@ -304,25 +307,30 @@ class PostgresStore:
 
     async def _take(self, timeout: float | None = None) -> PoolConnectionProxy[asyncpg.Record]:
         """The spare connection if there is one, else one from the pool."""
+        self._units += 1
         spare, self._spare = self._spare, None
         if spare is not None:
             return spare
-        pool = await self.opened_pool()
-        return await pool.acquire(timeout=timeout)
+        try:
+            pool = await self.opened_pool()
+            return await pool.acquire(timeout=timeout)
+        except BaseException:
+            self._units -= 1
+            raise
 
     async def _give_back(self, proxy: PoolConnectionProxy[asyncpg.Record], clean: bool) -> None:
         """Keep a clean connection (its unit succeeded, no transaction open) as the spare if
-        there is none and the pool has room for another unit without it (a unit waiting on a
-        full pool gets it); anything else goes back to the pool, which rolls back, or discards
-        a broken connection. A unit takes the spare before asking the pool, so no unit waits
-        on the pool while the spare sits unused."""
+        there is none and the other units fit in the pool without it (else one may be waiting
+        on the pool: it gets this one); anything else goes back to the pool, which rolls back,
+        or discards a broken connection. A unit takes the spare before asking the pool, so no
+        unit waits on the pool while the spare sits unused."""
+        self._units -= 1
         pool = self.pool
         if pool is None:
             return
         if (
-            clean and self._spare is None
+            clean and self._spare is None and self._units < self.max_size
             and not proxy.is_closed() and not proxy.is_in_transaction()
-            and (pool.get_idle_size() > 0 or pool.get_size() < pool.get_max_size())
         ):  # fmt: skip
             self._spare = proxy
         else:
