@@ -189,7 +189,7 @@ async def test_a_tenant_transaction_that_failed_leaves_nothing_on_the_connection
         async with store.transaction(GLOBEX) as transaction:
             await (await connection_of(transaction)).execute("SELECT 1 / 0")
     assert await tenants_seen(store, ACME, "jobs") == {"acme"}
-    async with (await store.opened_pool()).acquire() as connection:
+    async with store.connection() as connection:
         setting = await connection.fetchval("SELECT current_setting('redrive.tenant_id', true)")
         assert setting in ("", None)
 
@@ -200,7 +200,7 @@ async def test_a_pooled_connection_outside_any_transaction_sees_nothing(
 ) -> None:
     store = isolated.store
     assert await tenants_seen(store, GLOBEX, "jobs") == {"globex"}
-    async with (await store.opened_pool()).acquire() as connection:
+    async with store.connection() as connection:
         assert await connection.fetchval("SELECT current_user") == "redrive_app"
         for table in isolated.tables:
             assert await connection.fetchval(f"SELECT COUNT(*) FROM {table}") == 0, table
@@ -208,7 +208,7 @@ async def test_a_pooled_connection_outside_any_transaction_sees_nothing(
 
 async def session_tenant(store: PostgresStore) -> tuple[str | None, str | None]:
     """What the pooled connection remembers of its session tenant, and what the session holds."""
-    async with (await store.opened_pool()).acquire() as proxy:
+    async with store.connection() as proxy:
         remembered = cast(TenantConnection, proxy).session_tenant
         held = await proxy.fetchval("SELECT current_setting('redrive.tenant_id', true)")
         return remembered, held
@@ -499,7 +499,7 @@ async def test_migrate_creates_a_configured_role_while_another_database_does_the
                 await wait_for_lock_wait(second)
                 await holding.commit()
                 assert await migrating == []
-                async with (await store.opened_pool()).acquire() as connection:
+                async with store.connection() as connection:
                     assert await connection.fetchval("SELECT current_user") == role_name
                 assert await isolation_problems(store) == []
             finally:

@@ -18,6 +18,7 @@ from redrive.domain.records import (
     sparse_retry_record,
 )
 from redrive.domain.replay import ReplayRule
+from redrive.domain.retry import RetryPolicy
 from redrive.domain.root_cause import RootCause
 from redrive.ports import StoredEvent
 
@@ -162,6 +163,47 @@ def new_job_records(jobs: list[Job], event_ids: list[str] | None) -> list[dict[s
             record["event_type"] = enqueued_event_type(job)
         records.append(record)
     return records
+
+
+# The record of the retry policy new_job_parameters encoded last, with the policy itself (held,
+# so its identity is never another object's): a producer's jobs share the server's default one.
+_last_retry: tuple[RetryPolicy | None, dict[str, Any]] = (None, {})
+
+
+def _retry_record(policy: RetryPolicy) -> dict[str, Any]:
+    global _last_retry
+    held, record = _last_retry
+    if policy is not held:
+        record = retry_to_record(policy)
+        _last_retry = (policy, record)
+    return record
+
+
+def new_job_parameters(job: Job, event_id: str | None, now: int, alone: bool) -> dict[str, Any]:
+    """A new job as the parameters of enqueue_job (all of them, `now` and `alone` too):
+    new_job_records' record of it, every column present (null or not), its envelope encoded,
+    and its event's id and type (both null without `event_id`)."""
+    return {
+        "id": job.id,
+        "tenant_id": job.tenant_id,
+        "queue": job.queue,
+        "type": job.type,
+        "state": job.state,
+        "priority": job.priority,
+        "max_attempts": job.retry.max_attempts,
+        "envelope": dump(_envelope(job, _retry_record(job.retry))),
+        "timeout_ms": job.timeout_ms,
+        "visibility_timeout_ms": job.visibility_timeout_ms,
+        "created_at": job.created_at,
+        "enqueued_at": job.enqueued_at,
+        "scheduled_at": job.scheduled_at,
+        "expires_at": job.expires_at,
+        "run_at": job.run_at,
+        "event_id": event_id,
+        "event_type": None if event_id is None else enqueued_event_type(job),
+        "now": now,
+        "alone": alone,
+    }
 
 
 # What a transition may change (update_jobs writes only these): never the job's definition.

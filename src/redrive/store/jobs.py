@@ -24,6 +24,7 @@ from redrive.store.codec import (
     job_records,
     lifecycle_record,
     load,
+    new_job_parameters,
     new_job_records,
 )
 
@@ -45,12 +46,13 @@ class SqlJobs(SqlBase, JobStore):
         """The jobs' queues, the jobs (existing ids skipped) and their events in one statement:
         on PostgreSQL one round trip, sent with the transaction's BEGIN (or, `alone`, all of
         its unit: see the port)."""
-        rows = await self._rows(
-            "enqueue_jobs",
-            rows=self.executor.records_parameter(new_job_records(jobs, event_ids)),
-            now=now,
-            alone=alone,
-        )
+        if len(jobs) == 1:  # a producer's one job a call: its columns as parameters
+            event_id = None if event_ids is None else event_ids[0]
+            parameters = new_job_parameters(jobs[0], event_id, now, alone)
+            rows = await self.executor.rows("enqueue_job", parameters)
+        else:
+            records = self.executor.records_parameter(new_job_records(jobs, event_ids))
+            rows = await self._rows("enqueue_jobs", rows=records, now=now, alone=alone)
         return Enqueued(
             inserted={row["id"] for row in rows if row["kind"] == "job"},
             listeners=[

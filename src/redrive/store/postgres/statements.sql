@@ -91,6 +91,52 @@ SELECT 'listener', id, tenant_id, events FROM listening
 UNION ALL
 SELECT 'woken', queue, NULL, NULL FROM woken;
 
+-- name: enqueue_job
+-- enqueue_jobs for one job, its columns (and its event's id and type) parameters of their own:
+-- the same rows written and the same rows back, without a JSON array to build and parse. The
+-- statement producers run once per call (jobs.enqueue): prepared once per connection, planned
+-- once (a generic plan), it costs the server a tenth to a fifth less than enqueue_jobs with
+-- one row (no recordset function, materialised CTE or semi-joins to run).
+WITH listening AS MATERIALIZED (
+    SELECT id, tenant_id, events FROM webhook_subscriptions
+    WHERE active AND tenant_id = CAST(:tenant_id AS text)
+        AND CAST(:event_id AS text) IS NOT NULL
+), inserted AS (
+    INSERT INTO jobs (
+        id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
+        visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, run_at
+    )
+    SELECT
+        CAST(:id AS text), :tenant_id, CAST(:queue AS text), CAST(:type AS text),
+        CAST(:state AS text), CAST(:priority AS integer), CAST(:max_attempts AS integer),
+        CAST(:envelope AS jsonb), CAST(:timeout_ms AS bigint),
+        CAST(:visibility_timeout_ms AS bigint), CAST(:created_at AS bigint),
+        CAST(:enqueued_at AS bigint), CAST(:scheduled_at AS bigint),
+        CAST(:expires_at AS bigint), CAST(:run_at AS bigint)
+    WHERE NOT (CAST(:alone AS boolean) AND EXISTS (SELECT FROM listening))
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, queue, state
+), known AS (
+    INSERT INTO queues (name, tenant_id, created_at)
+    SELECT queue, :tenant_id, CAST(:now AS bigint) FROM inserted
+    ON CONFLICT (tenant_id, name) DO NOTHING
+), added AS (
+    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+    SELECT
+        :event_id, :tenant_id, CAST(:event_type AS text), queue, :type, id, :now,
+        jsonb_build_object('job_type', :type, 'queue', queue, 'priority', :priority)
+    FROM inserted
+    WHERE :event_id IS NOT NULL
+), woken AS (
+    SELECT queue, pg_notify('redrive_jobs', queue) FROM inserted
+    WHERE :alone AND state = 'available'
+)
+SELECT 'job' AS kind, id, NULL AS tenant_id, NULL AS events FROM inserted
+UNION ALL
+SELECT 'listener', id, tenant_id, events FROM listening
+UNION ALL
+SELECT 'woken', queue, NULL, NULL FROM woken;
+
 -- name: upsert_job
 INSERT INTO jobs (
     id, tenant_id, queue, type, state, priority, attempt, max_attempts, envelope, timeout_ms,

@@ -1,4 +1,5 @@
-"""The PostgreSQL store: an asyncpg connection pool; each transaction takes one connection.
+"""The PostgreSQL store: an asyncpg connection pool; each transaction takes one connection (the
+spare one the last transaction gave back clean, when there is one, without asking the pool).
 
 Row-level security (migration 0007) binds every pooled connection: each one acts as the
 application role (SET ROLE once, when the pool makes it), and each transaction names its tenant
@@ -242,6 +243,13 @@ class PostgresStore:
         # The pool opens on first use: its connections SET ROLE to the application role, which
         # `migrate` creates, so a fresh database is migrated (on a connection of its own) first.
         self.pool: asyncpg.Pool[asyncpg.Record] | None = None
+        # A connection the last unit gave back clean, kept out of the pool for the next one:
+        # asyncpg's acquire and release (a task to shield the release, the idle timer re-armed
+        # and cancelled) cost more instructions than the unit's statement. See `connection`.
+        self._spare: PoolConnectionProxy[asyncpg.Record] | None = None
+        # The units that hold or wait for a connection: with fewer than max_size others, none
+        # of them waits on the pool, and the spare may stay out of it.
+        self._units = 0
         self._begins: dict[str, str] = {}
         self._pool_opening = asyncio.Lock()
 
@@ -304,6 +312,51 @@ class PostgresStore:
             return True
         return await self.wakeups.wait(queues, timeout)
 
+    async def _take(self, timeout: float | None = None) -> PoolConnectionProxy[asyncpg.Record]:
+        """The spare connection if there is one, else one from the pool."""
+        self._units += 1
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            return spare
+        try:
+            pool = await self.opened_pool()
+            return await pool.acquire(timeout=timeout)
+        except BaseException:
+            self._units -= 1
+            raise
+
+    async def _give_back(self, proxy: PoolConnectionProxy[asyncpg.Record], clean: bool) -> None:
+        """Keep a clean connection (its unit succeeded, no transaction open) as the spare if
+        there is none and the other units fit in the pool without it (else one may be waiting
+        on the pool: it gets this one); anything else goes back to the pool, which rolls back,
+        or discards a broken connection. A unit takes the spare before asking the pool, so no
+        unit waits on the pool while the spare sits unused."""
+        self._units -= 1
+        pool = self.pool
+        if pool is None:
+            return
+        if (
+            clean and self._spare is None and self._units < self.max_size
+            and not proxy.is_closed() and not proxy.is_in_transaction()
+        ):  # fmt: skip
+            self._spare = proxy
+        else:
+            await pool.release(proxy)
+
+    @asynccontextmanager
+    async def connection(
+        self, timeout: float | None = None
+    ) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:
+        """A pooled connection outside any transaction, the spare first (the one the last
+        unit ran on), given back as a transaction gives its connection back."""
+        proxy = await self._take(timeout)
+        clean = False
+        try:
+            yield proxy
+            clean = True
+        finally:
+            await self._give_back(proxy, clean)
+
     @asynccontextmanager
     async def transaction(
         self, caller: Caller, one_statement: bool = False
@@ -313,29 +366,32 @@ class PostgresStore:
         the pooled connection goes back to the pool with its session tenant as it was. A unit
         of one statement sends that statement alone (StatementExecutor). Any error forgets the
         connection's session tenant (a failed SET or implicit transaction may have undone it)."""
-        pool = await self.opened_pool()
-        async with pool.acquire() as proxy:
-            # The pool's connections are TenantConnections (its proxy passes attributes on).
-            connection = cast(TenantConnection, proxy)
-            executor: StatementExecutor | PostgresExecutor
-            if one_statement:
-                executor = StatementExecutor(connection, self, tenant_setting(caller))
-            else:
-                executor = PostgresExecutor(connection, self, self._begin(caller))
-            transaction = SqlTransaction(executor)
-            try:
-                yield transaction
-                await transaction.finish()
-                if isinstance(executor, PostgresExecutor):
-                    await executor.commit()
-            except BaseException:
-                connection.remember_tenant(None)
-                # A broken connection cannot roll back; the pool discards it (and rolls back
-                # any connection handed back inside a transaction).
-                if not connection.is_closed() and connection.is_in_transaction():
-                    with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError):
-                        await connection.execute("ROLLBACK")
-                raise
+        proxy = await self._take()
+        clean = False
+        # The pool's connections are TenantConnections (its proxy passes attributes on).
+        connection = cast(TenantConnection, proxy)
+        executor: StatementExecutor | PostgresExecutor
+        if one_statement:
+            executor = StatementExecutor(connection, self, tenant_setting(caller))
+        else:
+            executor = PostgresExecutor(connection, self, self._begin(caller))
+        transaction = SqlTransaction(executor)
+        try:
+            yield transaction
+            await transaction.finish()
+            if isinstance(executor, PostgresExecutor):
+                await executor.commit()
+            clean = True
+        except BaseException:
+            connection.remember_tenant(None)
+            # A broken connection cannot roll back; the pool discards it (and rolls back
+            # any connection handed back inside a transaction).
+            if not connection.is_closed() and connection.is_in_transaction():
+                with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError):
+                    await connection.execute("ROLLBACK")
+            raise
+        finally:
+            await self._give_back(proxy, clean)
 
     def _begin(self, caller: Caller) -> str:
         """`BEGIN; SET LOCAL redrive.tenant_id = <tenant>`, quoted once per tenant (a few
@@ -421,8 +477,7 @@ class PostgresStore:
 
     async def ping(self) -> bool:
         try:
-            pool = await self.opened_pool()
-            async with pool.acquire(timeout=5) as connection:
+            async with self.connection(timeout=5) as connection:
                 await connection.execute("SELECT 1")
         except (asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError, OSError):
             return False
@@ -435,4 +490,7 @@ class PostgresStore:
                 await self._listener
             self._listener = None
         if self.pool is not None:
+            spare, self._spare = self._spare, None
+            if spare is not None:
+                await self.pool.release(spare)
             await self.pool.close()

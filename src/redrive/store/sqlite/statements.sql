@@ -68,6 +68,36 @@ SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
 WHERE active AND tenant_id IN (SELECT value ->> '$.tenant_id' FROM json_each(:rows)
     WHERE value ->> '$.event_id' IS NOT NULL);
 
+-- name: enqueue_job
+-- enqueue_jobs for one job, its columns (and its event's id and type) parameters of their own:
+-- the same rows written and the same rows back, without a JSON array to build and parse.
+INSERT INTO queues (name, tenant_id, created_at)
+SELECT :queue, :tenant_id, :now
+WHERE NOT (:alone AND :event_id IS NOT NULL AND EXISTS (
+    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :tenant_id
+))
+ON CONFLICT (tenant_id, name) DO NOTHING;
+INSERT INTO jobs (
+    id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
+    visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, run_at
+)
+SELECT
+    :id, :tenant_id, :queue, :type, :state, :priority, :max_attempts, :envelope, :timeout_ms,
+    :visibility_timeout_ms, :created_at, :enqueued_at, :scheduled_at, :expires_at, :run_at
+WHERE NOT (:alone AND :event_id IS NOT NULL AND EXISTS (
+    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :tenant_id
+))
+ON CONFLICT (id) DO NOTHING
+RETURNING 'job' AS kind, id, NULL AS tenant_id, NULL AS events;
+INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+SELECT :event_id, :tenant_id, :event_type, :queue, :type, :id, :now,
+    json_object('job_type', :type, 'queue', :queue, 'priority', :priority)
+WHERE :event_id IS NOT NULL AND NOT (:alone AND EXISTS (
+    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :tenant_id
+));
+SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
+WHERE active AND tenant_id = :tenant_id AND :event_id IS NOT NULL;
+
 -- name: upsert_job
 INSERT INTO jobs (
     id, tenant_id, queue, type, state, priority, attempt, max_attempts, envelope, timeout_ms,
