@@ -174,7 +174,7 @@ def _retry_record(policy: RetryPolicy) -> dict[str, Any]:
     global _last_retry
     held, record = _last_retry
     if policy is not held:
-        record = retry_to_record(policy)
+        record = sparse_retry_record(policy)
         _last_retry = (policy, record)
     return record
 

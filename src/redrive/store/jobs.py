@@ -19,6 +19,7 @@ from redrive.ports import (
 )
 from redrive.store.base import SqlBase, present
 from redrive.store.codec import (
+    dump,
     job_from_row,
     job_parameters,
     job_records,
