@@ -17,7 +17,7 @@ from redrive.store.sqlite.store import SqliteStore
 SYSTEM_WORK = {
     "CronService.fire_due": "the sweeper fires every tenant's due crons in its transaction",
     "DeadLetterService.redrive": "a step inside a use-case's transaction, not a use-case",
-    "DeadLetterService.revive": "a step inside a redrive task's transaction, not a use-case",
+    "DeadLetterService.retry_chosen": "a step inside a redrive task's transaction, not a use-case",
     "DeadLetterService.prepare_upcasts": "a step inside a redrive task's transaction",
     "ReplayService.replay_due": "the sweeper runs every tenant's replay rules",
     "RedriveService.advance": "the sweeper moves every tenant's due redrive batches",
