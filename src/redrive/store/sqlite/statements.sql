@@ -691,16 +691,21 @@ CREATE TEMP TABLE IF NOT EXISTS retried_chunk (
     id TEXT PRIMARY KEY, job_id TEXT, tenant_id TEXT, queue TEXT, type TEXT, error_type TEXT,
     incident_id TEXT, requeued INTEGER, discarded_at INTEGER, event_id TEXT
 );
+-- (The event ids by position in a table keyed by it: joined as a second json_each, SQLite
+-- scanned the whole array for every chosen id, 31 ms a chunk of 1,000.)
+CREATE TEMP TABLE IF NOT EXISTS retried_event_ids (key INTEGER PRIMARY KEY, event_id TEXT);
 DELETE FROM temp.retried_chunk;
+DELETE FROM temp.retried_event_ids;
+INSERT INTO temp.retried_event_ids SELECT key, value FROM json_each(:event_ids);
 INSERT INTO temp.retried_chunk
 SELECT dead_letters.id, dead_letters.job_id, dead_letters.tenant_id, dead_letters.queue,
     dead_letters.type, dead_letters.error_type, dead_letters.incident_id,
     EXISTS (SELECT 1 FROM jobs WHERE jobs.id = dead_letters.job_id
             AND jobs.state = 'discarded' AND jobs.dead_lettered)
     AND dead_letters.type NOT IN (SELECT value FROM json_each(:upcast_types)),
-    dead_letters.discarded_at, event.value
+    dead_letters.discarded_at, event.event_id
 FROM json_each(:ids) AS chosen
-JOIN json_each(:event_ids) AS event ON event.key = chosen.key
+JOIN temp.retried_event_ids AS event ON event.key = chosen.key
 JOIN dead_letters ON dead_letters.id = chosen.value
 WHERE dead_letters.status = 'dead'
   AND (:task_id IS NULL OR EXISTS (
