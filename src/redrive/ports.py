@@ -417,8 +417,11 @@ class RedriveTaskStore(Protocol):
         (tenant, queue)."""
         ...
 
-    async def claim_redrive_queues(self, task_id: str) -> dict[str, str]:
-        """Hold the task's queues; those another unfinished task holds, with its id."""
+    async def claim_redrive_queues(
+        self, task_id: str, queues: list[tuple[str, str]]
+    ) -> dict[str, str]:
+        """Hold the task's queues ((tenant, queue) pairs, as pinned); those another unfinished
+        task holds, with its id."""
         ...
 
     async def queue_redrive_holders(

@@ -79,7 +79,7 @@ class RedriveService:
             limit = sys.maxsize if request.limit is None else request.limit
             pinned = await transaction.pin_redrive_items(task.id, filters, limit)
             if pinned:
-                holders = await transaction.claim_redrive_queues(task.id)
+                holders = await transaction.claim_redrive_queues(task.id, sorted(pinned))
             else:  # every match (if any) is pinned by a task: name it
                 matched = await transaction.count_dead_letters_by_queue(filters)
                 holders = await transaction.queue_redrive_holders(

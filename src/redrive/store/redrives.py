@@ -68,9 +68,12 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
         rows = await self._rows("pin_redrive_items", task_id=task_id, limit=limit, **parameters)
         return {(row["tenant_id"], row["queue"]): int(row["count"]) for row in rows}
 
-    async def claim_redrive_queues(self, task_id: str) -> dict[str, str]:
-        await self._run("claim_redrive_queues", task_id=task_id)
-        rows = await self._rows("select_redrive_queue_holders", task_id=task_id)
+    async def claim_redrive_queues(
+        self, task_id: str, queues: list[tuple[str, str]]
+    ) -> dict[str, str]:
+        pairs = dump([{"tenant_id": tenant_id, "queue": queue} for tenant_id, queue in queues])
+        await self._run("claim_redrive_queues", task_id=task_id, queues=pairs)
+        rows = await self._rows("select_redrive_queue_holders", task_id=task_id, queues=pairs)
         return {row["queue"]: row["task_id"] for row in rows}
 
     async def queue_redrive_holders(

@@ -1393,15 +1393,18 @@ SELECT tenant_id, queue, COUNT(*) AS count FROM redrive_task_items
 WHERE task_id = :task_id GROUP BY tenant_id, queue;
 
 -- name: claim_redrive_queues
--- The task's queues become its own until it ends; a queue another unfinished task holds stays
--- that task's (select_redrive_queue_holders names it).
+-- The task's queues (:queues, the (tenant, queue) pairs its pin counted: read from its items,
+-- each of these two statements scanned all of them) become its own until it ends; a queue
+-- another unfinished task holds stays that task's (select_redrive_queue_holders names it).
 INSERT INTO redrive_task_queues (tenant_id, queue, task_id)
-SELECT DISTINCT tenant_id, queue, :task_id FROM redrive_task_items WHERE task_id = :task_id
+SELECT value ->> '$.tenant_id', value ->> '$.queue', :task_id FROM json_each(:queues)
+WHERE true
 ON CONFLICT DO NOTHING;
 
 -- name: select_redrive_queue_holders
 SELECT held.queue, held.task_id FROM redrive_task_queues AS held
-JOIN (SELECT DISTINCT tenant_id, queue FROM redrive_task_items WHERE task_id = :task_id) AS mine
+JOIN (SELECT value ->> '$.tenant_id' AS tenant_id, value ->> '$.queue' AS queue
+      FROM json_each(:queues)) AS mine
     ON mine.tenant_id = held.tenant_id AND mine.queue = held.queue
 WHERE held.task_id <> :task_id
 ORDER BY held.queue;
