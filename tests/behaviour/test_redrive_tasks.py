@@ -178,6 +178,23 @@ async def test_a_second_task_on_a_busy_queue_is_refused_with_the_running_tasks_i
     assert again.to_move == 30
 
 
+async def test_a_task_over_several_queues_holds_each_queue_it_pinned(
+    service: Service,
+) -> None:
+    await kill(service, 5, "billing")
+    await kill(service, 3, "emails")
+    first = await service.redrives.start(
+        OPERATOR, RedriveRequest(DeadLetterFilter(type="billing.charge"))
+    )
+    assert (first.to_move, first.queues) == (8, ("billing", "emails"))
+    for queue in ("billing", "emails"):
+        with pytest.raises(Conflict) as refused:
+            await service.redrives.start(OPERATOR, RedriveRequest(by_queue(queue)))
+        assert refused.value.details == {"task_id": first.id, "queue": queue}
+    await service.redrives.cancel(OPERATOR, first.id)
+    assert (await service.redrives.start(OPERATOR, RedriveRequest(by_queue("emails")))).to_move == 3
+
+
 async def test_two_tick_loops_at_once_never_move_a_dead_letter_twice(
     service: Service, store: Store, clock: ManualClock
 ) -> None:
