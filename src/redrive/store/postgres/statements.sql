@@ -90,11 +90,10 @@ WITH shared AS MATERIALIZED (
     FROM r
     WHERE NOT (CAST(:alone AS boolean) AND EXISTS (SELECT FROM listening))
     ON CONFLICT (id) DO NOTHING
-    RETURNING id, queue, state
+    RETURNING id, tenant_id, queue, state
 ), known AS (
     INSERT INTO queues (name, tenant_id, created_at)
-    SELECT DISTINCT r.queue, r.tenant_id, CAST(:now AS bigint) FROM r
-    WHERE r.id IN (SELECT id FROM inserted)
+    SELECT DISTINCT queue, tenant_id, CAST(:now AS bigint) FROM inserted
     ON CONFLICT (tenant_id, name) DO NOTHING
 ), added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
@@ -1191,7 +1190,15 @@ LIMIT :limit;
 SELECT sequence FROM events WHERE id = :id;
 
 -- name: delete_events_before
-DELETE FROM events WHERE time < :before;
+-- The events before the first one (in sequence order) at or after :before: found from the
+-- oldest along the primary key, reading no more than those it deletes (no index on time to
+-- keep up for every event written). Never one at or after :before; one written with an
+-- earlier time after a later one (another replica's clock) goes with a later trim.
+DELETE FROM events
+WHERE time < :before AND sequence < COALESCE(
+    (SELECT sequence FROM events WHERE time >= :before ORDER BY sequence LIMIT 1),
+    9223372036854775807
+);
 
 -- name: savepoint
 -- A part of a transaction that can be undone alone (a redrive task's batch).
