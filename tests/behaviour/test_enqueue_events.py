@@ -3,14 +3,16 @@ from the job's own columns, and it is exactly the event the domain names (`enque
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from redrive.domain.caller import Caller, Role
 from redrive.domain.envelope import read_envelope
 from redrive.domain.errors import Duplicate
-from redrive.domain.events import enqueued_event
+from redrive.domain.events import Event, enqueued_event
 from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
-from redrive.ports import EventQuery, Store
+from redrive.ports import EventQuery, Store, StoredEvent
 from redrive.service.facade import Service
 from tests.support.clock import ManualClock
 
@@ -94,3 +96,49 @@ async def test_a_single_duplicate_enqueue_writes_nothing(service: Service, store
     assert [stored.event.subject for stored in events] == [job.id]
     assert counts == {("default", "available"): 1}
     assert {queue.name for queue in await service.queues.overview(ACME)} == {"default"}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        [{}, {}, {}],  # every column alike: sent once, the events' data built once
+        [{"priority": 1}, {"priority": 2}, {}],  # the data of each event its own
+        [{"timeout_ms": 5_000}, {}, {"queue": "bulk", "expires_at": "+PT1H"}],
+    ],
+)
+async def test_a_batch_s_shared_columns_are_each_job_s_own(
+    service: Service, store: Store, options: list[dict[str, object]]
+) -> None:
+    """A batch's columns that every job has alike are sent once; each job still reads back as
+    it was enqueued, with the event the domain names for it."""
+    requests = [
+        read_envelope({"type": "mail.send", "args": [index], "options": chosen})
+        for index, chosen in enumerate(options)
+    ]
+    batch = await service.jobs.enqueue_batch(ACME, requests)
+    async with store.transaction(ACME) as transaction:
+        events = await transaction.list_events(EventQuery("acme", None, None, None, None, 100))
+        stored = [await transaction.get_job(job.id, "acme") for job in batch]
+    assert [replace(job, sequence=None) for job in stored if job is not None] == batch
+    assert [event.event for event in events] == [enqueued_event(job) for job in batch]
+
+
+async def test_a_trim_deletes_the_events_before_the_first_at_its_cut_off(store: Store) -> None:
+    """Events are trimmed in sequence order: every one before the first at or after the cut-off
+    (never one at or after it); one written with an earlier time after a later one goes with a
+    later trim."""
+    times = [10, 30, 20, 40]
+    written = [
+        StoredEvent(f"evt_{index}", 0, time, Event("job.enqueued", "acme", "q", "t", f"j{index}"))
+        for index, time in enumerate(times)
+    ]
+    async with store.transaction(ACME) as transaction:
+        await transaction.add_events(written)
+        assert await transaction.delete_events_before(25) == 1
+        assert await transaction.delete_events_before(25) == 0
+    async with store.transaction(ACME) as transaction:
+        left = await transaction.list_events(EventQuery("acme", None, None, None, None, 100))
+        assert [event.time for event in left] == [30, 20, 40]
+        assert await transaction.delete_events_before(35) == 2
+        left = await transaction.list_events(EventQuery("acme", None, None, None, None, 100))
+        assert [event.time for event in left] == [40]

@@ -253,8 +253,8 @@ async def test_a_failed_unit_of_one_statement_leaves_nothing_and_forgets_the_ten
     store = isolated.store
     service = Service(Runtime(store, ManualClock(), service_options(), random.Random(13)))
     await service.jobs.enqueue(INITECH, read_envelope({"type": "a.b", "args": []}))
-    bad = '[{"id": "bad", "tenant_id": "umbrella", "queue": "q", "priority": "high", ' + (
-        '"event_id": "evt_bad", "event_type": "job.enqueued"}]'
+    bad = '{"shared": {}, "rows": [{"id": "bad", "tenant_id": "umbrella", "queue": "q", ' + (
+        '"priority": "high", "event_id": "evt_bad", "event_type": "job.enqueued"}]}'
     )
     with pytest.raises(asyncpg.InvalidTextRepresentationError):
         async with store.transaction(UMBRELLA, one_statement=True) as transaction:

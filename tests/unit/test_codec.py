@@ -116,3 +116,58 @@ def test_a_retry_policy_reads_back_from_its_sparse_record() -> None:
         assert retry_from_record(load(dump(sparse_retry_record(policy)))) == policy
     assert sparse_retry_record(RetryPolicy()) == {}
     assert sparse_retry_record(RetryPolicy(max_attempts=1)) == {"max_attempts": 1}
+
+
+def test_an_envelope_holds_only_what_says_something_and_reads_back_whole() -> None:
+    """Empty meta and extra are left out, and so is the retry record when the options hold it
+    as the same JSON; a job reads back the same either way (an options' retry equal in Python
+    but not as JSON, 1.0 for 1, keeps the record)."""
+    from redrive.domain.job import Job
+    from redrive.domain.retry import RetryPolicy
+    from redrive.store.codec import job_from_row, job_parameters
+
+    policy = RetryPolicy(max_attempts=1, on_exhaustion="dead_letter")
+    same = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
+    jobs = {
+        "in options": Job(id="j1", tenant_id="t", type="a.b", queue="q", args=[1],
+                          state="available", created_at=5, enqueued_at=5, sequence=1,
+                          retry=policy, options={"retry": same})
+    }  # fmt: skip
+    from dataclasses import replace
+
+    jobs["a float"] = replace(jobs["in options"], options={"retry": {**same, "max_attempts": 1.0}})
+    jobs["no options"] = replace(jobs["in options"], options={}, meta={"k": 1}, extra={"x": []})
+    envelopes = {name: load(job_parameters(job)["envelope"]) for name, job in jobs.items()}
+    assert envelopes["in options"] == {"args": [1], "options": {"retry": same}}
+    assert envelopes["a float"]["retry"] == same
+    assert envelopes["no options"] == {
+        "args": [1], "options": {}, "meta": {"k": 1}, "extra": {"x": []}, "retry": same,
+    }  # fmt: skip
+    for job in jobs.values():
+        row = {**job_parameters(job), "sequence": 1, "redrive_task_id": None}
+        assert job_from_row(row) == job
+
+
+def test_a_batch_s_shared_columns_are_sent_once() -> None:
+    """new_job_records: the columns every job has alike once, each record its own columns;
+    merged back, each record is the job's record (and event type) as a one-job enqueue has it."""
+    from dataclasses import replace
+
+    from redrive.domain.job import Job
+    from redrive.store.codec import new_job_parameters, new_job_records
+
+    base = Job(id="j1", tenant_id="t", type="a.b", queue="q", args=[1], state="available",
+               created_at=5, enqueued_at=5)  # fmt: skip
+    jobs = [base, replace(base, id="j2", args=[2], priority=3), replace(base, id="j3", args=[3])]
+    shared, records = new_job_records(jobs, ["e1", "e2", "e3"])
+    assert "priority" not in shared and "queue" in shared and "timeout_ms" not in shared
+    assert [set(record) for record in records] == [{"id", "envelope", "priority", "event_id"}] * 3
+    for job, record, event_id in zip(jobs, records, ["e1", "e2", "e3"], strict=True):
+        one = new_job_parameters(job, event_id, 0, False)
+        expected = {
+            key: value for key, value in one.items() if value is not None and key not in
+            ("now", "alone", "envelope")
+        }  # fmt: skip
+        merged = {**shared, **record}
+        assert load(one["envelope"]) == merged.pop("envelope")
+        assert merged == expected

@@ -21,6 +21,14 @@ class Executor(Protocol):
         """A JSON array of records as the dialect binds it (its text, or the records)."""
         ...
 
+    def shared_records_parameter(
+        self, shared: dict[str, Any], records: list[dict[str, Any]]
+    ) -> Any:
+        """Records whose absent fields are those of `shared` (the fields they all have alike,
+        given once), as the dialect binds them: on PostgreSQL the text of `{"shared": shared,
+        "rows": records}`, which the statement reads as such; on SQLite the whole records."""
+        ...
+
     async def notify(self, queues: set[str]) -> None: ...
 
 

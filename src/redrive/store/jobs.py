@@ -52,7 +52,7 @@ class SqlJobs(SqlBase, JobStore):
             parameters = new_job_parameters(jobs[0], event_id, now, alone)
             rows = await self.executor.rows("enqueue_job", parameters)
         else:
-            records = self.executor.records_parameter(new_job_records(jobs, event_ids))
+            records = self.executor.shared_records_parameter(*new_job_records(jobs, event_ids))
             rows = await self._rows("enqueue_jobs", rows=records, now=now, alone=alone)
         return Enqueued(
             inserted={row["id"] for row in rows if row["kind"] == "job"},

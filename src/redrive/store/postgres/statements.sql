@@ -38,14 +38,38 @@ RETURNING id;
 -- as they are), the new jobs of :rows (existing ids skipped; only a new job's columns, the
 -- lifecycle ones keep their defaults), and the queues and the event (`event_id`,
 -- `event_type`, made from the job's columns as domain/events.py `enqueued_event` makes it) of
--- each job inserted. :rows is parsed once. Rows of kind `job` name the ids inserted; rows of
--- kind `listener` are the active webhook subscriptions of the events' tenants (the caller
--- queues their deliveries in the same transaction). With :alone (the statement is its unit's
--- only one and commits by itself), a listener means nothing is written (the caller enqueues
--- again in a transaction) and the statement sends the wake-ups of the available jobs it
--- inserted itself (rows of kind `woken`).
-WITH r AS MATERIALIZED (
-    SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+-- each job inserted. :rows is `{"shared": ..., "rows": [...]}`, parsed once: a column a
+-- record of `rows` leaves out is the one `shared` holds (the columns the whole batch has
+-- alike, sent once), and an event's data, when its columns are all shared, is built once.
+-- Rows of kind `job` name the ids inserted; rows of kind `listener` are the active webhook
+-- subscriptions of the events' tenants (the caller queues their deliveries in the same
+-- transaction). With :alone (the statement is its unit's only one and commits by itself), a
+-- listener means nothing is written (the caller enqueues again in a transaction) and the
+-- statement sends the wake-ups of the available jobs it inserted itself (rows of kind `woken`).
+WITH shared AS MATERIALIZED (
+    SELECT s.*, CASE WHEN s.type IS NOT NULL AND s.queue IS NOT NULL AND s.priority IS NOT NULL
+        THEN jsonb_build_object('job_type', s.type, 'queue', s.queue, 'priority', s.priority)
+    END AS data
+    FROM jsonb_to_record(CAST(:rows AS jsonb) -> 'shared') AS s(
+        tenant_id text, queue text, type text, state text, priority integer,
+        max_attempts integer, timeout_ms bigint, visibility_timeout_ms bigint,
+        created_at bigint, enqueued_at bigint, scheduled_at bigint, expires_at bigint,
+        run_at bigint, event_type text
+    )
+), r AS MATERIALIZED (
+    SELECT
+        r.id, COALESCE(r.tenant_id, s.tenant_id) AS tenant_id, COALESCE(r.queue, s.queue) AS queue,
+        COALESCE(r.type, s.type) AS type, COALESCE(r.state, s.state) AS state,
+        COALESCE(r.priority, s.priority) AS priority,
+        COALESCE(r.max_attempts, s.max_attempts) AS max_attempts, r.envelope,
+        COALESCE(r.timeout_ms, s.timeout_ms) AS timeout_ms,
+        COALESCE(r.visibility_timeout_ms, s.visibility_timeout_ms) AS visibility_timeout_ms,
+        COALESCE(r.created_at, s.created_at) AS created_at,
+        COALESCE(r.enqueued_at, s.enqueued_at) AS enqueued_at,
+        COALESCE(r.scheduled_at, s.scheduled_at) AS scheduled_at,
+        COALESCE(r.expires_at, s.expires_at) AS expires_at, COALESCE(r.run_at, s.run_at) AS run_at,
+        r.event_id, COALESCE(r.event_type, s.event_type) AS event_type
+    FROM shared AS s, jsonb_to_recordset(CAST(:rows AS jsonb) -> 'rows') AS r(
         id text, tenant_id text, queue text, type text, state text, priority integer,
         max_attempts integer, envelope jsonb, timeout_ms bigint, visibility_timeout_ms bigint,
         created_at bigint, enqueued_at bigint, scheduled_at bigint, expires_at bigint,
@@ -66,18 +90,20 @@ WITH r AS MATERIALIZED (
     FROM r
     WHERE NOT (CAST(:alone AS boolean) AND EXISTS (SELECT FROM listening))
     ON CONFLICT (id) DO NOTHING
-    RETURNING id, queue, state
+    RETURNING id, tenant_id, queue, state
 ), known AS (
     INSERT INTO queues (name, tenant_id, created_at)
-    SELECT DISTINCT r.queue, r.tenant_id, CAST(:now AS bigint) FROM r
-    WHERE r.id IN (SELECT id FROM inserted)
+    SELECT DISTINCT queue, tenant_id, CAST(:now AS bigint) FROM inserted
     ON CONFLICT (tenant_id, name) DO NOTHING
 ), added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
     SELECT
         r.event_id, r.tenant_id, r.event_type, r.queue, r.type, r.id, CAST(:now AS bigint),
-        jsonb_build_object('job_type', r.type, 'queue', r.queue, 'priority', r.priority)
-    FROM r
+        COALESCE(
+            shared.data,
+            jsonb_build_object('job_type', r.type, 'queue', r.queue, 'priority', r.priority)
+        )
+    FROM r, shared
     WHERE r.event_id IS NOT NULL AND r.id IN (SELECT id FROM inserted)
 ), woken AS (
     SELECT queue, pg_notify('redrive_jobs', queue) FROM (
@@ -1164,7 +1190,15 @@ LIMIT :limit;
 SELECT sequence FROM events WHERE id = :id;
 
 -- name: delete_events_before
-DELETE FROM events WHERE time < :before;
+-- The events before the first one (in sequence order) at or after :before: found from the
+-- oldest along the primary key, reading no more than those it deletes (no index on time to
+-- keep up for every event written). Never one at or after :before; one written with an
+-- earlier time after a later one (another replica's clock) goes with a later trim.
+DELETE FROM events
+WHERE time < :before AND sequence < COALESCE(
+    (SELECT sequence FROM events WHERE time >= :before ORDER BY sequence LIMIT 1),
+    9223372036854775807
+);
 
 -- name: savepoint
 -- A part of a transaction that can be undone alone (a redrive task's batch).

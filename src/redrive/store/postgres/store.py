@@ -109,6 +109,11 @@ class StatementExecutor:
     def records_parameter(self, records: list[dict[str, Any]]) -> Any:
         return dump(records)
 
+    def shared_records_parameter(
+        self, shared: dict[str, Any], records: list[dict[str, Any]]
+    ) -> Any:
+        return dump({"shared": shared, "rows": records})
+
     async def notify(self, queues: set[str]) -> None:
         """Already sent by the statement (run with :alone), in its implicit transaction."""
         if not self.woke:
@@ -166,6 +171,11 @@ class PostgresExecutor:
 
     def records_parameter(self, records: list[dict[str, Any]]) -> Any:
         return dump(records)
+
+    def shared_records_parameter(
+        self, shared: dict[str, Any], records: list[dict[str, Any]]
+    ) -> Any:
+        return dump({"shared": shared, "rows": records})
 
     async def notify(self, queues: set[str]) -> None:
         """Sent with the COMMIT (PostgreSQL delivers a NOTIFY on commit either way)."""

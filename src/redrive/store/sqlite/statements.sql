@@ -1027,7 +1027,15 @@ LIMIT :limit;
 SELECT sequence FROM events WHERE id = :id;
 
 -- name: delete_events_before
-DELETE FROM events WHERE time < :before;
+-- The events before the first one (in sequence order) at or after :before: found from the
+-- oldest along the primary key, reading no more than those it deletes (no index on time to
+-- keep up for every event written). Never one at or after :before; one written with an
+-- earlier time after a later one (another replica's clock) goes with a later trim.
+DELETE FROM events
+WHERE time < :before AND sequence < COALESCE(
+    (SELECT sequence FROM events WHERE time >= :before ORDER BY sequence LIMIT 1),
+    9223372036854775807
+);
 
 -- name: savepoint
 -- A part of a transaction that can be undone alone (a redrive task's batch).

@@ -259,6 +259,11 @@ class SqliteExecutor:
     def records_parameter(self, records: list[dict[str, Any]]) -> Any:
         return Records(records)
 
+    def shared_records_parameter(
+        self, shared: dict[str, Any], records: list[dict[str, Any]]
+    ) -> Any:
+        return Records([{**shared, **record} for record in records])
+
     async def notify(self, queues: set[str]) -> None:
         """Nothing to send: the store wakes in-process waiters once the transaction commits."""
 
