@@ -89,7 +89,7 @@ DEAD_LETTER_COLUMNS = (
 )  # fmt: skip
 # dead_letter_snapshots (migration 0025), with the columns its arrival indexes read (0028)
 SNAPSHOT_COLUMNS = (
-    "id", "tenant_id", "job", "queue", "discarded_at", "incident_id", "aggregate_key",
+    "id", "tenant_id", "job", "job_id", "queue", "discarded_at", "incident_id", "aggregate_key",
 )  # fmt: skip
 
 

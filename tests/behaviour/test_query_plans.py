@@ -501,8 +501,9 @@ FROM generate_series(1, %(rows)s) AS n
 """
 # Their snapshots, which carry the arrival indexes (migration 0028).
 TREND_SNAPSHOTS = """
-INSERT INTO dead_letter_snapshots (id, tenant_id, job, queue, discarded_at, incident_id)
-SELECT id, tenant_id, CAST('{}' AS jsonb), queue, discarded_at, incident_id FROM dead_letters
+INSERT INTO dead_letter_snapshots (id, tenant_id, job, job_id, queue, discarded_at, incident_id)
+SELECT id, tenant_id, CAST('{}' AS jsonb), job_id, queue, discarded_at, incident_id
+FROM dead_letters
 """
 
 

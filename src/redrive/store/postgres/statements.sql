@@ -422,12 +422,13 @@ WITH entered AS (
     )
 ), snapshots AS (
     INSERT INTO dead_letter_snapshots (
-        id, tenant_id, job, queue, discarded_at, incident_id, aggregate_key
+        id, tenant_id, job, job_id, queue, discarded_at, incident_id, aggregate_key
     )
-    SELECT r.id, r.tenant_id, r.job, r.queue, r.discarded_at, r.incident_id, r.aggregate_key
+    SELECT r.id, r.tenant_id, r.job, r.job_id, r.queue, r.discarded_at, r.incident_id,
+        r.aggregate_key
     FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
-        id text, tenant_id text, job jsonb, queue text, discarded_at bigint, incident_id text,
-        aggregate_key text
+        id text, tenant_id text, job jsonb, job_id text, queue text, discarded_at bigint,
+        incident_id text, aggregate_key text
     )
 )
 {incident_upsert};
@@ -527,11 +528,14 @@ SELECT MIN(discarded_at) AS oldest_at, MAX(discarded_at) AS newest_at
 FROM dead_letters WHERE status = 'dead' AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 
 -- name: select_dead_letter_episodes
--- Every episode of the job: its dead letters and history, and the tombstones of those pruned.
+-- Every episode of the job: its dead letters and history (found by their snapshots' index:
+-- migration 0028), and the tombstones of those pruned.
 SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, {snapshot},
        moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
        aggregate_key
-FROM dead_letters WHERE job_id = :job_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+FROM dead_letters
+WHERE id IN (SELECT id FROM dead_letter_snapshots WHERE job_id = :job_id)
+  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 UNION ALL
 SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
        moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
@@ -681,12 +685,13 @@ WITH restored AS (
         :moved_at, :moved_by, :args, :replay_count, :fingerprint, :fingerprint_version,
         :incident_id, :aggregate_key
     ) ON CONFLICT DO NOTHING
-    RETURNING id, tenant_id, queue, discarded_at, incident_id, aggregate_key
+    RETURNING id, tenant_id, job_id, queue, discarded_at, incident_id, aggregate_key
 ), snapshot AS (
     INSERT INTO dead_letter_snapshots (
-        id, tenant_id, job, queue, discarded_at, incident_id, aggregate_key
+        id, tenant_id, job, job_id, queue, discarded_at, incident_id, aggregate_key
     )
-    SELECT id, tenant_id, CAST(:job AS jsonb), queue, discarded_at, incident_id, aggregate_key
+    SELECT id, tenant_id, CAST(:job AS jsonb), job_id, queue, discarded_at, incident_id,
+        aggregate_key
     FROM restored
 )
 SELECT id FROM restored;

@@ -340,11 +340,11 @@ VALUES (
     :rows->>fingerprint_version, :rows->>incident_id, :rows->>aggregate_key
 );
 INSERT INTO dead_letter_snapshots (
-    id, tenant_id, job, queue, discarded_at, incident_id, aggregate_key
+    id, tenant_id, job, job_id, queue, discarded_at, incident_id, aggregate_key
 )
 VALUES (
-    :rows->>id, :rows->>tenant_id, :rows->job, :rows->>queue, :rows->>discarded_at,
-    :rows->>incident_id, :rows->>aggregate_key
+    :rows->>id, :rows->>tenant_id, :rows->job, :rows->>job_id, :rows->>queue,
+    :rows->>discarded_at, :rows->>incident_id, :rows->>aggregate_key
 );
 {incident_upsert};
 
@@ -443,11 +443,14 @@ SELECT MIN(discarded_at) AS oldest_at, MAX(discarded_at) AS newest_at
 FROM dead_letters WHERE status = 'dead' AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
 -- name: select_dead_letter_episodes
--- Every episode of the job: its dead letters and history, and the tombstones of those pruned.
+-- Every episode of the job: its dead letters and history (found by their snapshots' index:
+-- migration 0028), and the tombstones of those pruned.
 SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, {snapshot},
        moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
        aggregate_key
-FROM dead_letters WHERE job_id = :job_id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+FROM dead_letters
+WHERE id IN (SELECT id FROM dead_letter_snapshots WHERE job_id = :job_id)
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 UNION ALL
 SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
        moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
@@ -587,9 +590,9 @@ INSERT INTO dead_letters (
 ) ON CONFLICT DO NOTHING
 RETURNING id;
 INSERT INTO dead_letter_snapshots (
-    id, tenant_id, job, queue, discarded_at, incident_id, aggregate_key
+    id, tenant_id, job, job_id, queue, discarded_at, incident_id, aggregate_key
 ) VALUES (
-    :id, :tenant_id, :job, :queue, :discarded_at, :incident_id, :aggregate_key
+    :id, :tenant_id, :job, :job_id, :queue, :discarded_at, :incident_id, :aggregate_key
 ) ON CONFLICT DO NOTHING;
 
 -- name: select_dead_letter_policies
