@@ -476,9 +476,7 @@ def test_sqlite_incident_trends_read_only_their_index(
         parameters = {"ids": json.dumps(ids), "tenant_id": tenant, "start": buckets.start,
                       "end": buckets.end, "width": buckets.width}  # fmt: skip
         details = explain_sqlite(sqlite_database, sql, parameters)
-        on_snapshots = [
-            d for d in details if re.match(r"(SCAN|SEARCH) dead_letter_snapshots\b", d)
-        ]
+        on_snapshots = [d for d in details if re.match(r"(SCAN|SEARCH) dead_letter_snapshots\b", d)]
         assert on_snapshots == [
             "SEARCH dead_letter_snapshots USING COVERING INDEX "
             "dead_letter_snapshots_incident_arrivals "
