@@ -87,7 +87,10 @@ DEAD_LETTER_COLUMNS = (
     "status", "moved_at", "moved_by", "args", "replay_count", "fingerprint",
     "fingerprint_version", "incident_id", "aggregate_key",
 )  # fmt: skip
-SNAPSHOT_COLUMNS = ("id", "tenant_id", "job")  # dead_letter_snapshots (migration 0025)
+# dead_letter_snapshots (migration 0025), with the columns its arrival indexes read (0028)
+SNAPSHOT_COLUMNS = (
+    "id", "tenant_id", "job", "job_id", "queue", "discarded_at", "incident_id", "aggregate_key",
+)  # fmt: skip
 
 
 class Template:
@@ -197,6 +200,7 @@ def type_templates(job_type: str, queue: str, now: int) -> TypeTemplates:
     dead_row = dead_letter_record(episode)
     snapshot_row = {"id": dead_row["id"], "tenant_id": dead_row["tenant_id"],
                     "job": dump(dead_row.pop("job"))}  # fmt: skip
+    snapshot_row.update({name: dead_row[name] for name in SNAPSHOT_COLUMNS[3:]})
     if list(dead_row) != list(DEAD_LETTER_COLUMNS):
         raise RuntimeError(f"dead_letter_record changed its columns: {list(dead_row)}")
     return TypeTemplates(

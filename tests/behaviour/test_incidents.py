@@ -559,7 +559,10 @@ async def owner_run(service: Service, sql: str) -> None:
 
 
 async def forget_incidents(service: Service, where: str = "true") -> None:
-    """Make dead letters look as they did before migration 0009, with no incident."""
+    """Make dead letters look as they did before migration 0009, with no incident (their
+    snapshots, which carry the arrival indexes since migration 0028, too)."""
+    await owner_run(service, "UPDATE dead_letter_snapshots SET incident_id = NULL WHERE id IN "
+                    f"(SELECT id FROM dead_letters WHERE {where})")  # fmt: skip
     await owner_run(service, "UPDATE dead_letters SET fingerprint = NULL, "
                     f"fingerprint_version = NULL, incident_id = NULL WHERE {where}")  # fmt: skip
     await owner_run(service, "DELETE FROM incidents")
@@ -588,6 +591,20 @@ async def test_the_backfill_files_older_dead_letters_into_incidents_a_batch_at_a
     for key in ("fingerprint", "message", "error_type", "queues", "first_seen_at", "last_seen_at"):
         assert found[timeout][key] == expected[timeout][key], key
     assert await count_rows(service, "SELECT COUNT(*) FROM events") == events_before
+
+
+async def test_backfilled_dead_letters_count_in_their_incidents_trend(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """The trend counts arrivals on the snapshots' index (migration 0028): the backfill names
+    the incident on the snapshot as well as on the dead letter."""
+    jobs = [await die(client) for _ in range(3)]
+    incident = await incident_of(client, jobs[0])
+    await forget_incidents(service)
+    assert await service.incidents.backfill() == 3
+    response = await client.get(f"{INCIDENTS}/{incident}", params={"trend": "24h"})
+    assert response.status_code == 200, response.text
+    assert response.json()["incident"]["trend"]["total"] == 3
 
 
 async def test_the_backfill_never_regresses_a_resolved_incident(

@@ -476,9 +476,10 @@ def test_sqlite_incident_trends_read_only_their_index(
         parameters = {"ids": json.dumps(ids), "tenant_id": tenant, "start": buckets.start,
                       "end": buckets.end, "width": buckets.width}  # fmt: skip
         details = explain_sqlite(sqlite_database, sql, parameters)
-        on_dead_letters = [d for d in details if re.match(r"(SCAN|SEARCH) dead_letters\b", d)]
-        assert on_dead_letters == [
-            "SEARCH dead_letters USING COVERING INDEX dead_letters_incident_arrivals "
+        on_snapshots = [d for d in details if re.match(r"(SCAN|SEARCH) dead_letter_snapshots\b", d)]
+        assert on_snapshots == [
+            "SEARCH dead_letter_snapshots USING COVERING INDEX "
+            "dead_letter_snapshots_incident_arrivals "
             "(incident_id=? AND discarded_at>? AND discarded_at<?)"
         ], "\n".join(details)
 
@@ -496,6 +497,12 @@ SELECT 'dl' || n, 'job' || n, CASE WHEN n %% 10 = 0 THEN 'other' ELSE %(tenant)s
        'inc_' || lpad(to_hex(n %% 200), 24, '0')
 FROM generate_series(1, %(rows)s) AS n
 """
+# Their snapshots, which carry the arrival indexes (migration 0028).
+TREND_SNAPSHOTS = """
+INSERT INTO dead_letter_snapshots (id, tenant_id, job, job_id, queue, discarded_at, incident_id)
+SELECT id, tenant_id, CAST('{}' AS jsonb), job_id, queue, discarded_at, incident_id
+FROM dead_letters
+"""
 
 
 @pytest.fixture(scope="module")
@@ -504,7 +511,9 @@ def trend_postgres(postgres_template: str) -> Iterator[str]:
         with psycopg.connect(url, autocommit=True) as connection:
             values = {"tenant": DEFAULT_TENANT, "now": ManualClock().now_ms(), "rows": TREND_ROWS}
             connection.execute(TREND_SEED, values)
-            connection.execute("VACUUM (ANALYZE) dead_letters")  # as autovacuum leaves it
+            connection.execute(TREND_SNAPSHOTS)
+            # as autovacuum leaves them
+            connection.execute("VACUUM (ANALYZE) dead_letters, dead_letter_snapshots")
         yield url
 
 
@@ -515,7 +524,7 @@ def test_postgres_incident_trends_read_only_their_index(
     trend_postgres: str, mode: str, window: Window
 ) -> None:
     """A page of 50 incidents' trends: an index-only range scan of
-    dead_letters_incident_arrivals, and the tombstones' status-and-time index (pruned dead
+    dead_letter_snapshots_incident_arrivals, and the tombstones' status-and-time index (pruned dead
     letters still arrived), whatever the plan cache does."""
     ids = ["inc_" + format(number, "024x") for number in range(50)]
     buckets = buckets_for(window, ManualClock().now_ms())
@@ -523,13 +532,15 @@ def test_postgres_incident_trends_read_only_their_index(
                   "end": buckets.end, "width": buckets.width}  # fmt: skip
     plan = explain_postgres(trend_postgres, "count_incident_arrivals", parameters, mode)
     shown = json.dumps(plan, indent=1)
-    scans = [node for node in plan_nodes(plan) if node.get("Relation Name") == "dead_letters"]
+    scans = [
+        node for node in plan_nodes(plan) if node.get("Relation Name") == "dead_letter_snapshots"
+    ]
     assert [node["Node Type"] for node in scans] == ["Index Only Scan"], shown
     tombstones = [
         node for node in plan_nodes(plan) if node.get("Relation Name") == "dead_letter_tombstones"
     ]
     assert tombstones and all(node["Node Type"] != "Seq Scan" for node in tombstones), shown
     assert index_names(plan) == {
-        "dead_letters_incident_arrivals",
+        "dead_letter_snapshots_incident_arrivals",
         "dead_letter_tombstones_by_time",
     }, shown

@@ -428,7 +428,8 @@ WHERE paused AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 -- Many episodes (:rows) and what they add to their incidents (:incidents) in one statement: the
 -- way into the dead-letter queue costs one round trip. The incidents come back as they are after
 -- it (the incident id is derived from its key, so the inserts do not depend on each other). Each
--- episode's job snapshot goes to dead_letter_snapshots (migration 0025).
+-- episode's job snapshot goes to dead_letter_snapshots (migration 0025), with the columns its
+-- arrival indexes read (migration 0028).
 WITH entered AS (
     INSERT INTO dead_letters (
         id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status,
@@ -446,9 +447,15 @@ WITH entered AS (
         aggregate_key text
     )
 ), snapshots AS (
-    INSERT INTO dead_letter_snapshots (id, tenant_id, job)
-    SELECT r.id, r.tenant_id, r.job
-    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(id text, tenant_id text, job jsonb)
+    INSERT INTO dead_letter_snapshots (
+        id, tenant_id, job, job_id, queue, discarded_at, incident_id, aggregate_key
+    )
+    SELECT r.id, r.tenant_id, r.job, r.job_id, r.queue, r.discarded_at, r.incident_id,
+        r.aggregate_key
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+        id text, tenant_id text, job jsonb, job_id text, queue text, discarded_at bigint,
+        incident_id text, aggregate_key text
+    )
 )
 {incident_upsert};
 
@@ -547,11 +554,14 @@ SELECT MIN(discarded_at) AS oldest_at, MAX(discarded_at) AS newest_at
 FROM dead_letters WHERE status = 'dead' AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 
 -- name: select_dead_letter_episodes
--- Every episode of the job: its dead letters and history, and the tombstones of those pruned.
+-- Every episode of the job: its dead letters and history (found by their snapshots' index:
+-- migration 0028), and the tombstones of those pruned.
 SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, {snapshot},
        moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
        aggregate_key
-FROM dead_letters WHERE job_id = :job_id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
+FROM dead_letters
+WHERE id IN (SELECT id FROM dead_letter_snapshots WHERE job_id = :job_id)
+  AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 UNION ALL
 SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
        moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
@@ -701,10 +711,14 @@ WITH restored AS (
         :moved_at, :moved_by, :args, :replay_count, :fingerprint, :fingerprint_version,
         :incident_id, :aggregate_key
     ) ON CONFLICT DO NOTHING
-    RETURNING id, tenant_id
+    RETURNING id, tenant_id, job_id, queue, discarded_at, incident_id, aggregate_key
 ), snapshot AS (
-    INSERT INTO dead_letter_snapshots (id, tenant_id, job)
-    SELECT id, tenant_id, CAST(:job AS jsonb) FROM restored
+    INSERT INTO dead_letter_snapshots (
+        id, tenant_id, job, job_id, queue, discarded_at, incident_id, aggregate_key
+    )
+    SELECT id, tenant_id, CAST(:job AS jsonb), job_id, queue, discarded_at, incident_id,
+        aggregate_key
+    FROM restored
 )
 SELECT id FROM restored;
 
@@ -981,12 +995,12 @@ WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
 -- name: count_incident_arrivals
 -- The dead letters (in any status now) that arrived at each incident of :ids in [:start, :end),
 -- per bucket of :width ms (0 the oldest); empty buckets are absent. One index-only range scan
--- per incident on dead_letters_incident_arrivals, and the tombstones of the range (a range scan
--- per status: few are that young).
+-- per incident on dead_letter_snapshots_incident_arrivals (a snapshot per dead letter, whatever
+-- its status), and the tombstones of the range (a range scan per status: few are that young).
 SELECT incident_id, (discarded_at - CAST(:start AS bigint)) / CAST(:width AS bigint) AS bucket,
        COUNT(*) AS count
 FROM (
-    SELECT incident_id, discarded_at FROM dead_letters
+    SELECT incident_id, discarded_at FROM dead_letter_snapshots
     WHERE incident_id = ANY(CAST(:ids AS text[]))
       AND discarded_at >= CAST(:start AS bigint) AND discarded_at < CAST(:end AS bigint)
       AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
@@ -1108,15 +1122,22 @@ LIMIT :limit
 FOR UPDATE SKIP LOCKED;
 
 -- name: fingerprint_dead_letters
--- Those episodes fingerprinted and named to their incidents; returns the ids written.
-UPDATE dead_letters SET
-    fingerprint = r.fingerprint, fingerprint_version = r.fingerprint_version,
-    incident_id = r.incident_id
-FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
-    id text, fingerprint text, fingerprint_version integer, incident_id text
+-- Those episodes fingerprinted and named to their incidents (their snapshots too, whose
+-- arrival index reads it); returns the ids written.
+WITH written AS (
+    UPDATE dead_letters SET
+        fingerprint = r.fingerprint, fingerprint_version = r.fingerprint_version,
+        incident_id = r.incident_id
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+        id text, fingerprint text, fingerprint_version integer, incident_id text
+    )
+    WHERE dead_letters.id = r.id AND dead_letters.fingerprint IS NULL
+    RETURNING dead_letters.id, dead_letters.incident_id
+), snapshots AS (
+    UPDATE dead_letter_snapshots AS snapshot SET incident_id = written.incident_id
+    FROM written WHERE snapshot.id = written.id
 )
-WHERE dead_letters.id = r.id AND dead_letters.fingerprint IS NULL
-RETURNING dead_letters.id;
+SELECT id FROM written;
 
 -- name: upsert_worker
 INSERT INTO workers (
@@ -1401,13 +1422,14 @@ DELETE FROM webhook_deliveries WHERE id IN (
 
 -- name: select_dead_letter_arrivals
 -- Dead letters (in any status now) that arrived since :since, per queue: how many within the
--- quiet period and how many within the spike window (index-only on dead_letters_arrivals; the
--- tombstones of those pruned since, by a range scan per status).
+-- quiet period and how many within the spike window (index-only on
+-- dead_letter_snapshots_arrivals, a snapshot per dead letter; the tombstones of those pruned
+-- since, by a range scan per status).
 SELECT tenant_id, queue,
        SUM(CASE WHEN discarded_at >= :quiet_start THEN 1 ELSE 0 END) AS in_quiet_period,
        SUM(CASE WHEN discarded_at >= :window_start THEN 1 ELSE 0 END) AS in_window
 FROM (
-    SELECT tenant_id, queue, discarded_at FROM dead_letters WHERE discarded_at >= :since
+    SELECT tenant_id, queue, discarded_at FROM dead_letter_snapshots WHERE discarded_at >= :since
     UNION ALL
     SELECT tenant_id, queue, discarded_at FROM dead_letter_tombstones
     WHERE status IN ('pruned', 'archived') AND discarded_at >= :since
@@ -1416,11 +1438,11 @@ GROUP BY tenant_id, queue;
 
 -- name: count_queue_arrivals
 -- For each {tenant_id, queue} of :queues, the dead letters that arrived in [:start, :end)
--- (index-only on dead_letters_queue_arrivals).
+-- (index-only on dead_letter_snapshots_queue_arrivals, a snapshot per dead letter).
 SELECT wanted.tenant_id, wanted.queue,
-       (SELECT COUNT(*) FROM dead_letters
-        WHERE dead_letters.tenant_id = wanted.tenant_id AND dead_letters.queue = wanted.queue
-          AND discarded_at >= :start AND discarded_at < :end)
+       (SELECT COUNT(*) FROM dead_letter_snapshots AS snapshot
+        WHERE snapshot.tenant_id = wanted.tenant_id AND snapshot.queue = wanted.queue
+          AND snapshot.discarded_at >= :start AND snapshot.discarded_at < :end)
        + (SELECT COUNT(*) FROM dead_letter_tombstones AS tombstones
           WHERE tombstones.status IN ('pruned', 'archived')
             AND tombstones.discarded_at >= :start AND tombstones.discarded_at < :end
@@ -1437,9 +1459,10 @@ HAVING SUM(count) > :above;
 -- name: select_aggregate_counts
 -- Dead letters dead now per (tenant, queue, aggregate key), for the keys of those that arrived
 -- since :since and those of open aggregate alerts, where at least :at_least share the key
--- (recent arrivals by dead_letters_arrivals, each key counted on dead_letters_by_aggregate_key).
+-- (recent arrivals by dead_letter_snapshots_arrivals, each key counted on
+-- dead_letters_by_aggregate_key).
 WITH candidates AS (
-    SELECT DISTINCT tenant_id, queue, aggregate_key FROM dead_letters
+    SELECT DISTINCT tenant_id, queue, aggregate_key FROM dead_letter_snapshots
     WHERE discarded_at >= CAST(:since AS bigint) AND aggregate_key IS NOT NULL
     UNION
     SELECT tenant_id, queue, key FROM alerts WHERE rule = 'aggregate' AND state <> 'resolved'

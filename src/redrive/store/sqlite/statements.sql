@@ -326,7 +326,8 @@ WHERE paused AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 -- name: enter_dead_letters
 -- Many episodes (:rows, one insert per episode) and what they add to their incidents
 -- (:incidents): run in one call (the executor returns the last one's rows, the incidents as they
--- are after it). Each episode's job snapshot goes to dead_letter_snapshots (migration 0025).
+-- are after it). Each episode's job snapshot goes to dead_letter_snapshots (migration 0025), with
+-- the columns its arrival indexes read (migration 0028).
 INSERT INTO dead_letters (
     id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status,
     moved_at, moved_by, args, replay_count, fingerprint, fingerprint_version, incident_id,
@@ -338,8 +339,13 @@ VALUES (
     :rows->>moved_at, :rows->>moved_by, :rows->>args, :rows->>replay_count, :rows->>fingerprint,
     :rows->>fingerprint_version, :rows->>incident_id, :rows->>aggregate_key
 );
-INSERT INTO dead_letter_snapshots (id, tenant_id, job)
-VALUES (:rows->>id, :rows->>tenant_id, :rows->job);
+INSERT INTO dead_letter_snapshots (
+    id, tenant_id, job, job_id, queue, discarded_at, incident_id, aggregate_key
+)
+VALUES (
+    :rows->>id, :rows->>tenant_id, :rows->job, :rows->>job_id, :rows->>queue,
+    :rows->>discarded_at, :rows->>incident_id, :rows->>aggregate_key
+);
 {incident_upsert};
 
 -- fragment: dead_letter_filter
@@ -437,11 +443,14 @@ SELECT MIN(discarded_at) AS oldest_at, MAX(discarded_at) AS newest_at
 FROM dead_letters WHERE status = 'dead' AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
 -- name: select_dead_letter_episodes
--- Every episode of the job: its dead letters and history, and the tombstones of those pruned.
+-- Every episode of the job: its dead letters and history (found by their snapshots' index:
+-- migration 0028), and the tombstones of those pruned.
 SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, {snapshot},
        moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
        aggregate_key
-FROM dead_letters WHERE job_id = :job_id AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+FROM dead_letters
+WHERE id IN (SELECT id FROM dead_letter_snapshots WHERE job_id = :job_id)
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 UNION ALL
 SELECT id, job_id, tenant_id, queue, type, error_type, reason, discarded_at, status, job,
        moved_at, moved_by, replay_count, fingerprint, fingerprint_version, incident_id,
@@ -580,8 +589,11 @@ INSERT INTO dead_letters (
     :incident_id, :aggregate_key
 ) ON CONFLICT DO NOTHING
 RETURNING id;
-INSERT INTO dead_letter_snapshots (id, tenant_id, job) VALUES (:id, :tenant_id, :job)
-ON CONFLICT DO NOTHING;
+INSERT INTO dead_letter_snapshots (
+    id, tenant_id, job, job_id, queue, discarded_at, incident_id, aggregate_key
+) VALUES (
+    :id, :tenant_id, :job, :job_id, :queue, :discarded_at, :incident_id, :aggregate_key
+) ON CONFLICT DO NOTHING;
 
 -- name: select_dead_letter_policies
 SELECT * FROM dead_letter_policies WHERE tenant_id = :tenant_id ORDER BY queue;
@@ -822,11 +834,11 @@ SELECT * FROM incidents WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :t
 -- name: count_incident_arrivals
 -- The dead letters (in any status now) that arrived at each incident of :ids in [:start, :end),
 -- per bucket of :width ms (0 the oldest); empty buckets are absent. One index-only range scan
--- per incident on dead_letters_incident_arrivals, and the tombstones of the range (a range scan
--- per status: few are that young).
+-- per incident on dead_letter_snapshots_incident_arrivals (a snapshot per dead letter, whatever
+-- its status), and the tombstones of the range (a range scan per status: few are that young).
 SELECT incident_id, (discarded_at - :start) / :width AS bucket, COUNT(*) AS count
 FROM (
-    SELECT incident_id, discarded_at FROM dead_letters
+    SELECT incident_id, discarded_at FROM dead_letter_snapshots
     WHERE incident_id IN (SELECT value FROM json_each(:ids))
       AND discarded_at >= :start AND discarded_at < :end
       AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
@@ -948,7 +960,15 @@ ORDER BY id
 LIMIT :limit;
 
 -- name: fingerprint_dead_letters
--- Those episodes fingerprinted and named to their incidents; returns the ids written.
+-- Those episodes fingerprinted and named to their incidents (their snapshots first, whose
+-- arrival index reads it); returns the ids written.
+UPDATE dead_letter_snapshots SET incident_id = changes.incident_id
+FROM (
+    SELECT value ->> '$.id' AS id, value ->> '$.incident_id' AS incident_id FROM json_each(:rows)
+) AS changes
+WHERE dead_letter_snapshots.id = changes.id AND EXISTS (
+    SELECT 1 FROM dead_letters
+    WHERE dead_letters.id = changes.id AND dead_letters.fingerprint IS NULL);
 UPDATE dead_letters SET
     fingerprint = changes.fingerprint, fingerprint_version = changes.fingerprint_version,
     incident_id = changes.incident_id
@@ -1227,13 +1247,15 @@ DELETE FROM webhook_deliveries WHERE id IN (
 
 -- name: select_dead_letter_arrivals
 -- Dead letters (in any status now) that arrived since :since, per queue: how many within the
--- quiet period and how many within the spike window (covered by dead_letters_arrivals; the
--- tombstones of those pruned since, by a range scan per status).
+-- quiet period and how many within the spike window (covered by
+-- dead_letter_snapshots_arrivals, a snapshot per dead letter; the tombstones of those pruned
+-- since, by a range scan per status).
 SELECT tenant_id, queue,
        SUM(CASE WHEN discarded_at >= :quiet_start THEN 1 ELSE 0 END) AS in_quiet_period,
        SUM(CASE WHEN discarded_at >= :window_start THEN 1 ELSE 0 END) AS in_window
 FROM (
-    SELECT tenant_id, queue, discarded_at FROM dead_letters INDEXED BY dead_letters_arrivals
+    SELECT tenant_id, queue, discarded_at
+    FROM dead_letter_snapshots INDEXED BY dead_letter_snapshots_arrivals
     WHERE discarded_at >= :since
     UNION ALL
     SELECT tenant_id, queue, discarded_at FROM dead_letter_tombstones
@@ -1243,12 +1265,13 @@ GROUP BY tenant_id, queue;
 
 -- name: count_queue_arrivals
 -- For each {tenant_id, queue} of :queues, the dead letters that arrived in [:start, :end)
--- (covered by dead_letters_queue_arrivals).
+-- (covered by dead_letter_snapshots_queue_arrivals, a snapshot per dead letter).
 SELECT wanted.value ->> '$.tenant_id' AS tenant_id, wanted.value ->> '$.queue' AS queue,
-       (SELECT COUNT(*) FROM dead_letters INDEXED BY dead_letters_queue_arrivals
-        WHERE dead_letters.tenant_id = wanted.value ->> '$.tenant_id'
-          AND dead_letters.queue = wanted.value ->> '$.queue'
-          AND discarded_at >= :start AND discarded_at < :end)
+       (SELECT COUNT(*)
+        FROM dead_letter_snapshots AS snapshot INDEXED BY dead_letter_snapshots_queue_arrivals
+        WHERE snapshot.tenant_id = wanted.value ->> '$.tenant_id'
+          AND snapshot.queue = wanted.value ->> '$.queue'
+          AND snapshot.discarded_at >= :start AND snapshot.discarded_at < :end)
        + (SELECT COUNT(*) FROM dead_letter_tombstones AS tombstones
           WHERE tombstones.status IN ('pruned', 'archived')
             AND tombstones.discarded_at >= :start AND tombstones.discarded_at < :end
@@ -1266,9 +1289,10 @@ HAVING SUM(count) > :above;
 -- name: select_aggregate_counts
 -- Dead letters dead now per (tenant, queue, aggregate key), for the keys of those that arrived
 -- since :since and those of open aggregate alerts, where at least :at_least share the key
--- (recent arrivals by dead_letters_arrivals, each key counted on dead_letters_by_aggregate_key).
+-- (recent arrivals by dead_letter_snapshots_arrivals, each key counted on
+-- dead_letters_by_aggregate_key).
 WITH candidates AS (
-    SELECT DISTINCT tenant_id, queue, aggregate_key FROM dead_letters
+    SELECT DISTINCT tenant_id, queue, aggregate_key FROM dead_letter_snapshots
     WHERE discarded_at >= :since AND aggregate_key IS NOT NULL
     UNION
     SELECT tenant_id, queue, key FROM alerts WHERE rule = 'aggregate' AND state <> 'resolved'
