@@ -550,7 +550,7 @@ PLAIN = [
 
 @pytest.mark.parametrize("raw", PLAIN)
 def test_a_plain_envelope_reads_as_field_by_field(raw: dict[str, Any]) -> None:
-    read = envelope._plain(raw, set(), set(), {})
+    read = envelope._plain(raw, envelope.Seen())
     assert read is not None
     assert read == envelope._read_fields(raw)
     assert read.args is not raw["args"]
@@ -583,7 +583,7 @@ NOT_PLAIN = [
 
 @pytest.mark.parametrize("raw", NOT_PLAIN)
 def test_any_other_envelope_is_read_field_by_field(raw: object) -> None:
-    assert envelope._plain(raw, set(), set(), {}) is None
+    assert envelope._plain(raw, envelope.Seen()) is None
     try:
         expected: object = envelope._read_fields(raw)
     except InvalidRequest as error:
@@ -644,3 +644,36 @@ def test_a_batch_sharing_an_options_object_still_checks_each_job() -> None:
     with pytest.raises(InvalidRequest) as refused:
         read_envelopes([body(options=options), bad])
     assert (refused.value.details["index"], refused.value.details["field"]) == (1, "args")
+
+
+def test_a_batch_shares_one_copy_of_equal_options_of_the_same_json() -> None:
+    def options() -> dict[str, Any]:  # a new object each time, as a batch parsed from HTTP has
+        return {"queue": "mail", "retry": {"max_attempts": 1, "on_exhaustion": "dead_letter"}}
+
+    bodies: list[object] = [body(options=options()), body(options=options())]
+    requests = read_envelopes(bodies)
+    assert requests == [read_envelope(raw) for raw in bodies]
+    assert requests[0].options is requests[1].options
+    jobs = new_jobs(requests, EnqueueContext(1, "x"), lambda: "id")
+    assert jobs[0].retry is jobs[1].retry
+
+
+@pytest.mark.parametrize(
+    ("first", "other"),
+    [
+        pytest.param(1, 1.0, id="a float equal to an int"),
+        pytest.param(1, True, id="a boolean equal to an int"),
+        pytest.param(None, float("nan"), id="nan, written as null"),
+        pytest.param([1], (1,), id="a tuple, written as a list"),
+    ],
+)
+def test_options_equal_in_python_or_in_json_but_not_both_are_not_shared(
+    first: object, other: object
+) -> None:
+    bodies: list[object] = [
+        body(options={"retry": {"max_attempts": first}}),
+        body(options={"retry": {"max_attempts": other}}),
+    ]
+    requests = read_envelopes(bodies)
+    assert requests[1].options is not requests[0].options
+    assert requests[1].options["retry"]["max_attempts"] is other
