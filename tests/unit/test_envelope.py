@@ -429,6 +429,13 @@ def test_tenant_header_is_written_into_meta() -> None:
     assert raw["meta"] == {"trace_id": "t"}, "the request body must not be mutated"
 
 
+def test_a_request_is_not_changed_by_the_job_it_makes() -> None:
+    request = read_envelope(body(meta={"trace_id": "t"}))
+    job = new_job(request, tenant_context("acme"))
+    assert job.meta == {"trace_id": "t", "tenant_id": "acme"}
+    assert request.meta == {"trace_id": "t"}
+
+
 def test_tenant_header_matching_meta_is_accepted() -> None:
     job = enqueue(body(meta={"tenant_id": "acme"}), tenant_context("acme"))
     assert job.tenant_id == "acme"
@@ -543,7 +550,7 @@ PLAIN = [
 
 @pytest.mark.parametrize("raw", PLAIN)
 def test_a_plain_envelope_reads_as_field_by_field(raw: dict[str, Any]) -> None:
-    read = envelope._plain(raw, set(), set())
+    read = envelope._plain(raw, envelope.Seen())
     assert read is not None
     assert read == envelope._read_fields(raw)
     assert read.args is not raw["args"]
@@ -576,7 +583,7 @@ NOT_PLAIN = [
 
 @pytest.mark.parametrize("raw", NOT_PLAIN)
 def test_any_other_envelope_is_read_field_by_field(raw: object) -> None:
-    assert envelope._plain(raw, set(), set()) is None
+    assert envelope._plain(raw, envelope.Seen()) is None
     try:
         expected: object = envelope._read_fields(raw)
     except InvalidRequest as error:
@@ -617,3 +624,56 @@ def test_a_batch_checks_every_name_it_has_not_seen_and_names_the_bad_one(
         read_envelopes([good, good, bad, good])
     assert (refused.value.details["index"], refused.value.details["field"]) == (2, field)
     assert refused.value.message.startswith("jobs[2]: ")
+
+
+def test_a_batch_reads_an_options_object_once_into_a_copy_its_jobs_share() -> None:
+    options = {"queue": "mail", "priority": 2, "retry": {"max_attempts": 1}}
+    bodies: list[object] = [body(options=options), body(options=options, args=[1]), body()]
+    requests = read_envelopes(bodies)
+    assert requests == [read_envelope(raw) for raw in bodies]
+    assert requests[0].options is requests[1].options is not options
+    assert requests[0].options == options
+    assert requests[2].options == {}
+    options["queue"] = "changed"
+    assert (requests[0].options["queue"], requests[1].queue) == ("mail", "mail")
+
+
+def test_a_batch_sharing_an_options_object_still_checks_each_job() -> None:
+    options = {"queue": "mail"}
+    bad = {"type": "a.b", "args": {}, "options": options}
+    with pytest.raises(InvalidRequest) as refused:
+        read_envelopes([body(options=options), bad])
+    assert (refused.value.details["index"], refused.value.details["field"]) == (1, "args")
+
+
+def test_a_batch_shares_one_copy_of_equal_options_of_the_same_json() -> None:
+    def options() -> dict[str, Any]:  # a new object each time, as a batch parsed from HTTP has
+        return {"queue": "mail", "retry": {"max_attempts": 1, "on_exhaustion": "dead_letter"}}
+
+    bodies: list[object] = [body(options=options()), body(options=options())]
+    requests = read_envelopes(bodies)
+    assert requests == [read_envelope(raw) for raw in bodies]
+    assert requests[0].options is requests[1].options
+    jobs = new_jobs(requests, EnqueueContext(1, "x"), lambda: "id")
+    assert jobs[0].retry is jobs[1].retry
+
+
+@pytest.mark.parametrize(
+    ("first", "other"),
+    [
+        pytest.param(1, 1.0, id="a float equal to an int"),
+        pytest.param(1, True, id="a boolean equal to an int"),
+        pytest.param(None, float("nan"), id="nan, written as null"),
+        pytest.param([1], (1,), id="a tuple, written as a list"),
+    ],
+)
+def test_options_equal_in_python_or_in_json_but_not_both_are_not_shared(
+    first: object, other: object
+) -> None:
+    bodies: list[object] = [
+        body(options={"retry": {"max_attempts": first}}),
+        body(options={"retry": {"max_attempts": other}}),
+    ]
+    requests = read_envelopes(bodies)
+    assert requests[1].options is not requests[0].options
+    assert requests[1].options["retry"]["max_attempts"] is other

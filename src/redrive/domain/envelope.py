@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import orjson
+
 from redrive.domain import job as states
 from redrive.domain.durations import parse_timestamp
 from redrive.domain.errors import InvalidRequest, OjsError, at_index
@@ -130,25 +132,26 @@ def _positive_ms(value: object, field: str) -> int | None:
     return value
 
 
-def _tenant(meta: dict[str, Any], caller_tenant: str | None) -> str:
-    """The job's tenant: the caller's, never one the body names. A caller of a named tenant has
-    it recorded in meta (meta.tenant_id may repeat it, never name another); for a caller of the
+def _tenant(meta: dict[str, Any], caller_tenant: str | None) -> tuple[str, dict[str, Any]]:
+    """The job's tenant and its meta: the caller's tenant, never one the body names. A caller of
+    a named tenant has it recorded in meta (meta.tenant_id may repeat it, never name another;
+    a copy of `meta` adds it when missing, `meta` itself is never changed); for a caller of the
     default tenant (no tenant given) meta.tenant_id is kept as plain metadata, as the OJS core
     suites require, and scopes nothing."""
     body_tenant = meta.get("tenant_id")
     if caller_tenant == DEFAULT_TENANT:
-        return DEFAULT_TENANT
+        return DEFAULT_TENANT, meta
     if caller_tenant is None:
         if body_tenant is None:
-            return DEFAULT_TENANT
+            return DEFAULT_TENANT, meta
         if not isinstance(body_tenant, str) or not body_tenant:
             raise _invalid("meta.tenant_id", "meta.tenant_id must be a non-empty string")
-        return validate_tenant(body_tenant)
-    if body_tenant is not None and body_tenant != caller_tenant:
+        return validate_tenant(body_tenant), meta
+    if body_tenant is None:
+        return caller_tenant, {**meta, "tenant_id": caller_tenant}
+    if body_tenant != caller_tenant:
         raise _invalid("meta.tenant_id", "meta.tenant_id differs from the caller's tenant")
-    if caller_tenant != DEFAULT_TENANT:
-        meta["tenant_id"] = caller_tenant
-    return caller_tenant
+    return caller_tenant, meta
 
 
 def _tags(options: dict[str, Any]) -> None:
@@ -224,39 +227,84 @@ PLAIN_FIELDS = frozenset({"id", "type", "args", "meta", "options"})
 PLAIN_OPTIONS = frozenset({"queue", "priority", "retry"})
 
 
-def _plain(body: object, types: set[str], queues: set[str]) -> JobRequest | None:
+class Seen:
+    """What reading a batch found valid already, for `_plain`: the types and queues (a batch's
+    requests mostly repeat one: each is matched against its pattern once) and the plain options,
+    each as (its copy, queue, priority), by the id() of the object sent (the caller keeps the
+    bodies, hence those objects and their ids, alive and unchanged) and by its JSON text. Jobs
+    whose options are one object (a producer's batch from one template) or equal objects of the
+    same JSON (a batch parsed from HTTP) share one copy (nothing changes a job's options): it is
+    checked and copied once, and so are the retry policy made from it (`new_jobs`), its record
+    (store/codec.py) and its document (api/serialise.py), which had cost a batch parsed from
+    HTTP 2 us a job more than one whose jobs share one options object."""
+
+    __slots__ = ("options", "options_by_json", "queues", "types")
+
+    def __init__(self) -> None:
+        self.types: set[str] = set()
+        self.queues: set[str] = set()
+        self.options: dict[int, tuple[dict[str, Any], str, int]] = {}
+        self.options_by_json: dict[bytes, tuple[dict[str, Any], str, int]] = {}
+
+
+def _plain(body: object, seen: Seen) -> JobRequest | None:
     """The request of a plain envelope (PLAIN_FIELDS, PLAIN_OPTIONS) whose every field is valid,
     the same as `read_envelope` makes it; None for any other body, which `read_envelope` reads
-    field by field (naming the first bad one). `types` and `queues` hold the names found valid
-    already (a batch's requests mostly repeat one: each is matched against its pattern once)."""
+    field by field (naming the first bad one)."""
     if type(body) is not dict or not body.keys() <= PLAIN_FIELDS:
         return None
-    job_type, args = body.get("type"), body.get("args")
-    meta, options = body.get("meta"), body.get("options")
-    meta = {} if meta is None else meta
-    options = {} if options is None else options
+    job_type, args, meta = body.get("type"), body.get("args"), body.get("meta")
     if (
-        type(job_type) is not str or (job_type not in types and not _new_type(job_type, types))
-        or type(args) is not list or type(meta) is not dict or type(options) is not dict
-        or not options.keys() <= PLAIN_OPTIONS
+        type(job_type) is not str
+        or (job_type not in seen.types and not _new_type(job_type, seen.types))
+        or type(args) is not list or (meta is not None and type(meta) is not dict)
     ):  # fmt: skip
         return None
-    queue, priority = options.get("queue", states.DEFAULT_QUEUE), options.get("priority", 0)
-    if (
-        type(queue) is not str or (queue not in queues and not _new_queue(queue, queues))
-        or type(priority) is not int or not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]
-    ):  # fmt: skip
-        return None
+    given = body.get("options")
+    options = seen.options.get(id(given))
+    if options is None:
+        options = _plain_options({} if given is None else given, seen)
+        if options is None:
+            return None
+        seen.options[id(given)] = options
     job_id = body.get("id")
     if job_id is not None and (type(job_id) is not str or not is_uuid7(job_id)):
         return None
+    copy, queue, priority = options
     # Positional, in the fields' order (id, type, args, meta, options, queue, priority, pending,
     # scheduled, expires, retry, timeout_ms, visibility_timeout_ms, extra): the keyword
     # arguments of a named tuple cost three times as much (1.2 us).
     return JobRequest(
-        job_id, job_type, list(args), dict(meta), dict(options), queue, priority, False, None,
-        None, options.get("retry"), None, None, {},
+        job_id, job_type, list(args), {} if meta is None else dict(meta), copy, queue, priority,
+        False, None, None, copy.get("retry"), None, None, {},
     )  # fmt: skip
+
+
+def _plain_options(options: object, seen: Seen) -> tuple[dict[str, Any], str, int] | None:
+    """(a copy, its queue, its priority) of plain options (PLAIN_OPTIONS only, all valid): the
+    copy of options read before that are equal and of the same JSON (types and order too: 1,
+    1.0 and true are equal in Python, not in a document; NaN, which JSON has not, is equal to
+    nothing), else a new one; None for any other options."""
+    if type(options) is not dict or not options.keys() <= PLAIN_OPTIONS:
+        return None
+    try:
+        text: bytes | None = orjson.dumps(options)
+    except TypeError:  # not JSON orjson writes (an integer beyond 64 bits...): not shared
+        text = None
+    read = None if text is None else seen.options_by_json.get(text)
+    if read is not None and read[0] == options:
+        return read
+    queue, priority = options.get("queue", states.DEFAULT_QUEUE), options.get("priority", 0)
+    if (
+        type(queue) is not str
+        or (queue not in seen.queues and not _new_queue(queue, seen.queues))
+        or type(priority) is not int or not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]
+    ):  # fmt: skip
+        return None
+    read = dict(options), queue, priority
+    if text is not None:
+        seen.options_by_json[text] = read
+    return read
 
 
 def _new_type(value: str, types: set[str]) -> bool:
@@ -280,18 +328,17 @@ def _new_queue(value: str, queues: set[str]) -> bool:
 
 def read_envelope(body: object) -> JobRequest:
     """An enqueue request from its JSON, or InvalidRequest naming the first bad field."""
-    plain = _plain(body, set(), set())
+    plain = _plain(body, Seen())
     return _read_fields(body) if plain is None else plain
 
 
 def read_envelopes(bodies: list[object]) -> list[JobRequest]:
     """A batch's requests, each as `read_envelope` reads it, or the first bad one's error
     naming its index (`jobs[i]...`)."""
-    types: set[str] = set()
-    queues: set[str] = set()
+    seen = Seen()
     requests = []
     for index, body in enumerate(bodies):
-        plain = _plain(body, types, queues)
+        plain = _plain(body, seen)
         if plain is None:
             try:
                 plain = _read_fields(body)
@@ -408,10 +455,10 @@ def _made(request: JobRequest, context: EnqueueContext, job_id: str, retry: Retr
     """The new job, its fields set on a blank state (`Assembler.adopt`): the keyword arguments
     of `assemble_job` took most of a batch's CPU per job in the producer."""
     now = context.now_ms
-    meta = dict(request.meta)
     job = assemble_job.blank()
     job["id"] = job_id
-    job["tenant_id"] = _tenant(meta, context.tenant)
+    # The request's meta (its own copy, never changed) unless the tenant is added to it.
+    job["tenant_id"], meta = _tenant(request.meta, context.tenant)
     job["type"] = request.type
     job["queue"] = request.queue
     job["args"] = request.args
