@@ -117,6 +117,13 @@ def test_an_embedded_producer_enqueues_with_only_its_stores_driver(database_url:
     other_driver = "asyncpg" if database_url.startswith("sqlite") else "sqlite3"
     assert "redrive.service.facade" in loaded  # it did build the service
     assert not loaded_packages(loaded, (*ON_DEMAND, other_driver))
+    # Retrying dead letters loads their service, its filter and its audit; enqueuing does not.
+    assert "redrive.service.dead_letters" not in loaded
+
+
+def test_the_ports_name_the_domains_types_without_importing_their_modules() -> None:
+    loaded = modules_after("import redrive.ports")
+    assert not {module for module in loaded if module.startswith("redrive.domain.")}
 
 
 def test_an_http_producer_loads_the_client_only() -> None:
