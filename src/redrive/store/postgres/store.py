@@ -237,10 +237,6 @@ class PostgresStore:
         self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
         self.scripts = load_scripts(HERE / "statements.sql")
-        # The statements of one part (all but a few), by name, as the connections run them.
-        self.statements: dict[str, Statement] = {
-            name: parts[0] for name, parts in self.scripts.items() if len(parts) == 1
-        }
         # The pool opens on first use: its connections SET ROLE to the application role, which
         # `migrate` creates, so a fresh database is migrated (on a connection of its own) first.
         self.pool: asyncpg.Pool[asyncpg.Record] | None = None
