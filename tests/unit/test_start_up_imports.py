@@ -146,3 +146,33 @@ def test_a_worker_over_http_loads_no_store_or_service() -> None:
         ("redrive.service", "redrive.store.transaction", "redrive.store.sqlite",
          "redrive.store.postgres", "jsonschema", "uvicorn", "pydantic"),
     )  # fmt: skip
+
+
+def test_the_command_line_imports_its_remote_commands_when_they_run() -> None:
+    """`redrive worker` and `redrive serve` start without the client and the commands built on
+    it; `redrive dlq` imports them when it runs, and help still lists every command."""
+    loaded = modules_after("import redrive.cli")
+    assert not {"redrive.client.client", "redrive.cli.dead_letters", "rich.table"} & loaded
+    loaded = modules_after(
+        "import typer.testing, redrive.cli\n"
+        "result = typer.testing.CliRunner().invoke(redrive.cli.app, ['dlq', '--help'])\n"
+        "assert result.exit_code == 0 and 'dead-letter queue' in result.output, result.output"
+    )
+    assert "redrive.cli.dead_letters" in loaded
+
+
+def test_the_command_lines_help_lists_every_command_in_order() -> None:
+    from typer.testing import CliRunner
+
+    from redrive.cli import app
+
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    listed = [
+        line.strip("│ ").split()[0]
+        for line in result.output.split("Commands")[1].splitlines()[1:]
+        if line.startswith("│ ") and not line.startswith("│  ")
+    ]
+    assert listed == [
+        "serve", "migrate", "enqueue", "worker", "version", "dlq", "jobs", "queues", "keys",
+        "audit", "incidents", "holds", "alerts", "webhooks", "redrives",
+    ]  # fmt: skip
