@@ -117,8 +117,18 @@ def test_an_embedded_producer_enqueues_with_only_its_stores_driver(database_url:
     other_driver = "asyncpg" if database_url.startswith("sqlite") else "sqlite3"
     assert "redrive.service.facade" in loaded  # it did build the service
     assert not loaded_packages(loaded, (*ON_DEMAND, other_driver))
-    # Retrying dead letters loads their service, its filter and its audit; enqueuing does not.
-    assert "redrive.service.dead_letters" not in loaded
+    # Retrying dead letters loads their service, its filter and its audit; enqueuing does not,
+    # nor the HTTP client's models (a JobSpec's retry policy may be one, or a mapping).
+    assert not {"redrive.service.dead_letters", "redrive.client.models"} & loaded
+
+
+def test_a_job_specs_retry_policy_is_the_clients_or_a_mapping() -> None:
+    from redrive.client import JobSpec, RetryPolicy
+
+    policy = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
+    typed = JobSpec("mail.send", retry=RetryPolicy(max_attempts=1, on_exhaustion="dead_letter"))
+    assert typed.to_envelope()["options"]["retry"] == policy
+    assert JobSpec("mail.send", retry=policy).to_envelope()["options"]["retry"] == policy
 
 
 def test_the_ports_name_the_domains_types_without_importing_their_modules() -> None:
