@@ -7,7 +7,8 @@ in the transaction-local setting `redrive.tenant_id` (SET LOCAL), sent with its 
 simple query before its first statement. A unit of one statement (`one_statement`) has no BEGIN:
 it runs in PostgreSQL's implicit transaction, under the session's `redrive.tenant_id`, which its
 connection sets (plain SET) only when it holds another tenant or is not known. The LISTEN
-connection and the migrations connect as the configured user, the tables' owner.
+connection and the migrations connect as the configured user, the tables' owner; on open
+(`open_pool_with`), the pool's first connection migrates and is checked before its SET ROLE.
 """
 
 from __future__ import annotations
