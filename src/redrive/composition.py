@@ -183,22 +183,22 @@ async def migrate_checking_isolation(store: Store) -> list[str]:
     server's connections (SQLite filters by tenant in its store and has nothing to check)."""
     if store.backend != "postgres":
         return await store.migrate()
-    from redrive.store.postgres.isolation import IsolationBypassed, open_migrated_and_isolated
+    from redrive.store.postgres.isolation import migrated_and_isolated
     from redrive.store.postgres.store import PostgresStore
 
     if not isinstance(store, PostgresStore):
         return await store.migrate()
-    try:
-        return await open_migrated_and_isolated(store)
-    except IsolationBypassed as bypassed:
+    applied, problems = await migrated_and_isolated(store)
+    if problems:
         raise ConfigurationError(
             "refusing to start: row-level security would be bypassed on PostgreSQL: "
-            + "; ".join(bypassed.problems)
+            + "; ".join(problems)
             + ". Run `redrive migrate` as the tables' owner: it creates the application role "
             f"REDRIVE_DATABASE_ROLE ({store.role}; NOLOGIN, NOSUPERUSER, NOBYPASSRLS, owning "
             "nothing) and enables and forces row-level security on every tenant table. "
             "REDRIVE_DATABASE_ROLE must name such a role, never a superuser or the tables' owner."
-        ) from bypassed
+        )
+    return applied
 
 
 def secret_box(settings: Settings) -> SecretBox | None:

@@ -34,11 +34,7 @@ from redrive.ports import Store
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.archive import FileArchive
-from redrive.store.postgres.isolation import (
-    IsolationBypassed,
-    isolation_problems,
-    open_migrated_and_isolated,
-)
+from redrive.store.postgres.isolation import isolation_problems
 from redrive.store.postgres.store import (
     HERE,
     Connection,
@@ -50,7 +46,7 @@ from redrive.store.transaction import SqlTransaction
 from tests.behaviour.ojs_http import enqueue, kill_job
 from tests.support.clock import ManualClock
 from tests.support.options import service_options
-from tests.support.postgres import admin_url, database_from_template, fresh_database
+from tests.support.postgres import admin_url, database_from_template
 
 pytestmark = pytest.mark.anyio
 
@@ -570,34 +566,6 @@ async def test_the_check_refuses_a_role_it_cannot_set(database: str, role_name: 
     problems = await problems_for(database, role=role_name)
     assert len(problems) == 1
     assert problems[0].startswith(f"cannot SET ROLE {role_name}: ")
-
-
-@pytest.mark.postgres
-async def test_opening_migrates_and_checks_on_the_connection_that_then_serves() -> None:
-    """One connection migrates an empty database, passes the check and is the pool's: it acts
-    as the application role from then on."""
-    with fresh_database() as url:
-        store = PostgresStore(url, max_size=2)
-        try:
-            applied = await open_migrated_and_isolated(store)
-            assert applied and applied == sorted(applied)
-            assert store.pool is not None and store.pool.get_size() == 1
-            async with store.connection() as connection:
-                assert await connection.fetchval("SELECT current_user") == "redrive_app"
-        finally:
-            await store.close()
-
-
-@pytest.mark.postgres
-async def test_a_refused_check_opens_no_pool(database: str) -> None:
-    store = PostgresStore(database, max_size=2, role="postgres")
-    try:
-        with pytest.raises(IsolationBypassed) as refused:
-            await open_migrated_and_isolated(store)
-        assert "the role postgres is a superuser" in refused.value.problems
-        assert store.pool is None  # its connection, not bound by row-level security, is closed
-    finally:
-        await store.close()
 
 
 WORKERS = Path(__file__).parents[1] / "integration" / "workers"

@@ -7,8 +7,7 @@ in the transaction-local setting `redrive.tenant_id` (SET LOCAL), sent with its 
 simple query before its first statement. A unit of one statement (`one_statement`) has no BEGIN:
 it runs in PostgreSQL's implicit transaction, under the session's `redrive.tenant_id`, which its
 connection sets (plain SET) only when it holds another tenant or is not known. The LISTEN
-connection and the migrations connect as the configured user, the tables' owner; on open
-(`open_pool_with`), the pool's first connection migrates and is checked before its SET ROLE.
+connection and the migrations connect as the configured user, the tables' owner.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
@@ -45,7 +44,6 @@ CUSTOM_PLANS_QUERY = "SET LOCAL plan_cache_mode = force_custom_plan"
 STATEMENT_CACHE_SIZE = 1_024
 MAX_CACHEABLE_STATEMENT_SIZE = 1 << 20
 log = logging.getLogger("redrive.store.postgres")
-ConnectionSetup: TypeAlias = "Callable[[asyncpg.Connection[asyncpg.Record]], Awaitable[None]]"
 Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
 if TYPE_CHECKING:
     BaseConnection = asyncpg.Connection[asyncpg.Record]
@@ -250,36 +248,11 @@ class PostgresStore:
         self._units = 0
         self._begins: dict[str, str] = {}
         self._pool_opening = asyncio.Lock()
-        # What the pool's first connection runs before it serves (see `open_pool_with`).
-        self._first_setup: ConnectionSetup | None = None
 
     async def act_as_application_role(self, connection: Connection) -> None:
         """SET ROLE for the rest of the session (a pooled connection outside any transaction
         is bound by row-level security too, and sees nothing: no tenant is set)."""
         await connection.execute(f"SET ROLE {identifier(self.role)}")
-
-    async def _prepare(self, connection: Connection) -> None:
-        """What the pool does to each new connection: act as the application role, after the
-        setup of `open_pool_with` on the first one (which leaves it acting as that role)."""
-        setup, self._first_setup = self._first_setup, None
-        if setup is None:
-            await self.act_as_application_role(connection)
-        else:
-            await setup(cast("asyncpg.Connection[asyncpg.Record]", connection))
-
-    async def open_pool_with(self, setup: ConnectionSetup) -> None:
-        """Open the pool now, with `setup` run on its first connection as the configured user
-        (the tables' owner), which it must leave acting as the application role, or raise (the
-        connection is then closed and the pool not opened): migrating, checking row-level
-        security and serving on one connection, not one of its own for each."""
-        if self.pool is not None:
-            raise RuntimeError("the pool is open already: its first connection is gone")
-        self._first_setup = setup
-        try:
-            async with self.connection():
-                pass  # the first connection, made (by the pool's minimum or this acquire)
-        finally:
-            self._first_setup = None
 
     async def opened_pool(self) -> asyncpg.Pool[asyncpg.Record]:
         if self.pool is None:
@@ -289,7 +262,7 @@ class PostgresStore:
                         self.url,
                         min_size=self.min_size,
                         max_size=self.max_size,
-                        init=self._prepare,
+                        init=self.act_as_application_role,
                         reset=keep_session,
                         connection_class=TenantConnection,
                         timeout=30,
