@@ -9,12 +9,9 @@ from typing import Any, Self
 from redrive.client.requests import JobSpec
 from redrive.composition import build_service, open_ready_store
 from redrive.domain.caller import Caller, Role
-from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.envelope import read_envelope, read_envelopes
 from redrive.domain.job import DEFAULT_TENANT
-from redrive.domain.root_cause import parse_root_cause
 from redrive.ports import Store
-from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
 from redrive.settings import Settings
 
@@ -119,6 +116,9 @@ class Embedded:
         """Write an incident's root cause (category: infrastructure, contract, business or
         poison_pill) and the fix applied, as `actor`; a redrive of more than one dead letter
         needs one with a fix reference for every incident it touches."""
+        # Here, not with the module: a producer that only enqueues never loads it.
+        from redrive.domain.root_cause import parse_root_cause
+
         written = parse_root_cause(
             {"category": category, "root_cause": root_cause, "fix_reference": fix_reference}
         )
@@ -133,6 +133,11 @@ class Embedded:
         The redrive policy holds here too: no filter at all raises InvalidRequest, and an
         incident among the matches without a root cause and fix reference raises
         RootCauseRequired, whose `details["incidents"]` name them (see `record_root_cause`)."""
+        # Here, not with the module: a producer that only enqueues never loads the dead-letter
+        # service (nor its filter and audit modules).
+        from redrive.domain.dead_letter_filter import parse_filter
+        from redrive.service.dead_letters import BulkRequest
+
         service = self.service
         chosen = parse_filter(dict(filters or {}), service.now(), prefix="")
         request = BulkRequest(chosen, confirm=True, limit=limit)

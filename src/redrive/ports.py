@@ -4,28 +4,31 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from redrive.domain.alerts import Alert, AlertQuery, Arrivals, GroupCount
-from redrive.domain.audit import AuditQuery, AuditRecord, ChainHead
-from redrive.domain.caller import Caller
-from redrive.domain.dead_letter import DeadLetter, DeadLetterStats, MovedEpisode
-from redrive.domain.dead_letter_filter import DeadLetterFilter
-from redrive.domain.events import Event
-from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, StateChange
-from redrive.domain.job import Job
-from redrive.domain.job_schemas import JobSchema
-from redrive.domain.keys import ApiKey
-from redrive.domain.legal_hold import LegalHold
-from redrive.domain.records import CronRecord, QueueRecord, WorkerRecord
-from redrive.domain.redrive import ItemOutcome, RedriveFailure, RedriveOutcome, RedriveTask
-from redrive.domain.replay import ReplayRule
-from redrive.domain.retention import ArchiveRecord, PolicyRecord
-from redrive.domain.root_cause import RootCause, Unexplained
-from redrive.domain.sessions import DashboardSession
-from redrive.domain.trend import Buckets
-from redrive.domain.webhook_delivery import DeliveryQuery, DeliveryRecord
-from redrive.domain.webhooks import Listener, SealedSecrets, Subscription
+# The domain's types appear here only in annotations: imported for the type checker alone, so
+# a process imports the domain modules its own path uses, not every one a port names.
+if TYPE_CHECKING:
+    from redrive.domain.alerts import Alert, AlertQuery, Arrivals, GroupCount
+    from redrive.domain.audit import AuditQuery, AuditRecord, ChainHead
+    from redrive.domain.caller import Caller
+    from redrive.domain.dead_letter import DeadLetter, DeadLetterStats, MovedEpisode
+    from redrive.domain.dead_letter_filter import DeadLetterFilter
+    from redrive.domain.events import Event
+    from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, StateChange
+    from redrive.domain.job import Job
+    from redrive.domain.job_schemas import JobSchema
+    from redrive.domain.keys import ApiKey
+    from redrive.domain.legal_hold import LegalHold
+    from redrive.domain.records import CronRecord, QueueRecord, WorkerRecord
+    from redrive.domain.redrive import ItemOutcome, RedriveFailure, RedriveOutcome, RedriveTask
+    from redrive.domain.replay import ReplayRule
+    from redrive.domain.retention import ArchiveRecord, PolicyRecord
+    from redrive.domain.root_cause import RootCause, Unexplained
+    from redrive.domain.sessions import DashboardSession
+    from redrive.domain.trend import Buckets
+    from redrive.domain.webhook_delivery import DeliveryQuery, DeliveryRecord
+    from redrive.domain.webhooks import Listener, SealedSecrets, Subscription
 
 
 class Clock(Protocol):

@@ -692,7 +692,7 @@ async def test_listing_incidents_reads_the_incidents_table_alone(
         assert not any("dead_letters" in line for line in plan), plan
         return
     assert isinstance(store, PostgresStore)
-    statement = store.statements[name]
+    (statement,) = store.scripts[name]
     connection = await asyncpg.connect(store.url)
     try:
         plan = await connection.fetchval(

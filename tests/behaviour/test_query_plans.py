@@ -287,7 +287,7 @@ def explain_postgres(url: str, name: str, parameters: dict[str, Any], mode: str)
       statement the application runs often (custom or generic, as the plan cache decides).
     generic: the generic plan, whatever the values (the worst a prepared statement can get).
     """
-    statement = PostgresStore(url).statements[name]
+    (statement,) = PostgresStore(url).scripts[name]
     with psycopg.connect(url, autocommit=True) as connection:
         # As the server runs it: the application role, bound by row-level security, in the
         # statement's tenant (or across tenants, as the server's own work).

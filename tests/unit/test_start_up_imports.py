@@ -117,6 +117,23 @@ def test_an_embedded_producer_enqueues_with_only_its_stores_driver(database_url:
     other_driver = "asyncpg" if database_url.startswith("sqlite") else "sqlite3"
     assert "redrive.service.facade" in loaded  # it did build the service
     assert not loaded_packages(loaded, (*ON_DEMAND, other_driver))
+    # Retrying dead letters loads their service, its filter and its audit; enqueuing does not,
+    # nor the HTTP client's models (a JobSpec's retry policy may be one, or a mapping).
+    assert not {"redrive.service.dead_letters", "redrive.client.models"} & loaded
+
+
+def test_a_job_specs_retry_policy_is_the_clients_or_a_mapping() -> None:
+    from redrive.client import JobSpec, RetryPolicy
+
+    policy = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
+    typed = JobSpec("mail.send", retry=RetryPolicy(max_attempts=1, on_exhaustion="dead_letter"))
+    assert typed.to_envelope()["options"]["retry"] == policy
+    assert JobSpec("mail.send", retry=policy).to_envelope()["options"]["retry"] == policy
+
+
+def test_the_ports_name_the_domains_types_without_importing_their_modules() -> None:
+    loaded = modules_after("import redrive.ports")
+    assert not {module for module in loaded if module.startswith("redrive.domain.")}
 
 
 def test_an_http_producer_loads_the_client_only() -> None:
@@ -139,3 +156,33 @@ def test_a_worker_over_http_loads_no_store_or_service() -> None:
         ("redrive.service", "redrive.store.transaction", "redrive.store.sqlite",
          "redrive.store.postgres", "jsonschema", "uvicorn", "pydantic"),
     )  # fmt: skip
+
+
+def test_the_command_line_imports_its_remote_commands_when_they_run() -> None:
+    """`redrive worker` and `redrive serve` start without the client and the commands built on
+    it; `redrive dlq` imports them when it runs, and help still lists every command."""
+    loaded = modules_after("import redrive.cli")
+    assert not {"redrive.client.client", "redrive.cli.dead_letters", "rich.table"} & loaded
+    loaded = modules_after(
+        "import typer.testing, redrive.cli\n"
+        "result = typer.testing.CliRunner().invoke(redrive.cli.app, ['dlq', '--help'])\n"
+        "assert result.exit_code == 0 and 'dead-letter queue' in result.output, result.output"
+    )
+    assert "redrive.cli.dead_letters" in loaded
+
+
+def test_the_command_lines_help_lists_every_command_in_order() -> None:
+    from typer.testing import CliRunner
+
+    from redrive.cli import app
+
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"})
+    listed = [
+        line.strip("│ ").split()[0]
+        for line in result.output.split("Commands")[1].splitlines()[1:]
+        if line.startswith("│ ") and not line.startswith("│  ")
+    ]
+    assert listed == [
+        "serve", "migrate", "enqueue", "worker", "version", "dlq", "jobs", "queues", "keys",
+        "audit", "incidents", "holds", "alerts", "webhooks", "redrives",
+    ]  # fmt: skip

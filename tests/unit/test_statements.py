@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 import redrive.store
-from redrive.store.statements import load_statements, parameter_names
+from redrive.store.postgres.statements import parse_script
+from redrive.store.sqlite.store import compile_part
+from redrive.store.sqlite.store import split_script as split_sqlite
+from redrive.store.statements import ParsedOnUse, load_statements, parameter_names
 from redrive.store.transaction import SqlTransaction
 
 STORE = Path(redrive.store.__file__).parent
@@ -228,3 +231,29 @@ def test_every_statement_sharing_the_dead_letter_filter_has_all_of_it(path: Path
         assert {"queue", "type_prefix", "args_path", "replay_count_below"} <= parameter_names(
             statements[name]
         ), name
+
+
+def test_a_store_parses_each_statement_on_its_first_use_only() -> None:
+    parsed: list[str] = []
+
+    def parse(name: str, sql: str) -> str:
+        parsed.append(name)
+        return sql.upper()
+
+    scripts = ParsedOnUse({"one": "select 1", "two": "select 2"}, parse)
+    assert parsed == []
+    assert scripts["two"] == "SELECT 2" and scripts["two"] == "SELECT 2"
+    assert parsed == ["two"]
+    with pytest.raises(KeyError):
+        scripts["three"]
+
+
+@pytest.mark.parametrize("path", [SQLITE, POSTGRES], ids=["sqlite", "postgres"])
+def test_every_statement_parses_for_its_store(path: Path) -> None:
+    """Parsed on first use, so parsed here once each: a statement that cannot be parsed fails
+    this test, not the first process that runs it."""
+    for name, sql in load_statements(path).items():
+        if path == POSTGRES:
+            assert parse_script(name, sql), name
+        else:
+            assert [compile_part(part) for part in split_sqlite(sql)], name

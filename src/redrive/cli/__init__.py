@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import typer
 from rich.console import Console
+from typer import _click as click  # typer's own click, which its TyperGroup is made of
+from typer.core import TyperGroup
 
 from redrive import __version__
-from redrive.cli.alerts import alerts
-from redrive.cli.audit import audit
-from redrive.cli.dead_letters import dead_letter_commands
-from redrive.cli.incidents import incidents
-from redrive.cli.jobs import enqueue, jobs
-from redrive.cli.keys import keys
-from redrive.cli.legal_holds import holds
-from redrive.cli.queues import queues
-from redrive.cli.redrives import redrives
 from redrive.cli.remote import CREDENTIALS, EXIT_CODES_HELP
-from redrive.cli.webhooks import webhooks
 from redrive.cli.worker import worker
 from redrive.composition import (
     FIRST_KEY_HINT,
@@ -52,7 +45,60 @@ def _settings_help() -> str:
     )
 
 
+# The commands that talk to a server or a database through the client, by name: each is
+# imported when it runs (or help lists it), so `redrive worker` and `redrive serve` start
+# without the client's models and rich's tables and progress bars (~40 ms CPU of a worker's
+# start). Each names its module and its Typer app, or (`enqueue`) its command function.
+REMOTE_GROUPS = {
+    "dlq": ("redrive.cli.dead_letters", "dead_letter_commands"),
+    "jobs": ("redrive.cli.jobs", "jobs"),
+    "queues": ("redrive.cli.queues", "queues"),
+    "keys": ("redrive.cli.keys", "keys"),
+    "audit": ("redrive.cli.audit", "audit"),
+    "incidents": ("redrive.cli.incidents", "incidents"),
+    "holds": ("redrive.cli.legal_holds", "holds"),
+    "alerts": ("redrive.cli.alerts", "alerts"),
+    "webhooks": ("redrive.cli.webhooks", "webhooks"),
+    "redrives": ("redrive.cli.redrives", "redrives"),
+}
+REMOTE_COMMANDS = {"enqueue": ("redrive.cli.jobs", "enqueue")}
+REMOTE = {**REMOTE_GROUPS, **REMOTE_COMMANDS}
+
+
+def remote_command(name: str) -> click.Command:
+    """The click command of REMOTE[name], its module imported now, made as `app.add_typer` and
+    `app.command` made it when every module was imported with this one."""
+    module_name, attribute = REMOTE[name]
+    found = getattr(importlib.import_module(module_name), attribute)
+    holder = typer.Typer(add_completion=False)
+    holder.callback()(lambda: None)  # a group, as `redrive` is, whatever it holds
+    if name in REMOTE_GROUPS:
+        holder.add_typer(found, name=name)
+    else:
+        holder.command(name, epilog=EXIT_CODES_HELP)(found)
+    return cast(TyperGroup, typer.main.get_command(holder)).commands[name]
+
+
+class RootCommands(TyperGroup):
+    """`redrive`'s commands: those defined here, and REMOTE's, each imported on first use. Help
+    lists them in the order they were added when all were imported at once: serve, migrate,
+    enqueue, worker, version, then the groups."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        here = super().list_commands(ctx)
+        position = here.index("migrate") + 1
+        return [*here[:position], *REMOTE_COMMANDS, *here[position:], *REMOTE_GROUPS]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is None and cmd_name in REMOTE:
+            found = remote_command(cmd_name)
+            self.add_command(found, cmd_name)
+        return found
+
+
 app = typer.Typer(
+    cls=RootCommands,
     help="redrive: an Open Job Spec job server built around the dead-letter queue.",
     no_args_is_help=True,
     add_completion=False,
@@ -174,17 +220,6 @@ def migrate(
         console.print(f"filed {fingerprinted} older dead letter(s) into their incidents")
 
 
-app.add_typer(dead_letter_commands, name="dlq")
-app.add_typer(jobs, name="jobs")
-app.add_typer(queues, name="queues")
-app.add_typer(keys, name="keys")
-app.add_typer(audit, name="audit")
-app.add_typer(incidents, name="incidents")
-app.add_typer(holds, name="holds")
-app.add_typer(alerts, name="alerts")
-app.add_typer(webhooks, name="webhooks")
-app.add_typer(redrives, name="redrives")
-app.command("enqueue", epilog=EXIT_CODES_HELP)(enqueue)
 app.command(epilog=_settings_help())(worker)
 
 

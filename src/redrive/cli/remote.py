@@ -14,9 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from redrive.client import (
-    DEFAULT_URL,
-    Client,
+from redrive.client.errors import (
     ConflictError,
     ForbiddenError,
     InvalidRequestError,
@@ -25,10 +23,12 @@ from redrive.client import (
     UnauthenticatedError,
     UnreachableError,
 )
+from redrive.client.transport import DEFAULT_URL
 from redrive.composition import ConfigurationError, build_app, open_ready_store
 from redrive.settings import Settings
 
 if TYPE_CHECKING:
+    from redrive.client.client import Client
     from redrive.ports import Store
 
 
@@ -130,6 +130,9 @@ CREDENTIALS = Credentials()
 @asynccontextmanager
 async def open_client(target: Target, key: str | None = None) -> AsyncIterator[Client]:
     """A client for the server at the URL, or for an app built in-process over the database."""
+    # Here, not with the module: `redrive worker` and `serve` import this one, not the client.
+    from redrive.client.client import Client
+
     if target.database is None:
         async with Client(target.url, tenant=target.tenant, actor=ACTOR, api_key=key) as client:
             yield client

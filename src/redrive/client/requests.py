@@ -6,10 +6,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redrive.client.errors import InvalidRequestError
-from redrive.client.models import RetryPolicy
+
+if TYPE_CHECKING:  # the client's models load with the client, not with a producer's JobSpec
+    from redrive.client.models import RetryPolicy
 
 Moment = datetime | str
 Delay = timedelta | float | int | str
@@ -63,7 +65,7 @@ def relative(delay: Delay, field_name: str = "delay") -> str:
 
 
 def retry_document(retry: RetryPolicy | Mapping[str, Any]) -> dict[str, Any]:
-    return retry.to_document() if isinstance(retry, RetryPolicy) else dict(retry)
+    return dict(retry) if isinstance(retry, Mapping) else retry.to_document()
 
 
 @dataclass(frozen=True)

@@ -31,15 +31,15 @@ BEGIN
         END;
     END IF;
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO %I', current_schema(), role_name);
+    -- The schema's tables with a tenant_id column, read from the catalogue (information_schema's
+    -- views took a few milliseconds of every start on a fresh connection).
     FOR tenant_table IN
-        SELECT columns.table_name
-        FROM information_schema.columns AS columns
-        JOIN information_schema.tables AS tables
-            ON tables.table_schema = columns.table_schema
-            AND tables.table_name = columns.table_name
-        WHERE columns.table_schema = current_schema()
-            AND columns.column_name = 'tenant_id'
-            AND tables.table_type = 'BASE TABLE'
+        SELECT tables.relname AS table_name
+        FROM pg_class AS tables
+        JOIN pg_attribute AS columns ON columns.attrelid = tables.oid
+        WHERE tables.relnamespace = current_schema()::regnamespace
+            AND tables.relkind IN ('r', 'p')
+            AND columns.attname = 'tenant_id' AND columns.attnum > 0 AND NOT columns.attisdropped
     LOOP
         IF tenant_table.table_name = 'audit_log' THEN
             -- Append-only: the server may add to the audit log and read it, never change it.

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from redrive.store.statements import load_statements, numbered, split_script
+from redrive.store.statements import ParsedOnUse, load_statements, numbered, split_script
 
 # Filter queries keep custom plans: a generic prepared plan is slow on skewed data. asyncpg
 # prepares (and caches) every statement, so the transaction that runs one of these asks the
@@ -42,13 +42,15 @@ class Statement:
         return [parameters[name] for name in self.names]
 
 
+def parse_script(name: str, sql: str) -> tuple[Statement, ...]:
+    """The statements one named statement holds, in order (most hold one)."""
+    parts = []
+    for part in split_script(sql):
+        text, names = numbered(part)
+        parts.append(Statement(text, names, name in CUSTOM_PLANS))
+    return tuple(parts)
+
+
 def load_scripts(path: Path) -> dict[str, tuple[Statement, ...]]:
-    """Each named statement as the statements it holds, in order (most hold one)."""
-    scripts = {}
-    for name, sql in load_statements(path).items():
-        parts = []
-        for part in split_script(sql):
-            text, names = numbered(part)
-            parts.append(Statement(text, names, name in CUSTOM_PLANS))
-        scripts[name] = tuple(parts)
-    return scripts
+    """Each named statement of `path` as the statements it holds, parsed on first use."""
+    return ParsedOnUse(load_statements(path), parse_script)

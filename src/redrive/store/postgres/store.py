@@ -246,10 +246,6 @@ class PostgresStore:
         self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
         self.scripts = load_scripts(HERE / "statements.sql")
-        # The statements of one part (all but a few), by name, as the connections run them.
-        self.statements: dict[str, Statement] = {
-            name: parts[0] for name, parts in self.scripts.items() if len(parts) == 1
-        }
         # The pool opens on first use: its connections SET ROLE to the application role, which
         # `migrate` creates, so a fresh database is migrated (on a connection of its own) first.
         self.pool: asyncpg.Pool[asyncpg.Record] | None = None
@@ -436,9 +432,11 @@ class PostgresStore:
         if until is not None and until not in {file.stem for file in files}:
             raise ValueError(f"no migration {until!r}")
         done: list[str] = []
-        await connection.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
         try:
+            # The lock and the table of versions in one message (each step below is as few
+            # round trips as it can be: every process that opens the database runs them).
             await connection.execute(
+                f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY}); "
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
                 "(version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
             )
@@ -460,30 +458,31 @@ class PostgresStore:
                     )
                 done.append(file.stem)
             await self._apply_access(connection)
-        finally:
-            await connection.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
+        finally:  # (a lock not taken is not released: a warning, no error)
+            await connection.execute(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})")
         return done
 
     async def _apply_access(self, connection: asyncpg.Connection[asyncpg.Record]) -> None:
         """Run access.sql, committed only when it changed something (access_state.sql): the
-        grants of an unchanged database are not rewritten by every process that opens it."""
-        transaction = connection.transaction()
-        await transaction.start()
+        grants of an unchanged database are not rewritten by every process that opens it. Three
+        round trips: the state before and access.sql in one message, then the comparison,
+        then COMMIT or ROLLBACK."""
+        state = (HERE / "access_state.sql").read_text(encoding="utf-8")
         try:
             await connection.execute(
-                "SELECT set_config('redrive.application_role', $1, true)", self.role
+                "BEGIN; "
+                f"SELECT set_config('redrive.application_role', {literal(self.role)}, true); "
+                f"SELECT set_config('redrive.access_before', ({state}), true); "
+                + (HERE / "access.sql").read_text(encoding="utf-8")
             )
-            state = (HERE / "access_state.sql").read_text(encoding="utf-8")
-            before = await connection.fetchval(state)
-            await connection.execute((HERE / "access.sql").read_text(encoding="utf-8"))
-            changed = await connection.fetchval(state) != before
+            changed = await connection.fetchval(
+                f"SELECT current_setting('redrive.access_before') IS DISTINCT FROM ({state})"
+            )
         except BaseException:
-            await transaction.rollback()
+            if not connection.is_closed() and connection.is_in_transaction():
+                await connection.execute("ROLLBACK")
             raise
-        if changed:
-            await transaction.commit()
-        else:
-            await transaction.rollback()
+        await connection.execute("COMMIT" if changed else "ROLLBACK")
 
     async def ping(self) -> bool:
         try:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from redrive.domain.caller import Caller
 from redrive.store.codec import dump, load
-from redrive.store.statements import load_statements, migration_files
+from redrive.store.statements import ParsedOnUse, load_statements, migration_files
 from redrive.store.transaction import SqlTransaction
 from redrive.store.wakeups import Wakeups
 
@@ -287,10 +287,9 @@ class SqliteStore:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.statements = load_statements(HERE / "statements.sql")
-        self.scripts = {
-            name: [compile_part(part) for part in split_script(sql)]
-            for name, sql in self.statements.items()
-        }
+        self.scripts = ParsedOnUse(
+            self.statements, lambda name, sql: [compile_part(part) for part in split_script(sql)]
+        )
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="redrive-sqlite")
         self._lock = asyncio.Lock()
         # Units waiting for the lock; the open write transaction's group of units, if any.
