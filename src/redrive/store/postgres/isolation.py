@@ -2,9 +2,9 @@
 
 The check connects the way a pooled connection does (as the configured user, then SET ROLE to the
 application role) and asks PostgreSQL about the effective role and every table with a tenant_id
-column, in one query. Any of these would let the server read or write
-across tenants: the role is a superuser or has BYPASSRLS, it owns (or is a member of the owner
-of) a tenant table, or a tenant table has row-level security disabled or not forced.
+column, in one query. Any of these would let the server read or write across tenants: the role is
+a superuser or has BYPASSRLS, it owns (or is a member of the owner of) a tenant table, or a tenant
+table has row-level security disabled or not forced.
 """
 
 from __future__ import annotations
