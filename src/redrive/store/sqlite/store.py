@@ -77,6 +77,8 @@ def split_script(sql: str) -> list[str]:
 # (A quoted literal matches whole, as itself, so nothing inside one is read as a parameter.)
 ELEMENT_FIELD = re.compile(r"'[^']*'|:([a-z_][a-z0-9_]*)(?:(->>?)([a-z_][a-z0-9_]*))?")
 CONTAINERS = (dict, list, tuple)
+# What SQLite binds as it is (a bool as 0 or 1).
+BINDABLE = frozenset({type(None), int, float, str, bytes, bool})
 # How a parameter of a statement run per element is read: from the call's parameters, or from
 # the element as `->>` or as `->` reads a field.
 PARAMETER, VALUE, TEXT = 0, 1, 2
@@ -119,19 +121,30 @@ class Part:
             yield values
 
     def runs(self, parameters: dict[str, Any]) -> Iterator[tuple[dict[str, Any], tuple[Any, ...]]]:
-        """Each element of the array named `each`, with the parameters of its run."""
+        """Each element of the array named `each`, with the parameters of its run: every field
+        read at once, then the call's parameters and the JSON texts put in; a value SQLite
+        cannot bind as it is (an object or array read with `->>`) is written as JSON, as
+        `element_field` does (a field at a time: 3.5 -> 1.6 us for update_jobs' 22)."""
         assert self.each is not None
         array = parameters[self.each]
         elements = array.records if isinstance(array, Records) else load(array)
         given = bound(parameters)
+        names = tuple(name for _, name in self.reads)
+        positions = [
+            [(index, name) for index, (kind, name) in enumerate(self.reads) if kind == wanted]
+            for wanted in (PARAMETER, TEXT, VALUE)
+        ]
+        from_call, texts, values = positions
         for element in elements:
-            yield (
-                element,
-                tuple(
-                    given[name] if kind == PARAMETER else element_field(element, name, kind == TEXT)
-                    for kind, name in self.reads
-                ),
-            )
+            run = list(map(element.get, names))
+            for index, name in from_call:
+                run[index] = given[name]
+            for index, name in texts:
+                run[index] = element_field(element, name, True)
+            if not BINDABLE.issuperset(map(type, run)):
+                for index, name in values:
+                    run[index] = element_field(element, name, False)
+            yield element, tuple(run)
 
     def echo(self, element: dict[str, Any]) -> dict[str, Any]:
         """The row the echoed RETURNING clause gives for a run of `element`, as SQLite would
