@@ -45,31 +45,6 @@ class Schema:
     indexes: dict[str, Index] = field(default_factory=dict)  # by name: CREATE [UNIQUE] INDEX ones
 
 
-# Indexes whose shape differs on purpose: (SQLite, PostgreSQL). PostgreSQL indexes only the rows
-# in the state the statement reads (a partial index); SQLite's planner passed over such a partial
-# index on the claim path after ANALYZE (see 0001_initial.sql), so SQLite leads a plain index with
-# the state column instead. jobs_claim serves the claim statement, a dialect difference the design
-# names. The other three serve the sweeper (promoting due jobs, reaping expired leases and
-# timeouts) with the same trade. They are plan-guarded in test_query_plans.py (claim and due).
-INDEX_DIFFERENCES: dict[str, tuple[Index, Index]] = {
-    "jobs_claim": (
-        Index("jobs", ("queue", "state", "priority DESC", "sequence")),
-        Index("jobs", ("queue", "priority DESC", "sequence"), partial=True),
-    ),
-    "jobs_due": (
-        Index("jobs", ("state", "run_at")),
-        Index("jobs", ("run_at",), partial=True),
-    ),
-    "jobs_lease": (
-        Index("jobs", ("state", "lease_expires_at")),
-        Index("jobs", ("lease_expires_at",), partial=True),
-    ),
-    "jobs_timeout": (
-        Index("jobs", ("state", "timeout_at")),
-        Index("jobs", ("timeout_at",), partial=True),
-    ),
-}
-
 # Keys that differ on purpose: table -> (SQLite, PostgreSQL), each (primary key, unique keys).
 # SQLite hands out increasing numbers only to an INTEGER PRIMARY KEY, so it numbers jobs (the
 # claim's FIFO order) with `sequence` as the rowid and keeps the job id UNIQUE. PostgreSQL numbers
@@ -221,17 +196,11 @@ def test_both_dialects_name_the_same_indexes(schemas: tuple[Schema, Schema]) -> 
     assert set(postgres.indexes) - set(sqlite.indexes) == set(), "indexes only in PostgreSQL"
 
 
-def test_each_named_index_has_the_same_shape_unless_listed(
-    schemas: tuple[Schema, Schema],
-) -> None:
+def test_each_named_index_has_the_same_shape(schemas: tuple[Schema, Schema]) -> None:
+    """Partial where PostgreSQL's is, too: SQLite's job indexes became so in 0032."""
     sqlite, postgres = schemas
-    assert set(INDEX_DIFFERENCES) <= set(sqlite.indexes) & set(postgres.indexes)
     for name in sorted(set(sqlite.indexes) & set(postgres.indexes)):
-        found = (sqlite.indexes[name], postgres.indexes[name])
-        if name in INDEX_DIFFERENCES:
-            assert found == INDEX_DIFFERENCES[name], name
-        else:
-            assert found[0] == found[1], name
+        assert sqlite.indexes[name] == postgres.indexes[name], name
 
 
 def test_the_reader_sees_what_the_migrations_wrote(schemas: tuple[Schema, Schema]) -> None:

@@ -13,7 +13,13 @@ class SqlEvents(SqlBase, EventStore):
         if not events:
             return []
         records = [event_record(event) for event in events]
-        rows = await self._rows("insert_events", rows=self.executor.records_parameter(records))
+        rows = await self._rows(
+            "insert_events",
+            rows=self.executor.records_parameter(records),
+            tenant_ids=self.executor.list_parameter(
+                sorted({record["tenant_id"] for record in records})
+            ),
+        )
         return [Listener(row["id"], row["tenant_id"], tuple(load(row["events"]))) for row in rows]
 
     async def list_events(self, query: EventQuery) -> list[StoredEvent]:

@@ -118,7 +118,7 @@ class SqlJobs(SqlBase, JobStore):
         ids = self.executor.list_parameter([completion.job_id for completion in completions])
         rows = await self._rows(
             "complete_jobs",
-            rows=dump(records),
+            rows=self.executor.records_parameter(records),
             ids=ids,
             tenant_id=tenant_id,
             now=now,

@@ -22,6 +22,10 @@ from redrive.store.wakeups import Wakeups
 
 HERE = Path(__file__).parent
 CLOSE_WAIT_SECONDS = 10.0
+# A unit's savepoint, opened (and the write transaction begun, if none is) with the unit's first
+# statement, on the same trip to the store's thread.
+OPEN_UNIT = "SAVEPOINT unit"
+RELEASE_UNIT = "RELEASE SAVEPOINT unit"
 Result = TypeVar("Result")
 # What one part of a script gave: its rows and how many rows it changed.
 Executed = tuple[list[dict[str, Any]], int]
@@ -77,6 +81,8 @@ def split_script(sql: str) -> list[str]:
 # (A quoted literal matches whole, as itself, so nothing inside one is read as a parameter.)
 ELEMENT_FIELD = re.compile(r"'[^']*'|:([a-z_][a-z0-9_]*)(?:(->>?)([a-z_][a-z0-9_]*))?")
 CONTAINERS = (dict, list, tuple)
+# What SQLite binds as it is (a bool as 0 or 1).
+BINDABLE = frozenset({type(None), int, float, str, bytes, bool})
 # How a parameter of a statement run per element is read: from the call's parameters, or from
 # the element as `->>` or as `->` reads a field.
 PARAMETER, VALUE, TEXT = 0, 1, 2
@@ -119,19 +125,30 @@ class Part:
             yield values
 
     def runs(self, parameters: dict[str, Any]) -> Iterator[tuple[dict[str, Any], tuple[Any, ...]]]:
-        """Each element of the array named `each`, with the parameters of its run."""
+        """Each element of the array named `each`, with the parameters of its run: every field
+        read at once, then the call's parameters and the JSON texts put in; a value SQLite
+        cannot bind as it is (an object or array read with `->>`) is written as JSON, as
+        `element_field` does (a field at a time: 3.5 -> 1.6 us for update_jobs' 22)."""
         assert self.each is not None
         array = parameters[self.each]
         elements = array.records if isinstance(array, Records) else load(array)
         given = bound(parameters)
+        names = tuple(name for _, name in self.reads)
+        positions = [
+            [(index, name) for index, (kind, name) in enumerate(self.reads) if kind == wanted]
+            for wanted in (PARAMETER, TEXT, VALUE)
+        ]
+        from_call, texts, values = positions
         for element in elements:
-            yield (
-                element,
-                tuple(
-                    given[name] if kind == PARAMETER else element_field(element, name, kind == TEXT)
-                    for kind, name in self.reads
-                ),
-            )
+            run = list(map(element.get, names))
+            for index, name in from_call:
+                run[index] = given[name]
+            for index, name in texts:
+                run[index] = element_field(element, name, True)
+            if not BINDABLE.issuperset(map(type, run)):
+                for index, name in values:
+                    run[index] = element_field(element, name, False)
+            yield element, tuple(run)
 
     def echo(self, element: dict[str, Any]) -> dict[str, Any]:
         """The row the echoed RETURNING clause gives for a run of `element`, as SQLite would
@@ -295,6 +312,10 @@ class SqliteStore:
         # Units waiting for the lock; the open write transaction's group of units, if any.
         self._waiting = 0
         self._group: Group | None = None
+        # What units left to run before the next call (OPEN_UNIT, RELEASE_UNIT), in order: a
+        # trip to the store's thread each cost both threads more than the statement (one
+        # unit's savepoint opened and released around an ack: 3 trips, now 1).
+        self._pending: list[str] = []
         self.wakeups = Wakeups()
         self._owner: asyncio.Task[Any] | None = None
         self.connection = self._thread.submit(self._connect).result()
@@ -316,6 +337,24 @@ class SqliteStore:
         return connection
 
     async def call(self, function: Callable[[], Result]) -> Result:
+        """Run `function` on the store's thread, after what units left pending."""
+        loop = asyncio.get_running_loop()
+        if not self._pending:
+            return await loop.run_in_executor(self._thread, function)
+        pending, self._pending = self._pending, []
+
+        def after_pending() -> Result:
+            for step in pending:
+                if step is OPEN_UNIT:
+                    self._open_unit()
+                else:
+                    self.connection.execute(step)
+            return function()
+
+        return await loop.run_in_executor(self._thread, after_pending)
+
+    async def _call_alone(self, function: Callable[[], Result]) -> Result:
+        """Run `function` on the store's thread, leaving what units left pending for them."""
         return await asyncio.get_running_loop().run_in_executor(self._thread, function)
 
     @asynccontextmanager
@@ -335,7 +374,7 @@ class SqliteStore:
             if group is None:
                 group = self._group = Group(asyncio.get_running_loop().create_future())
             try:
-                await self.call(self._open_unit)
+                self._pending.append(OPEN_UNIT)
                 transaction = SqlTransaction(SqliteExecutor(self))
                 yield transaction
                 await transaction.finish()
@@ -346,7 +385,7 @@ class SqliteStore:
             if group.committer is None and not self._waiting:
                 await self._commit(group)  # COMMIT releases the unit's savepoint too
                 return
-            await self.call(self._release_unit)
+            self._release_unit()
             if group.committer is None:
                 group.committer = asyncio.create_task(self._commit_when_free(group))
         finally:
@@ -363,13 +402,25 @@ class SqliteStore:
             self._waiting -= 1
 
     def _open_unit(self) -> None:
-        """A savepoint for the next unit in the write transaction, begun if none is open."""
+        """(On the store's thread.) A savepoint for the next unit in the write transaction,
+        begun if none is open."""
         if not self.connection.in_transaction:
             self.connection.execute("BEGIN IMMEDIATE")
-        self.connection.execute("SAVEPOINT unit")
+        self.connection.execute(OPEN_UNIT)
+
+    def _unit_unopened(self) -> bool:
+        """Whether the unit at hand ran nothing yet (its savepoint still pending): then it has
+        nothing to release or undo, and its savepoint is dropped."""
+        if self._pending and self._pending[-1] is OPEN_UNIT:
+            self._pending.pop()
+            return True
+        return False
 
     def _release_unit(self) -> None:
-        self.connection.execute("RELEASE SAVEPOINT unit")
+        """Release the unit's savepoint with the next call (a commit, or the next unit's first
+        statement)."""
+        if not self._unit_unopened():
+            self._pending.append(RELEASE_UNIT)
 
     async def _undo_unit(self, group: Group, error: BaseException) -> None:
         """Undo the failed unit alone; if SQLite rolled back the whole transaction (an I/O
@@ -384,9 +435,9 @@ class SqliteStore:
             return False
 
         try:
-            kept = await self.call(undo)
+            kept = self._unit_unopened() or await self.call(undo)
         except BaseException:
-            await self.call(self._rollback)
+            await self._roll_back()
             kept = False
         if not kept:
             self._fail(group, error)
@@ -415,12 +466,17 @@ class SqliteStore:
         try:
             await self.call(lambda: self.connection.execute("COMMIT"))
         except BaseException as error:
-            await self.call(self._rollback)
+            await self._roll_back()
             self._fail(group, error)
             raise
         self._group = None
         group.done.set_result(None)
         self.wakeups.signal(group.notified)
+
+    async def _roll_back(self) -> None:
+        """Roll the open transaction back, with what its units left pending."""
+        self._pending.clear()
+        await self._call_alone(self._rollback)
 
     def _rollback(self) -> None:
         if self.connection.in_transaction:
@@ -484,7 +540,7 @@ class SqliteStore:
 
     async def ping(self) -> bool:
         try:
-            await self.call(lambda: self.connection.execute("SELECT 1").fetchone())
+            await self._call_alone(lambda: self.connection.execute("SELECT 1").fetchone())
         except sqlite3.Error:
             return False
         return True
@@ -495,12 +551,12 @@ class SqliteStore:
         try:
             await asyncio.wait_for(self._acquire(), CLOSE_WAIT_SECONDS)
         except TimeoutError:
-            await self.call(self.connection.close)
+            await self._call_alone(self.connection.close)
         else:
             try:
                 with contextlib.suppress(Exception):  # its units raise it
                     await self._commit_open()
-                await self.call(self.connection.close)
+                await self._call_alone(self.connection.close)
             finally:
                 self._lock.release()
         self._thread.shutdown(wait=True)
