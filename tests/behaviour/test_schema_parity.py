@@ -197,7 +197,7 @@ def test_both_dialects_name_the_same_indexes(schemas: tuple[Schema, Schema]) -> 
 
 
 def test_each_named_index_has_the_same_shape(schemas: tuple[Schema, Schema]) -> None:
-    """Partial where PostgreSQL's is, too: SQLite's job indexes became so in 0032."""
+    """Partial where PostgreSQL's is, too: SQLite's job indexes became so in 0030."""
     sqlite, postgres = schemas
     for name in sorted(set(sqlite.indexes) & set(postgres.indexes)):
         assert sqlite.indexes[name] == postgres.indexes[name], name

@@ -1,4 +1,4 @@
--- redrive schema 32 (SQLite): the job indexes of the claim, the promotion of due jobs and the
+-- redrive schema 30 (SQLite): the job indexes of the claim, the promotion of due jobs and the
 -- reaping of expired leases and timeouts hold only the rows in the states those statements read,
 -- as PostgreSQL's have since 0001: a claim and an ack or nack then change one of them, not four
 -- (an UPDATE moved each job's entry in all four: claim ~1.2 us and nack ~2.5 us a job less).
