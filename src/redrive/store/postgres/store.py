@@ -197,10 +197,10 @@ class PostgresExecutor:
 async def fetch_rows(
     connection: Connection | TenantConnection, statement: Statement, parameters: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """The rows of a statement as dicts. A job's id that a concurrent transaction inserted
-    between enqueue_jobs' check and its insert (a plain insert: unique_violation on jobs_pkey)
-    is the enqueue's Duplicate; the id is not named (the error's detail leaves out the key
-    under row-level security), and the transaction cannot go on."""
+    """The rows of a statement as dicts. A job's id that exists already (enqueue_jobs inserts
+    without ON CONFLICT: unique_violation on jobs_pkey) is the enqueue's Duplicate, naming no
+    job (the error's detail leaves the key out under row-level security); the transaction
+    cannot go on."""
     try:
         records = await connection.fetch(statement.sql, *statement.arguments(parameters))
     except asyncpg.UniqueViolationError as error:
