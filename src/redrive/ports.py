@@ -153,10 +153,11 @@ class Completions:
 
 @dataclass(frozen=True)
 class Enqueued:
-    """What an enqueue wrote: the ids inserted (one that existed already is absent) and the
-    active webhook subscriptions of its events' tenants."""
+    """What an enqueue found: the ids of its jobs that exist already (then what it wrote must not
+    stand: the caller reports them and rolls back) and the active webhook subscriptions of its
+    events' tenants."""
 
-    inserted: set[str]
+    existing: set[str]
     listeners: list[Listener]
 
 
@@ -181,7 +182,9 @@ class JobStore(Protocol):
         self, jobs: list[Job], event_ids: list[str] | None, now: int, alone: bool = False
     ) -> Enqueued:
         """New jobs (as `new_job` makes them: never claimed), their queues and, with
-        `event_ids` (one per job), each job's `enqueued_event` under its id. `alone`: the only
+        `event_ids` (one per job), each job's `enqueued_event` under its id. An id that exists
+        already is in `Enqueued.existing` or raises Duplicate, naming no job (PostgreSQL's
+        batch statement, a plain insert, fails: the transaction cannot go on). `alone`: the only
         statement of a unit of one statement (`Store.transaction(one_statement=True)`), which
         commits it by itself: then nothing is written when the events have a listener (the
         caller enqueues again in a transaction, which queues the deliveries), and the wake-ups
@@ -201,6 +204,7 @@ class JobStore(Protocol):
         self, job_id: str, tenant_id: str | None, lock: bool = False
     ) -> Job | None: ...
     async def lock_jobs(self, job_ids: list[str], tenant_id: str | None) -> dict[str, Job]: ...
+    async def existing_job_ids(self, job_ids: list[str], tenant_id: str | None) -> set[str]: ...
     async def list_jobs(
         self, tenant_id: str | None, filters: JobFilter, limit: int, offset: int
     ) -> tuple[list[Job], int]: ...

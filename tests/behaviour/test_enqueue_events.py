@@ -54,8 +54,9 @@ async def test_a_duplicate_id_writes_no_job_and_no_event(service: Service, store
     job = await service.jobs.enqueue(ACME, read_envelope({"type": "mail.send", "args": []}))
     again = read_envelope({"type": "mail.send", "args": [], "id": job.id})
     fresh = read_envelope({"type": "mail.send", "args": []})
-    with pytest.raises(Duplicate):
+    with pytest.raises(Duplicate) as raised:
         await service.jobs.enqueue_batch(ACME, [fresh, again])
+    assert raised.value.details == {"job_id": job.id}  # named, though PostgreSQL's insert fails
     async with store.transaction(ACME) as transaction:
         events = await transaction.list_events(EventQuery("acme", None, None, None, None, 100))
         counts = await transaction.count_jobs("acme", None)

@@ -50,10 +50,9 @@ class JobService:
         written = await transaction.enqueue_jobs(jobs, event_ids, now, alone)
         if alone and written.listeners:
             return True
-        if len(written.inserted) != len(jobs):
-            for job in jobs:
-                if job.id not in written.inserted:
-                    raise Duplicate(f"job {job.id} already exists", {"job_id": job.id})
+        if written.existing:
+            job_id = next(job.id for job in jobs if job.id in written.existing)
+            raise Duplicate(f"job {job_id} already exists", {"job_id": job_id})
         await transaction.notify({job.queue for job in jobs if job.state == states.AVAILABLE})
         if written.listeners:
             stored = [
@@ -95,9 +94,26 @@ class JobService:
         ids = {job.id for job in jobs}
         if len(ids) != len(jobs):
             raise Duplicate("the batch repeats a job id", {"field": "jobs"})
-        async with self.runtime.store.transaction(caller) as transaction:
-            await self._insert(transaction, jobs, now)
+        try:
+            async with self.runtime.store.transaction(caller) as transaction:
+                await self._insert(transaction, jobs, now)
+        except Duplicate as duplicate:
+            if "job_id" in duplicate.details:
+                raise
+            raise await self._named(caller, jobs, duplicate) from None
         return jobs
+
+    async def _named(self, caller: Caller, jobs: list[Job], duplicate: Duplicate) -> Duplicate:
+        """A batch's Duplicate naming the first of its jobs whose id exists (the store may name
+        none); as it was when none of them is the caller's to see (another tenant's)."""
+        async with self.runtime.store.transaction(caller) as transaction:
+            existing = await transaction.existing_job_ids(
+                [job.id for job in jobs], caller.tenant_scope
+            )
+        for job in jobs:
+            if job.id in existing:
+                return Duplicate(f"job {job.id} already exists", {"job_id": job.id})
+        return duplicate
 
     async def get(self, caller: Caller, job_id: str) -> Job:
         tenant = caller.tenant_scope

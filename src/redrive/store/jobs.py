@@ -54,14 +54,18 @@ class SqlJobs(SqlBase, JobStore):
         else:
             records = self.executor.shared_records_parameter(*new_job_records(jobs, event_ids))
             rows = await self._rows("enqueue_jobs", rows=records, now=now, alone=alone)
-        return Enqueued(
-            inserted={row["id"] for row in rows if row["kind"] == "job"},
-            listeners=[
-                Listener(row["id"], row["tenant_id"], tuple(load(row["events"])))
-                for row in rows
-                if row["kind"] == "listener"
-            ],
-        )
+        listeners = [
+            Listener(row["id"], row["tenant_id"], tuple(load(row["events"])))
+            for row in rows
+            if row["kind"] == "listener"
+        ]
+        if len(jobs) == 1:
+            # enqueue_job names the job it inserted (kind `job`); it inserted none when the id
+            # exists, or when it ran alone and found a listener (it then writes nothing).
+            inserted = any(row["kind"] == "job" for row in rows)
+            held_back = alone and bool(listeners)
+            return Enqueued(set() if inserted or held_back else {jobs[0].id}, listeners)
+        return Enqueued({row["id"] for row in rows if row["kind"] == "existing"}, listeners)
 
     async def insert_job(self, job: Job) -> bool:
         return bool(await self.insert_jobs([job]))
@@ -162,6 +166,11 @@ class SqlJobs(SqlBase, JobStore):
             "select_jobs_for_update", ids=self.executor.list_parameter(job_ids), tenant_id=tenant_id
         )
         return {row["id"]: job_from_row(row) for row in rows}
+
+    async def existing_job_ids(self, job_ids: list[str], tenant_id: str | None) -> set[str]:
+        ids = self.executor.list_parameter(job_ids)
+        rows = await self._rows("select_existing_job_ids", ids=ids, tenant_id=tenant_id)
+        return {row["id"] for row in rows}
 
     async def list_jobs(
         self, tenant_id: str | None, filters: JobFilter, limit: int, offset: int

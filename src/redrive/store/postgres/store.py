@@ -24,6 +24,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
 from redrive.domain.caller import Caller
+from redrive.domain.errors import Duplicate
 from redrive.store.codec import dump
 from redrive.store.postgres.statements import Statement, load_scripts
 from redrive.store.statements import migration_files
@@ -94,8 +95,7 @@ class StatementExecutor:
 
     async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
         statement = await self._statement(name, parameters)
-        records = await self.connection.fetch(statement.sql, *statement.arguments(parameters))
-        return [dict(record) for record in records]
+        return await fetch_rows(self.connection, statement, parameters)
 
     async def run(self, name: str, parameters: dict[str, Any]) -> int:
         statement = await self._statement(name, parameters)
@@ -155,8 +155,7 @@ class PostgresExecutor:
     async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
         (statement,) = self.store.scripts[name]
         connection = await self._ready(statement)
-        records = await connection.fetch(statement.sql, *statement.arguments(parameters))
-        return [dict(record) for record in records]
+        return await fetch_rows(connection, statement, parameters)
 
     async def run(self, name: str, parameters: dict[str, Any]) -> int:
         changed = 0
@@ -193,6 +192,25 @@ class PostgresExecutor:
         parts.append("COMMIT")
         self.begin = ""
         await self.connection.execute("; ".join(parts))
+
+
+async def fetch_rows(
+    connection: Connection | TenantConnection, statement: Statement, parameters: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The rows of a statement as dicts. A job's id that exists already (enqueue_jobs inserts
+    without ON CONFLICT: unique_violation on jobs_pkey) is the enqueue's Duplicate, naming no
+    job (the error's detail leaves the key out under row-level security); the transaction
+    cannot go on."""
+    try:
+        records = await connection.fetch(statement.sql, *statement.arguments(parameters))
+    except asyncpg.UniqueViolationError as error:
+        if error.constraint_name != "jobs_pkey":
+            raise
+        raise Duplicate(
+            "a job of the enqueue has an id that another enqueue wrote meanwhile",
+            {"field": "jobs"},
+        ) from error
+    return [dict(record) for record in records]
 
 
 def rowcount(status: str) -> int:

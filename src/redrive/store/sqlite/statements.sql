@@ -29,13 +29,16 @@ RETURNING :rows->>id AS id;
 
 -- name: enqueue_jobs
 -- What an enqueue writes: the jobs' queues (known ones left as they are), the new jobs of :rows
--- (existing ids skipped; only a new job's columns, the lifecycle ones keep their defaults) and
--- the event of each record that names one (`event_id`, `event_type`), made from the job's
--- columns as domain/events.py `enqueued_event` makes it. Rows of kind `job` name the ids
--- inserted; rows of kind `listener` are the active webhook subscriptions of the events' tenants
--- (the caller queues their deliveries in the same transaction). With :alone (the statement is
--- its unit's only one), a listener means nothing is written: the caller enqueues again in a
--- transaction (on SQLite the unit is a transaction all the same, and the store wakes queues).
+-- (only a new job's columns, the lifecycle ones keep their defaults) and the event of each
+-- record that names one (`event_id`, `event_type`), made from the job's columns as
+-- domain/events.py `enqueued_event` makes it. Rows of kind `existing` name the ids of :rows
+-- that exist already (the caller reports them and rolls back: what was written goes); rows of
+-- kind `listener` are the active webhook subscriptions of the events' tenants (the caller
+-- queues their deliveries in the same transaction). With :alone (the statement is its unit's
+-- only one), a listener means nothing is written: the caller enqueues again in a transaction
+-- (on SQLite the unit is a transaction all the same, and the store wakes queues).
+SELECT 'existing' AS kind, id, NULL AS tenant_id, NULL AS events FROM jobs
+WHERE id IN (SELECT value ->> '$.id' FROM json_each(:rows));
 INSERT INTO queues (name, tenant_id, created_at)
 SELECT DISTINCT value ->> '$.queue', value ->> '$.tenant_id', :now FROM json_each(:rows)
 WHERE NOT (:alone AND EXISTS (
@@ -55,8 +58,7 @@ SELECT
 WHERE NOT (:alone AND :rows->>event_id IS NOT NULL AND EXISTS (
     SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :rows->>tenant_id
 ))
-ON CONFLICT (id) DO NOTHING
-RETURNING 'job' AS kind, :rows->>id AS id, NULL AS tenant_id, NULL AS events;
+ON CONFLICT (id) DO NOTHING;
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
 SELECT :rows->>event_id, :rows->>tenant_id, :rows->>event_type, :rows->>queue, :rows->>type,
     :rows->>id, :now,
@@ -205,6 +207,10 @@ SELECT * FROM jobs WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant
 
 -- name: select_job_for_update
 SELECT * FROM jobs WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
+
+-- name: select_existing_job_ids
+SELECT id FROM jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 
 -- name: select_jobs_for_update
 -- Locked in id order, so two batches over overlapping jobs cannot deadlock.
