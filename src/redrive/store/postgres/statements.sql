@@ -1657,10 +1657,11 @@ WHERE id = :id AND state = :expected_state
 RETURNING *;
 
 -- name: select_pending_redrive_items
--- The task's next dead letters to move. Not locked: one transaction at a time advances the tasks
--- (the advisory lock of RedriveService.advance), and splits what it read over its write lanes.
+-- The task's next dead letters to move, by id after :after. Not locked: one transaction at a time
+-- advances the tasks (the advisory lock of RedriveService.advance), and its write lanes read
+-- their chunks one after the other.
 SELECT dead_letter_id, job_id FROM redrive_task_items
-WHERE task_id = :task_id AND state = 'pending'
+WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
 ORDER BY dead_letter_id
 LIMIT :limit;
 
