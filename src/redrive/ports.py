@@ -455,8 +455,11 @@ class RedriveTaskStore(Protocol):
         """None when the task is no longer in `task.state` (or not the tenant's)."""
         ...
 
-    async def pending_redrive_items(self, task_id: str, limit: int) -> dict[str, str]:
-        """The task's next pinned dead letters to move: their job ids by episode id, in order."""
+    async def pending_redrive_items(
+        self, task_id: str, limit: int, after: str = ""
+    ) -> dict[str, str]:
+        """The task's next pinned dead letters to move, by episode id after `after`: their job
+        ids by episode id, in order."""
         ...
 
     async def pending_redrive_dead_letters(

@@ -2,7 +2,8 @@
 transaction over the write lanes (SQLite, one writer, moves it in the tick's transaction), each
 dead letter once, with the task's accounting, events and failure handling of one batch; and a
 task started in a process with a sweep loop moves its batch due without waiting for the sweep;
-a start waits for a pin in flight and never pins a dead letter twice."""
+a start waits for a pin in flight and never pins a dead letter twice; what comes due while a batch
+moves over the lanes moves in the same advance."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -79,6 +81,34 @@ async def test_a_batch_larger_than_a_chunk_moves_each_dead_letter_once_with_its_
         (episode,) = await service.dead_letters.episodes(CALLER, job_id)
         assert episode.status == "retried" and episode.moved_by == f"redrive:{task.id}"
     assert service.runtime.metrics.redrive_moved[task.id] == 150
+
+
+async def test_what_comes_due_while_a_batch_moves_over_the_lanes_moves_in_the_same_advance(
+    laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
+    service = served(laned, clock)
+    await kill(service, 100)
+    task = await service.redrives.start(CALLER, critical())
+    moving = service.redrives._move_in_lanes
+
+    async def taking_a_second(*arguments: Any) -> redrive_service.Batch | None:
+        moved = await moving(*arguments)
+        clock.advance(1000)  # 100 more due at 6,000 a minute
+        return moved
+
+    monkeypatch.setattr(service.redrives, "_move_in_lanes", taking_a_second)
+    clock.advance(500)  # 50 due: more than a chunk
+    if isinstance(laned, SqliteStore):  # one writer: the 50 in the tick's own transaction
+        assert await service.redrives.advance() == 50
+        clock.advance(500)
+        assert await service.redrives.advance() == 50
+    else:  # the lanes moved 50, then the 50 left came due meanwhile: moved in the same advance
+        assert await service.redrives.advance() == 100
+    done = await service.redrives.get(CALLER, task.id)
+    assert (done.state, done.moved, done.skipped) == (redrive.COMPLETED, 100, 0)
+    assert await dead_count(service, "billing") == 0
+    assert len(await events_of(service, "redrive.completed")) == 1
 
 
 async def test_a_chunk_that_raises_is_undone_alone_and_fails_the_task(

@@ -120,8 +120,12 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
         )  # fmt: skip
         return task_from_row(rows[0]) if rows else None
 
-    async def pending_redrive_items(self, task_id: str, limit: int) -> dict[str, str]:
-        rows = await self._rows("select_pending_redrive_items", task_id=task_id, limit=limit)
+    async def pending_redrive_items(
+        self, task_id: str, limit: int, after: str = ""
+    ) -> dict[str, str]:
+        rows = await self._rows(
+            "select_pending_redrive_items", task_id=task_id, limit=limit, after=after
+        )
         return {row["dead_letter_id"]: row["job_id"] for row in rows}
 
     async def pending_redrive_dead_letters(

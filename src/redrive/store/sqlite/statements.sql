@@ -1490,9 +1490,10 @@ WHERE id = :id AND state = :expected_state AND (:tenant_id IS NULL OR tenant_id 
 RETURNING *;
 
 -- name: select_pending_redrive_items
--- The task's next dead letters to move (the write transaction holds off every other writer).
+-- The task's next dead letters to move, by id after :after (the write transaction holds off every
+-- other writer).
 SELECT dead_letter_id, job_id FROM redrive_task_items
-WHERE task_id = :task_id AND state = 'pending'
+WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
 ORDER BY dead_letter_id
 LIMIT :limit;
 
