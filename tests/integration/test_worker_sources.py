@@ -20,6 +20,7 @@ from redrive.worker.embedded_source import EmbeddedJobSource
 from redrive.worker.http_source import HttpJobSource
 from redrive.worker.source import Completion, Failure, JobSource
 from tests.support.callers import CALLER
+from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
 WORKER_ID = "worker-under-test"
@@ -115,3 +116,55 @@ async def test_a_worker_runs_jobs_through_the_adapter(service: Service, source: 
     worker.stop()
     await asyncio.wait_for(running, 10)
     assert (await service.jobs.get(CALLER, ids[7])).result == 14
+
+
+DEAD_ON_FAILURE = {"retry": {"max_attempts": 1, "on_exhaustion": "dead_letter"}}
+ERROR = {"code": "handler_error", "type": "SmtpError", "message": "refused"}
+
+
+async def test_a_nack_for_a_job_cancelled_under_its_lease_is_refused(
+    service: Service, source: JobSource
+) -> None:
+    """The lease has not expired by the clock, but the job is no longer the claim's: the nack
+    must not resurrect it nor write a dead letter (an embedded worker decides from the job it
+    holds; the guarded write still refuses)."""
+    [job_id] = await enqueue(service, 1, visibility_timeout_ms=60_000, **DEAD_ON_FAILURE)
+    [claimed] = await source.fetch(["default"], 1, 0, WORKER_ID)
+    await service.jobs.cancel(CALLER, job_id)
+    [outcome] = await source.nack([Failure(job_id, claimed["lease_token"], ERROR)], WORKER_ID)
+    assert (outcome.state, outcome.problem) == (None, "conflict")
+    assert await state_of(service, job_id) == "cancelled"
+    await source.close()
+
+
+async def test_a_nack_after_a_heartbeat_outlived_the_claims_lease_lands(
+    service: Service, source: JobSource, clock: ManualClock
+) -> None:
+    """Past the expiry the claim set, but within the one a heartbeat extended to: the nack is
+    the current lease's and dead-letters the job with its error and attempt."""
+    [job_id] = await enqueue(service, 1, visibility_timeout_ms=5_000, **DEAD_ON_FAILURE)
+    [claimed] = await source.fetch(["default"], 1, 0, WORKER_ID)
+    clock.advance(4_000)
+    assert (await source.heartbeat([job_id], WORKER_ID)).extended == [job_id]
+    clock.advance(2_000)
+    [outcome] = await source.nack([Failure(job_id, claimed["lease_token"], ERROR)], WORKER_ID)
+    assert outcome.accepted, outcome.problem
+    dead, _ = await service.dead_letters.get(CALLER, job_id)
+    assert dead.job.attempt == 1
+    assert [error["message"] for error in dead.job.errors] == ["refused"]
+    await source.close()
+
+
+async def test_a_nack_after_the_lease_was_reaped_is_refused(
+    service: Service, source: JobSource, clock: ManualClock
+) -> None:
+    """The reaper dead-lettered the job once its lease expired: the late nack changes nothing."""
+    [job_id] = await enqueue(service, 1, visibility_timeout_ms=1_000, **DEAD_ON_FAILURE)
+    [claimed] = await source.fetch(["default"], 1, 0, WORKER_ID)
+    clock.advance(1_001)
+    await service.sweeper.sweep()
+    reaped = await service.dead_letters.get(CALLER, job_id)
+    [outcome] = await source.nack([Failure(job_id, claimed["lease_token"], ERROR)], WORKER_ID)
+    assert (outcome.state, outcome.problem) == (None, "conflict")
+    assert await service.dead_letters.get(CALLER, job_id) == reaped
+    await source.close()

@@ -52,6 +52,10 @@ class AckRequest(AttemptRequest):
 class NackRequest(AttemptRequest):
     failure: lifecycle.Failure
     requeue: bool
+    # The job as this worker's own claim returned it (an embedded worker holds it): while that
+    # lease has not expired by the clock, the nack decides from it instead of reading the row
+    # again; the write is still refused unless the row's state and lease are the claim's.
+    held: Job | None = None
 
 
 def check_batch(requests: list[Request | OjsError], field: str, limit: int) -> None:
@@ -79,6 +83,29 @@ def without_repeats(requests: list[Request | OjsError]) -> list[Request | OjsErr
             seen.add(request.job_id)
         checked.append(request)
     return checked
+
+
+def held_jobs(
+    requests: list[NackRequest | OjsError], now: int, tenant: str | None
+) -> dict[str, Job]:
+    """The jobs the nacks hold from their own claim, where deciding from them gives what the row
+    would: the same lease, unexpired at the claim's expiry (a heartbeat only extends it, and
+    anything else that touched the row changed its state or lease, which the guarded write
+    refuses). The others are read."""
+    held: dict[str, Job] = {}
+    for request in requests:
+        if isinstance(request, OjsError) or (job := request.held) is None:
+            continue
+        if (
+            job.id == request.job_id
+            and job.lease_token is not None
+            and job.lease_token == request.lease_token
+            and job.lease_expires_at is not None
+            and job.lease_expires_at > now
+            and (tenant is None or job.tenant_id == tenant)
+        ):
+            held[job.id] = job
+    return held
 
 
 async def lock_requested(
@@ -276,8 +303,14 @@ async def fail_all(
     def apply(job: Job, request: NackRequest) -> lifecycle.FailureOutcome:
         return lifecycle.fail(job, now, request.failure, runtime.jitter_factor(), request.requeue)
 
+    jobs = held_jobs(requests, now, caller.tenant_scope)
+    unheld: list[NackRequest | OjsError] = [
+        request
+        for request in requests
+        if isinstance(request, OjsError) or request.job_id not in jobs
+    ]
     async with runtime.store.transaction(caller) as transaction:
-        jobs = await lock_requested(transaction, requests, caller.tenant_scope)
+        jobs.update(await lock_requested(transaction, unheld, caller.tenant_scope))
         decided = [decide(request, jobs, now, "nack", apply) for request in requests]
         written = await record_failures(
             runtime,

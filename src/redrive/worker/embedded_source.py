@@ -45,6 +45,9 @@ class EmbeddedJobSource:
         self.service = service
         self.caller = caller
         self._interrupted = False
+        # The jobs claimed and not yet reported, as their claim returned them: a nack decides
+        # from them instead of reading each row again (see NackRequest.held).
+        self._held: dict[str, Job] = {}
 
     async def fetch(
         self, queues: list[str], count: int, wait_ms: int, worker_id: str
@@ -61,6 +64,7 @@ class EmbeddedJobSource:
             )
             jobs = await self.service.workers.fetch(self.caller, request)
             if jobs or not waiting or self._interrupted:
+                self._held.update((job.id, job) for job in jobs)
                 return [job_payload(job) for job in jobs]
 
     def interrupt(self) -> None:
@@ -71,18 +75,23 @@ class EmbeddedJobSource:
             AckRequest(completion.job_id, worker_id, completion.lease_token, completion.result)
             for completion in completions
         ]
+        for completion in completions:
+            self._held.pop(completion.job_id, None)
         return await self._in_batches(requests, self.service.workers.ack_many)
 
     async def nack(self, failures: list[Failure], worker_id: str) -> list[Outcome]:
         requests: list[NackRequest | OjsError] = []
         for failure in failures:
+            held = self._held.pop(failure.job_id, None)
             try:
                 parsed = lifecycle.parse_failure(failure.error)
             except OjsError as error:  # the runtime built an error the server would refuse
                 requests.append(error)
                 continue
             requests.append(
-                NackRequest(failure.job_id, worker_id, failure.lease_token, parsed, failure.requeue)
+                NackRequest(
+                    failure.job_id, worker_id, failure.lease_token, parsed, failure.requeue, held
+                )
             )
         return await self._in_batches(requests, self.service.workers.nack_many)
 
@@ -111,8 +120,11 @@ class EmbeddedJobSource:
         beat = await self.service.workers.heartbeat(
             self.caller, HeartbeatRequest(worker_id=worker_id, job_ids=job_ids)
         )
+        for job_id in beat.lost:
+            self._held.pop(job_id, None)
         directive = "" if beat.state == "running" else beat.state
         return HeartbeatReply(directive, beat.extended, beat.lost)
 
     async def close(self) -> None:
         self._interrupted = True
+        self._held.clear()
