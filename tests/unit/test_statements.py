@@ -66,15 +66,11 @@ def test_no_statement_name_is_defined_twice() -> None:
 # Parameters PostgreSQL's set-based form of a statement needs and SQLite's form, run once per
 # element of :rows, does not (`update_jobs` lists the ids again only for PostgreSQL's plan).
 SET_BASED_ONLY = {"update_jobs": {"ids"}, "complete_jobs": {"ids"}}
-# And parameters only SQLite's form needs: its records reach SQLite one run each, never as the
-# JSON text PostgreSQL reads them whole from (insert_events finds the tenants' listeners by
-# `tenant_ids`, PostgreSQL by the rows it inserted).
-PER_ELEMENT_ONLY = {"insert_events": {"tenant_ids"}}
 
 
 @pytest.mark.parametrize("name", sorted(set(sqlite_statements()) & set(postgres_statements())))
 def test_each_statement_takes_the_same_parameters_in_both_dialects(name: str) -> None:
-    sqlite = parameter_names(sqlite_statements()[name]) - PER_ELEMENT_ONLY.get(name, set())
+    sqlite = parameter_names(sqlite_statements()[name])
     postgres = parameter_names(postgres_statements()[name]) - SET_BASED_ONLY.get(name, set())
     assert sqlite == postgres, (
         f"{name}: sqlite-only {sqlite - postgres}, postgres-only {postgres - sqlite}"

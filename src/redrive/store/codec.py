@@ -137,15 +137,23 @@ def job_record(job: Job) -> dict[str, Any]:
 def job_records(jobs: list[Job]) -> list[dict[str, Any]]:
     """Many jobs as `rows` elements, each without its null columns (a statement reads an absent
     key as NULL). The jobs of a batch usually share one retry policy object: it is encoded once."""
-    policies: dict[int, dict[str, Any]] = {}
+    retry_records = _RetryRecords()
     seen: dict[tuple[int, int], bool] = {}
-    records = []
-    for job in jobs:
-        retry = policies.get(id(job.retry))
-        if retry is None:
-            retry = policies[id(job.retry)] = sparse_retry_record(job.retry)
-        records.append(_columns(job, retry, False, seen))
-    return records
+    return [_columns(job, retry_records.of(job), False, seen) for job in jobs]
+
+
+class _RetryRecords:
+    """Each retry policy's record (`sparse_retry_record`) for a batch's jobs, encoded once per
+    policy object: a batch's jobs usually share one."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, dict[str, Any]] = {}
+
+    def of(self, job: Job) -> dict[str, Any]:
+        record = self.records.get(id(job.retry))
+        if record is None:
+            record = self.records[id(job.retry)] = sparse_retry_record(job.retry)
+        return record
 
 
 # A new job's columns (and its event's type) as enqueue_jobs reads them, each with how it is read
@@ -188,14 +196,11 @@ def new_job_records(
             own.append((column, read))
         elif values and (value := values.pop()) is not None:
             shared[column] = value
-    policies: dict[int, dict[str, Any]] = {}
+    retry_records = _RetryRecords()
     seen: dict[tuple[int, int], bool] = {}
     records = []
     for index, job in enumerate(jobs):
-        retry = policies.get(id(job.retry))
-        if retry is None:
-            retry = policies[id(job.retry)] = sparse_retry_record(job.retry)
-        record = {"id": job.id, "envelope": _envelope(job, retry, seen)}
+        record = {"id": job.id, "envelope": _envelope(job, retry_records.of(job), seen)}
         for column, read in own:
             if (value := read(job)) is not None:
                 record[column] = value

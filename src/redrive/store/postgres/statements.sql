@@ -1189,8 +1189,8 @@ SELECT * FROM crons WHERE enabled AND next_run_at <= :now
 ORDER BY next_run_at, tenant_id, name LIMIT :limit;
 
 -- name: insert_events
--- The events, then the active webhook subscriptions of their tenants (the caller queues their
--- deliveries in the same transaction): one round trip.
+-- The events, then the active webhook subscriptions of their tenants (:tenant_ids, each once;
+-- the caller queues their deliveries in the same transaction): one round trip.
 WITH added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
     SELECT r.id, r.tenant_id, r.type, r.queue, r.job_type, r.subject, r.time, r.data
@@ -1198,10 +1198,9 @@ WITH added AS (
         id text, tenant_id text, type text, queue text, job_type text, subject text,
         time bigint, data jsonb
     )
-    RETURNING tenant_id
 )
 SELECT id, tenant_id, events FROM webhook_subscriptions
-WHERE active AND tenant_id IN (SELECT tenant_id FROM added);
+WHERE active AND tenant_id = ANY(CAST(:tenant_ids AS text[]));
 
 -- name: select_events
 SELECT * FROM events

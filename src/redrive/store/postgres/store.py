@@ -63,7 +63,23 @@ class TenantConnection(BaseConnection):
         self.session_tenant = scope
 
 
-class StatementExecutor:
+class PostgresParameters:
+    """How PostgreSQL's statements take lists and records (store/base.py `Executor`): a list as
+    an array, records as the JSON text the statement reads whole."""
+
+    def list_parameter(self, values: list[str] | None) -> Any:
+        return values
+
+    def records_parameter(self, records: list[dict[str, Any]]) -> Any:
+        return dump(records)
+
+    def shared_records_parameter(
+        self, shared: dict[str, Any], records: list[dict[str, Any]]
+    ) -> Any:
+        return dump({"shared": shared, "rows": records})
+
+
+class StatementExecutor(PostgresParameters):
     """Runs a unit of one statement in PostgreSQL's implicit transaction, which commits it
     (durably, before the reply) or undoes it whole: one extended-protocol round trip, after a
     SET of the session's tenant only when the connection holds another one. The statement must
@@ -103,24 +119,13 @@ class StatementExecutor:
             await self.connection.execute(statement.sql, *statement.arguments(parameters))
         )
 
-    def list_parameter(self, values: list[str] | None) -> Any:
-        return values
-
-    def records_parameter(self, records: list[dict[str, Any]]) -> Any:
-        return dump(records)
-
-    def shared_records_parameter(
-        self, shared: dict[str, Any], records: list[dict[str, Any]]
-    ) -> Any:
-        return dump({"shared": shared, "rows": records})
-
     async def notify(self, queues: set[str]) -> None:
         """Already sent by the statement (run with :alone), in its implicit transaction."""
         if not self.woke:
             raise RuntimeError("a unit of one statement wakes queues only from its statement")
 
 
-class PostgresExecutor:
+class PostgresExecutor(PostgresParameters):
     """Runs one transaction's statements on its connection, saving round trips: BEGIN and the
     tenant go out in one simple query just before the first statement, and the wake-ups
     (NOTIFY) in one simple query with the COMMIT. A transaction that runs no statement sends
@@ -165,17 +170,6 @@ class PostgresExecutor:
             changed += rowcount(status)
         return changed
 
-    def list_parameter(self, values: list[str] | None) -> Any:
-        return values
-
-    def records_parameter(self, records: list[dict[str, Any]]) -> Any:
-        return dump(records)
-
-    def shared_records_parameter(
-        self, shared: dict[str, Any], records: list[dict[str, Any]]
-    ) -> Any:
-        return dump({"shared": shared, "rows": records})
-
     async def notify(self, queues: set[str]) -> None:
         """Sent with the COMMIT (PostgreSQL delivers a NOTIFY on commit either way)."""
         self.wake |= queues
@@ -207,8 +201,7 @@ async def fetch_rows(
         if error.constraint_name != "jobs_pkey":
             raise
         raise Duplicate(
-            "a job of the enqueue has an id that another enqueue wrote meanwhile",
-            {"field": "jobs"},
+            "a job of the enqueue has an id that exists already", {"field": "jobs"}
         ) from error
     return [dict(record) for record in records]
 
