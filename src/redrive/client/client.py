@@ -199,10 +199,12 @@ class Client(
         The jobs come from the server's minimal answer (`Prefer: return=minimal`): their fields
         are as ever, but each one's `raw` holds only those fields (no options, retry policy,
         tags or timeouts); `get_job` reads a job's whole document."""
+        # A dict is written as it is (to JSON at once), not copied first.
         envelopes = [
-            job if type(job) is dict else job.to_envelope() if isinstance(job, JobSpec) else dict(job)
+            job if type(job) is dict
+            else job.to_envelope() if isinstance(job, JobSpec) else dict(job)
             for job in jobs
-        ]  # a dict is written as it is (to JSON at once), not copied first
+        ]  # fmt: skip
         payload = await self._request("POST", f"{JOBS}/batch", {"jobs": envelopes}, minimal=True)
         return [Job.from_document(job) for job in payload.get("jobs") or []]
 
