@@ -91,10 +91,13 @@ class Embedded:
             envelope["id"] = id
         if meta is not None:
             envelope["meta"] = dict(meta)
-        given = {"queue": queue, "priority": priority}
-        named = {key: value for key, value in given.items() if value is not None}
-        if options or named:
-            envelope["options"] = {**dict(options or {}), **named}
+        if options or queue is not None or priority is not None:
+            merged = dict(options or {})
+            if queue is not None:
+                merged["queue"] = queue
+            if priority is not None:
+                merged["priority"] = priority
+            envelope["options"] = merged
         job = await self.service.jobs.enqueue(self.caller, read_envelope(envelope))
         return job.id
 

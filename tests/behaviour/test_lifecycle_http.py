@@ -350,6 +350,34 @@ async def test_batch_enqueue_is_fetchable_in_order(client: httpx.AsyncClient) ->
     assert [job["args"] for job in fetched] == [[0], [1], [2], [3]]
 
 
+async def test_batch_enqueue_answers_minimal_documents_when_preferred(
+    client: httpx.AsyncClient,
+) -> None:
+    jobs = [
+        {"type": "batch.min", "args": [1], "meta": {"k": "v"}, "options": {"priority": 3}},
+        {"type": "batch.min", "args": [2], "options": {"queue": "m", "retry": {"max_attempts": 2}}},
+        {"type": "batch.min", "args": [3], "options": {"delay_until": "2099-01-01T00:00:00Z"}},
+    ]
+    headers = {"Prefer": 'respond-async, RETURN="minimal"; x=1', "X-OJS-Tenant": "acme"}
+    response = await client.post("/ojs/v1/jobs/batch", json={"jobs": jobs}, headers=headers)
+    assert response.status_code == 201, response.text
+    assert response.headers["preference-applied"] == "return=minimal"
+    body = response.json()
+    assert body["count"] == 3
+    for summary in body["jobs"]:
+        full = (await client.get(f"/ojs/v1/jobs/{summary['id']}", headers=headers)).json()["job"]
+        assert summary == {key: full[key] for key in summary}
+        assert {"options", "retry", "tags", "visibility_timeout_ms"}.isdisjoint(summary)
+    first, second, third = body["jobs"]
+    assert (first["meta"], first["priority"]) == ({"k": "v", "tenant_id": "acme"}, 3)
+    assert (second["queue"], second["max_attempts"], second["state"]) == ("m", 2, "available")
+    assert third["state"] == "scheduled" and "enqueued_at" not in third
+
+    plain = await client.post("/ojs/v1/jobs/batch", json={"jobs": jobs[:1]})
+    assert "preference-applied" not in plain.headers
+    assert plain.json()["jobs"][0]["retry"]["max_attempts"] == 3
+
+
 # --- tenants ------------------------------------------------------------------------------------
 
 

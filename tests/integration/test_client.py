@@ -4,6 +4,7 @@ the worker protocol, producing, the dead-letter queue, rules, retention and type
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -193,6 +194,10 @@ async def test_producing_options_batches_queues_and_server_documents(redrive: Cl
         [JobSpec("email.send", ["a"], queue="bulk"), {"type": "email.send", "args": ["b"]}]
     )
     assert [job.queue for job in batch] == ["bulk", "default"]
+    # Made from the minimal answer: the same fields as the whole document, a shorter `raw`.
+    for made in batch:
+        whole = await redrive.get_job(made.id)
+        assert replace(made, raw={}) == replace(whole, raw={}) and "retry" not in made.raw
     cancelled = await redrive.cancel(later.id)
     assert cancelled.state == "cancelled"
 

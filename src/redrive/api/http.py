@@ -60,7 +60,9 @@ async def read_json(request: Request, required: bool = True) -> Any:
         raise InvalidPayload(f"the request body is not valid JSON: {error}") from error
     except RecursionError as error:
         raise InvalidPayload("the request body nests too deeply") from error
-    if "\\u" in text:
+    # A backslash first: finding one character is memchr; "\\u" in 120 KB of a batch without
+    # one took 125 us (CPython's search for two characters stops at every "u").
+    if "\\" in text and "\\u" in text:
         _check_strings(value)
     return value
 

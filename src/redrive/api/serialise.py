@@ -41,6 +41,31 @@ def job_documents(jobs: list[Job]) -> list[dict[str, Any]]:
     return documents
 
 
+def job_summaries(jobs: list[Job]) -> list[dict[str, Any]]:
+    """New jobs (a batch's) as a minimal answer: the fields the client's Job reads that a new
+    job has (the OJS job's required ones, meta, priority, max_attempts and its times), without
+    the options, retry policy, tags and timeouts it was sent or given by default."""
+    summaries = []
+    for job in jobs:
+        summary = {
+            "id": job.id,
+            "type": job.type,
+            "queue": job.queue,
+            "args": job.args,
+            "meta": job.meta,
+            "priority": job.priority,
+            "state": job.state,
+            "attempt": job.attempt,
+            "max_attempts": job.retry.max_attempts,
+        }
+        if job.created_at is not None:
+            summary["created_at"] = _formatted(job.created_at)
+        if job.enqueued_at is not None:
+            summary["enqueued_at"] = _formatted(job.enqueued_at)
+        summaries.append(summary)
+    return summaries
+
+
 def job_document(job: Job, retry: dict[str, Any] | None = None) -> dict[str, Any]:
     """The job as OJS clients read it; unset fields are left out rather than sent as null.
     Written out field by field, the always-present ones as one dict: this runs 1,000 times per

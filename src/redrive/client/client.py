@@ -195,9 +195,17 @@ class Client(
         return Job.from_document(document_of(payload, "job"))
 
     async def enqueue_many(self, jobs: Sequence[JobSpec | Mapping[str, Any]]) -> list[Job]:
-        """Enqueue many jobs atomically (all or none); each is a JobSpec or an OJS envelope."""
-        envelopes = [job.to_envelope() if isinstance(job, JobSpec) else dict(job) for job in jobs]
-        payload = await self._request("POST", f"{JOBS}/batch", {"jobs": envelopes})
+        """Enqueue many jobs atomically (all or none); each is a JobSpec or an OJS envelope.
+        The jobs come from the server's minimal answer (`Prefer: return=minimal`): their fields
+        are as ever, but each one's `raw` holds only those fields (no options, retry policy,
+        tags or timeouts); `get_job` reads a job's whole document."""
+        # A dict is written as it is (to JSON at once), not copied first.
+        envelopes = [
+            job if type(job) is dict
+            else job.to_envelope() if isinstance(job, JobSpec) else dict(job)
+            for job in jobs
+        ]  # fmt: skip
+        payload = await self._request("POST", f"{JOBS}/batch", {"jobs": envelopes}, minimal=True)
         return [Job.from_document(job) for job in payload.get("jobs") or []]
 
     async def get_job(self, job_id: str) -> Job:

@@ -252,7 +252,10 @@ class SyncClient:
         return self._run(coroutine)
 
     def enqueue_many(self, jobs: Sequence[JobSpec | Mapping[str, Any]]) -> list[Job]:
-        """Enqueue many jobs atomically (all or none); each is a JobSpec or an OJS envelope."""
+        """Enqueue many jobs atomically (all or none); each is a JobSpec or an OJS envelope.
+        The jobs come from the server's minimal answer (`Prefer: return=minimal`): their fields
+        are as ever, but each one's `raw` holds only those fields (no options, retry policy,
+        tags or timeouts); `get_job` reads a job's whole document."""
         return self._run(self._client.enqueue_many(jobs))
 
     def get_job(self, job_id: str) -> Job:

@@ -31,6 +31,8 @@ MEDIA_TYPE = "application/openjobspec+json"
 KEEPALIVE_SECONDS = 4.0
 Query = tuple[tuple[str, str], ...]
 BODY_HEADERS = {"Content-Type": MEDIA_TYPE}
+# A request whose answer the client reads only in part: the server may answer less (RFC 7240).
+MINIMAL_HEADERS = {"Content-Type": MEDIA_TYPE, "Prefer": "return=minimal"}
 
 
 # What orjson hands back to `_encode`'s standard-library path: dataclasses, datetimes and
@@ -138,13 +140,18 @@ class NetworkSender:
         return self._session
 
     async def send(
-        self, method: str, url: str, content: bytes | None, query: Query | None, timeout: float
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        query: Query | None,
+        timeout: float,
+        headers: dict[str, str] | None,
     ) -> tuple[int, bytes]:
         """The status and body of the answer, or UnreachableError when none came back."""
         session = self._opened()
         import aiohttp
 
-        headers = BODY_HEADERS if content is not None else None
         try:
             async with session.request(
                 method,
@@ -190,11 +197,16 @@ class InProcessSender:
         self._http = httpx.AsyncClient(timeout=timeout, transport=transport, headers=headers)
 
     async def send(
-        self, method: str, url: str, content: bytes | None, query: Query | None, timeout: float
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        query: Query | None,
+        timeout: float,
+        headers: dict[str, str] | None,
     ) -> tuple[int, bytes]:
         import httpx
 
-        headers = {"Content-Type": MEDIA_TYPE} if content is not None else None
         try:
             response = await self._http.request(
                 method, url, content=content, params=query, headers=headers, timeout=timeout
@@ -261,12 +273,16 @@ class Connection:
         body: object = None,
         params: Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        minimal: bool = False,
     ) -> dict[str, Any]:
+        """The answer's JSON object; `minimal` asks for a minimal answer (`Prefer:
+        return=minimal`), which a server may or may not give."""
         content = None if body is None else _encode(body)
         query = _query(params) if params else None
+        headers = None if content is None else MINIMAL_HEADERS if minimal else BODY_HEADERS
         status, answer = await self._sender.send(
             method, self.url + path, content, query,
-            timeout if timeout is not None else self.timeout,
+            timeout if timeout is not None else self.timeout, headers,
         )  # fmt: skip
         if status == 204:
             return {}

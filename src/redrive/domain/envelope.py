@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
@@ -41,16 +40,16 @@ ENVELOPE_FIELDS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class EnqueueContext:
-    """What the server adds to a request: who sent it, when, and the id it would assign."""
+class EnqueueContext(NamedTuple):
+    """What the server adds to a request: who sent it, when, and the id it would assign. A
+    named tuple: one is made per enqueue, and a frozen dataclass's `__init__` cost 1.1 us."""
 
     now_ms: int
     generated_id: str
     # The caller's tenant; None for a caller spanning tenants, whose job names its tenant in
     # meta.tenant_id (or lands in the default tenant).
     tenant: str | None = None
-    default_retry: RetryPolicy = field(default_factory=RetryPolicy)
+    default_retry: RetryPolicy = RetryPolicy()  # frozen: one shared default is safe
 
 
 def _invalid(field: str, message: str) -> InvalidRequest:

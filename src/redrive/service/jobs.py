@@ -30,11 +30,9 @@ class JobService:
         self.listened: set[str | None] = set()
 
     def _context(self, caller: Caller, now: int) -> EnqueueContext:
+        # Positional, in the fields' order (now_ms, generated_id, tenant, default_retry).
         return EnqueueContext(
-            now_ms=now,
-            generated_id=self.runtime.new_id(now),
-            tenant=caller.tenant_scope,
-            default_retry=self.runtime.options.default_retry,
+            now, self.runtime.new_id(now), caller.tenant_scope, self.runtime.options.default_retry
         )
 
     async def _insert(
