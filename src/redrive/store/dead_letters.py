@@ -181,6 +181,11 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             if row["kind"] == "listener"
         ]
         skipped = [row["id"] for row in rows if row["kind"] == "skipped"]
+        if skipped and task_id is not None:
+            await self._run(
+                "skip_redrive_items", task_id=task_id,
+                ids=self.executor.list_parameter(skipped),
+            )  # fmt: skip
         return Retried(moved, listeners, skipped)
 
     async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]:
