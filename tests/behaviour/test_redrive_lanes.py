@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
+import asyncpg
 import pytest
 
 from redrive.domain import redrive
@@ -165,6 +166,36 @@ async def test_pinned_dead_letters_moved_meanwhile_are_skipped_and_the_rest_move
     skipped = await service.redrives.items(CALLER, task.id, "skipped")
     assert sorted(item["job_id"] for item in skipped) == sorted(ids[:3])
     assert len(await service.redrives.items(CALLER, task.id, "moved")) == 57
+
+
+async def test_pinned_dead_letters_another_transaction_holds_are_skipped_and_stay_dead(
+    laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, database_url: str
+) -> None:
+    # PostgreSQL's chunk marks its pending items moved before it picks their dead letters, and
+    # sets those the pick skipped (held by another transaction: never waited for) to skipped.
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite has one writer: no dead letter is held by another transaction")
+    monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
+    service = served(laned, clock)
+    ids = await kill(service, 60)
+    task = await service.redrives.start(CALLER, critical())
+    holder = await asyncpg.connect(database_url)
+    try:
+        async with holder.transaction():
+            held = await holder.fetch(
+                "SELECT id FROM dead_letters WHERE job_id = ANY($1::text[]) FOR UPDATE", ids[5:8]
+            )
+            assert len(held) == 3
+            clock.advance(2000)
+            assert await service.redrives.advance() == 57
+    finally:
+        await holder.close()
+    done = await service.redrives.get(CALLER, task.id)
+    assert (done.state, done.moved, done.skipped) == (redrive.COMPLETED, 57, 3)
+    skipped = await service.redrives.items(CALLER, task.id, "skipped")
+    assert sorted(item["job_id"] for item in skipped) == sorted(ids[5:8])
+    assert len(await service.redrives.items(CALLER, task.id, "moved")) == 57
+    assert await dead_count(service, "billing") == 3  # never moved: still dead
 
 
 async def test_a_start_waits_for_a_pin_in_flight_and_leaves_out_what_it_pinned(

@@ -157,7 +157,10 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         """Flip the chosen episodes still dead to `retried`, requeue their jobs in place where
         the job's row is still there and its type is not in `upcast_types` (as the task
         `task_id`'s, if one moves them), and write each one's event under its id in `event_ids`,
-        in one statement; take them off the tallies and their incidents' counts."""
+        in one statement; take them off the tallies and their incidents' counts. A task's items
+        leave `pending` in the same transaction: moved, or skipped (skip_redrive_items sets
+        those whose dead letters the statement skipped, where its dialect marked them moved
+        before its pick)."""
         if not episode_ids:
             return Retried([], [], [])
         rows = await self._rows(
@@ -181,6 +184,11 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             if row["kind"] == "listener"
         ]
         skipped = [row["id"] for row in rows if row["kind"] == "skipped"]
+        if skipped and task_id is not None:
+            await self._run(
+                "skip_redrive_items", task_id=task_id,
+                ids=self.executor.list_parameter(skipped),
+            )  # fmt: skip
         return Retried(moved, listeners, skipped)
 
     async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]:

@@ -766,6 +766,14 @@ SELECT 'listener', id, NULL, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, even
 FROM webhook_subscriptions
 WHERE active AND tenant_id IN (SELECT tenant_id FROM temp.retried_chunk);
 
+-- name: skip_redrive_items
+-- A task's items that retry_dead_letters marked moved but whose dead letters it skipped: they
+-- leave `pending` as skipped. (PostgreSQL's statement marks a task's pending items moved before
+-- its pick; this one marks those it skips itself, so here this changes none.)
+UPDATE redrive_task_items SET state = 'skipped'
+WHERE task_id = :task_id AND dead_letter_id IN (SELECT value FROM json_each(:ids))
+  AND state = 'moved';
+
 -- name: delete_dead_jobs
 DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'discarded' AND dead_lettered;
 
