@@ -373,8 +373,15 @@ SPARSE_JOBS = [
     pytest.param(dead_job(error=None, errors=[]), id="no-error-no-history"),
     pytest.param(dead_job(error=ERROR, errors=[]), id="error-without-history"),
     pytest.param(
-        Job(id="j", tenant_id="t", type="x", queue="q", args=[], state=states.DISCARDED,
-            created_at=NOW),  # fmt: skip
+        Job(
+            id="j",
+            tenant_id="t",
+            type="x",
+            queue="q",
+            args=[],
+            state=states.DISCARDED,
+            created_at=NOW,
+        ),
         id="all-defaults",
     ),
 ]

@@ -13,13 +13,22 @@ from redrive.domain.retry import RetryPolicy, parse_retry_policy
 # Read once: these run for every job written or read on the hot path.
 RETRY_FIELDS = tuple(field.name for field in dataclasses.fields(RetryPolicy))
 JOB_FIELDS = tuple(field.name for field in dataclasses.fields(Job))
-# Job's fields that have a default, with it (a fresh one of a factory's).
-JOB_DEFAULTS = {
-    field.name: field.default if field.default is not dataclasses.MISSING else field.default_factory()
-    for field in dataclasses.fields(Job)
-    if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
-}
 assemble_retry = Assembler(RetryPolicy)
+
+
+def field_default(field: dataclasses.Field[Any]) -> Any:
+    """A field's default (a fresh one of a factory's), or MISSING."""
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
+
+
+# Job's fields that have a default, with it.
+JOB_DEFAULTS = {
+    field.name: default
+    for field in dataclasses.fields(Job)
+    if (default := field_default(field)) is not dataclasses.MISSING
+}
 
 
 @dataclass(frozen=True)
