@@ -140,7 +140,7 @@ def sparse_job_record(job: Job) -> dict[str, Any]:
     errors = job.errors
     if errors:
         if job.error == errors[-1]:
-            del record["error"]
+            record.pop("error", None)
         elif job.error is None:
             record["error"] = None
     return record
@@ -153,7 +153,8 @@ def job_from_record(record: dict[str, Any]) -> Job:
     values["retry"] = retry_from_record(values.get("retry") or {})
     if "error" not in values:
         errors = values.get("errors")
-        values["error"] = dict(errors[-1]) if errors else None
+        last = errors[-1] if errors else None
+        values["error"] = dict(last) if isinstance(last, dict) else last
     return Job(**values)
 
 
