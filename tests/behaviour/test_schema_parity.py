@@ -54,6 +54,16 @@ KEY_DIFFERENCES: dict[str, tuple[tuple[tuple[str, ...], set[tuple[str, ...]]], .
 }
 
 
+# Indexes only PostgreSQL has, on purpose. SQLite's plans never read these dead-letter search
+# indexes (its filters are `(:queue IS NULL OR queue = :queue)`, planned once for any value: it
+# scans dead_letters_by_time or the table), and each cost every dead letter entering a b-tree
+# entry and WAL pages; SQLite's migration 0032 drops them. PostgreSQL's plans use them.
+POSTGRES_ONLY_INDEXES = {
+    "dead_letters_by_queue", "dead_letters_by_type", "dead_letters_by_error",
+    "dead_letters_by_incident",
+}  # fmt: skip
+
+
 def sqlite_schema(path: Path) -> Schema:
     schema = Schema()
     connection = sqlite3.connect(path)
@@ -193,7 +203,8 @@ def test_each_table_has_the_same_primary_and_unique_keys(schemas: tuple[Schema, 
 def test_both_dialects_name_the_same_indexes(schemas: tuple[Schema, Schema]) -> None:
     sqlite, postgres = schemas
     assert set(sqlite.indexes) - set(postgres.indexes) == set(), "indexes only in SQLite"
-    assert set(postgres.indexes) - set(sqlite.indexes) == set(), "indexes only in PostgreSQL"
+    only_postgres = set(postgres.indexes) - set(sqlite.indexes)
+    assert only_postgres == POSTGRES_ONLY_INDEXES, "indexes only in PostgreSQL"
 
 
 def test_each_named_index_has_the_same_shape(schemas: tuple[Schema, Schema]) -> None:

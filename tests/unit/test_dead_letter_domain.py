@@ -22,7 +22,12 @@ from redrive.domain.dead_letter_filter import DeadLetterFilter, parse_filter
 from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
 from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, incident_id
 from redrive.domain.job import Job
-from redrive.domain.records import job_from_record, job_to_record, retry_to_record
+from redrive.domain.records import (
+    job_from_record,
+    job_to_record,
+    retry_to_record,
+    sparse_job_record,
+)
 from redrive.domain.retry import RetryPolicy
 
 NOW = 1_772_359_200_000  # 2026-03-01T10:00:00.000Z
@@ -359,6 +364,53 @@ def test_record_round_trip_through_json(job: Job) -> None:
     restored = job_from_record(json.loads(json.dumps(record)))
     assert restored == job
     assert restored.retry.extra == job.retry.extra
+
+
+SPARSE_JOBS = [
+    *ROUND_TRIP_JOBS,
+    pytest.param(dead_job(error={**ERROR, "message": "not the last"}), id="error-not-the-last"),
+    pytest.param(dead_job(error=None), id="no-error-with-history"),
+    pytest.param(dead_job(error=None, errors=[]), id="no-error-no-history"),
+    pytest.param(dead_job(error=ERROR, errors=[]), id="error-without-history"),
+    pytest.param(
+        Job(
+            id="j",
+            tenant_id="t",
+            type="x",
+            queue="q",
+            args=[],
+            state=states.DISCARDED,
+            created_at=NOW,
+        ),
+        id="all-defaults",
+    ),
+]
+
+
+@pytest.mark.parametrize("job", SPARSE_JOBS)
+def test_a_sparse_record_reads_back_as_the_job(job: Job) -> None:
+    record = sparse_job_record(job)
+    assert job_from_record(record) == job
+    assert job_from_record(json.loads(json.dumps(record))) == job
+
+
+def test_a_sparse_record_leaves_out_defaults_and_the_last_error_once() -> None:
+    job = dead_job(meta={}, extra={}, retry=RetryPolicy(max_attempts=1))
+    record = sparse_job_record(job)
+    assert "error" not in record  # the last of errors
+    assert record["errors"] == job.errors
+    assert record["retry"] == {"max_attempts": 1}
+    for name in ("meta", "extra", "result", "cancelled_at", "lease_token", "redrive_task_id"):
+        assert name not in record, name
+    assert record["dead_lettered"] is True and record["attempt"] == 3
+    assert "retry" not in sparse_job_record(dead_job(retry=RetryPolicy()))
+    # No last error, but a history: written as null, not read as the history's last.
+    assert sparse_job_record(dead_job(error=None))["error"] is None
+
+
+def test_full_records_written_before_still_read() -> None:
+    for job in (dead_job(), dead_job(error=None), dead_job(errors=[])):
+        assert job_from_record(json.loads(json.dumps(job_to_record(job)))) == job
 
 
 def test_record_ignores_unknown_keys() -> None:

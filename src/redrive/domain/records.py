@@ -16,6 +16,21 @@ JOB_FIELDS = tuple(field.name for field in dataclasses.fields(Job))
 assemble_retry = Assembler(RetryPolicy)
 
 
+def field_default(field: dataclasses.Field[Any]) -> Any:
+    """A field's default (a fresh one of a factory's), or MISSING."""
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
+
+
+# Job's fields that have a default, with it.
+JOB_DEFAULTS = {
+    field.name: default
+    for field in dataclasses.fields(Job)
+    if (default := field_default(field)) is not dataclasses.MISSING
+}
+
+
 @dataclass(frozen=True)
 class QueueRecord:
     """A tenant's queue as the server keeps it. Queues are keyed by (tenant_id, name): two
@@ -104,9 +119,42 @@ def job_to_record(job: Job) -> dict[str, Any]:
     return record
 
 
+def sparse_job_record(job: Job) -> dict[str, Any]:
+    """`job_to_record` as a dead letter's snapshot keeps it: without the fields equal (in value
+    and type) to Job's defaults, the retry policy sparse (`sparse_retry_record`, left out when
+    it is all defaults), and without `error` when it is the last of `errors` (written as null
+    when there is none but `errors` is not empty). `job_from_record` fills all of them back in
+    and reads full records as before. A failed job's snapshot was half nulls, defaults and its
+    last error twice: 1.9 -> 1.0 kB for the benchmark's (a traceback of four lines), written
+    with every dead letter. Job's defaults and the `error` rule are thus part of the stored form."""
+    record: dict[str, Any] = {}
+    for name, value in vars(job).items():
+        default = JOB_DEFAULTS.get(name, dataclasses.MISSING)
+        if type(value) is not type(default) or value != default:
+            record[name] = value
+    retry = sparse_retry_record(job.retry)
+    if retry:
+        record["retry"] = retry
+    else:
+        record.pop("retry", None)
+    errors = job.errors
+    if errors:
+        if job.error == errors[-1]:
+            record.pop("error", None)
+        elif job.error is None:
+            record["error"] = None
+    return record
+
+
 def job_from_record(record: dict[str, Any]) -> Job:
+    """A job from `job_to_record`'s record or `sparse_job_record`'s (a field left out takes
+    Job's default; `error` left out is the last of `errors`, or None)."""
     values = {key: value for key, value in record.items() if key in JOB_FIELDS}
     values["retry"] = retry_from_record(values.get("retry") or {})
+    if "error" not in values:
+        errors = values.get("errors")
+        last = errors[-1] if errors else None
+        values["error"] = dict(last) if isinstance(last, dict) else last
     return Job(**values)
 
 
@@ -118,4 +166,5 @@ __all__ = [
     "job_to_record",
     "parse_retry_policy",
     "retry_from_record",
+    "sparse_job_record",
 ]

@@ -15,8 +15,8 @@ from redrive.domain.incident import Incident, IncidentEntry
 from redrive.domain.job import Job, job_of
 from redrive.domain.records import (
     job_from_record,
-    job_to_record,
     retry_from_record,
+    sparse_job_record,
     sparse_retry_record,
 )
 from redrive.domain.replay import ReplayRule
@@ -311,7 +311,7 @@ def dead_letter_record(dead_letter: DeadLetter) -> dict[str, Any]:
         "reason": dead_letter.reason,
         "discarded_at": dead_letter.discarded_at,
         "status": dead_letter.status,
-        "job": job_to_record(job),
+        "job": sparse_job_record(job),
         "moved_at": dead_letter.moved_at,
         "moved_by": dead_letter.moved_by,
         "args": dump(job.args),
