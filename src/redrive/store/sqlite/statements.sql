@@ -1056,7 +1056,9 @@ WHERE active AND tenant_id IN (SELECT value FROM json_each(:tenant_ids));
 -- The events after :after_sequence (and, in that row, after the member at :after_position), in
 -- order: a row that keeps a block of enqueued events (`members`) is one event a member, each
 -- with its `position` and `subject` (and `priority`, when the members' differ); a row without
--- is one event (its position null).
+-- is one event (its position null). Ordered by the row only: SQLite's nested loop reads a row's
+-- members (json_each) in their order, where ordering by `m.key` too would sort the whole
+-- table first (a temporary b-tree) rather than stop at :limit.
 SELECT
     e.sequence, e.id, e.tenant_id, e.type, e.queue, e.job_type, e.time, e.data,
     COALESCE(m.value, e.subject) AS subject, m.key AS position,
@@ -1069,7 +1071,7 @@ WHERE (:tenant_id IS NULL OR e.tenant_id = :tenant_id)
   AND (:types IS NULL OR e.type IN (SELECT value FROM json_each(:types)))
   AND (:queues IS NULL OR e.queue IN (SELECT value FROM json_each(:queues)))
   AND (:job_types IS NULL OR e.job_type IN (SELECT value FROM json_each(:job_types)))
-ORDER BY e.sequence, m.key
+ORDER BY e.sequence
 LIMIT :limit;
 
 -- name: select_event_sequence
