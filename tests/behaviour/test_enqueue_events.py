@@ -215,9 +215,7 @@ async def test_an_id_that_is_no_event_reads_the_feed_from_its_start(
         ]
 
 
-async def test_the_feed_s_filters_see_each_event_of_a_batch(
-    service: Service, store: Store
-) -> None:
+async def test_the_feed_s_filters_see_each_event_of_a_batch(service: Service, store: Store) -> None:
     batch = await service.jobs.enqueue_batch(ACME, _mixed_batch(0))
 
     async def subjects(**filters: Any) -> list[str | None]:

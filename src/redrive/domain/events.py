@@ -11,7 +11,11 @@ from redrive.domain.alerts import Alert
 from redrive.domain.dead_letter import MovedEpisode
 from redrive.domain.durations import format_timestamp
 from redrive.domain.identifiers import (
-    SERIES_COUNTER, UUID7_PATTERN, block_of, in_block, position_in_block,
+    SERIES_COUNTER,
+    UUID7_PATTERN,
+    block_of,
+    in_block,
+    position_in_block,
 )  # fmt: skip
 from redrive.domain.incident import Incident, IncidentEntry
 from redrive.domain.job import SCHEDULED, Job

@@ -11,8 +11,8 @@ import orjson
 
 from redrive.domain.dead_letter import DeadLetter
 from redrive.domain.events import Event, block_event_id, enqueued_event_type, event_block_id
-from redrive.domain.incident import Incident, IncidentEntry
 from redrive.domain.identifiers import SERIES_COUNTER
+from redrive.domain.incident import Incident, IncidentEntry
 from redrive.domain.job import Job, job_of
 from redrive.domain.records import (
     job_from_record,
