@@ -73,14 +73,13 @@ def uuid7_blocks(timestamp_ms: int, sizes: list[int], rng: random.Random) -> lis
     return ids
 
 
-# Where a UUIDv7's counter (rand_a) is in its text, and the length of the text.
+# Where a UUIDv7's counter (rand_a) is in its text.
 COUNTER = slice(15, 18)
-UUID_LENGTH = 36
 
 
 def block_of(uuid: str) -> str:
     """The first id of the block a `uuid7_blocks` id belongs to (its counter 0)."""
-    return f"{uuid[:15]}000{uuid[18:]}"
+    return f"{uuid[: COUNTER.start]}000{uuid[COUNTER.stop :]}"
 
 
 def position_in_block(uuid: str) -> int:
@@ -89,4 +88,4 @@ def position_in_block(uuid: str) -> int:
 
 def in_block(block: str, position: int) -> str:
     """The id at `position` of the block whose first id is `block`."""
-    return f"{block[:15]}{SERIES_COUNTER[position]}{block[18:]}"
+    return f"{block[: COUNTER.start]}{SERIES_COUNTER[position]}{block[COUNTER.stop :]}"
