@@ -4,15 +4,17 @@ from the job's own columns, and it is exactly the event the domain names (`enque
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from redrive.domain.caller import Caller, Role
-from redrive.domain.envelope import read_envelope
+from redrive.domain.envelope import JobRequest, read_envelope
 from redrive.domain.errors import Duplicate
-from redrive.domain.events import Event, enqueued_event
+from redrive.domain.events import Event, block_event_id, enqueued_event
+from redrive.domain.identifiers import is_uuid7
 from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
-from redrive.ports import EventQuery, Store, StoredEvent
+from redrive.ports import EventQuery, JobFilter, Store, StoredEvent
 from redrive.service.facade import Service
 from tests.support.clock import ManualClock
 
@@ -143,3 +145,123 @@ async def test_a_trim_deletes_the_events_before_the_first_at_its_cut_off(store: 
         assert await transaction.delete_events_before(35) == 2
         left = await transaction.list_events(EventQuery("acme", None, None, None, None, 100))
         assert [event.time for event in left] == [40]
+
+
+def _mixed_batch(offset: int) -> list[JobRequest]:
+    """Three runs: two alike jobs (their priorities differ), one scheduled, two of another
+    queue."""
+    bodies: list[dict[str, Any]] = [
+        {"type": "mail.send", "args": [offset], "options": {"priority": 2}},
+        {"type": "mail.send", "args": [offset + 1], "options": {"priority": 5}},
+        {"type": "mail.send", "args": [offset + 2], "options": {"scheduled_at": "+PT1H"}},
+        {"type": "report.build", "args": [offset + 3], "options": {"queue": "bulk"}},
+        {"type": "report.build", "args": [offset + 4], "options": {"queue": "bulk"}},
+    ]
+    return [read_envelope(body) for body in bodies]
+
+
+async def _feed(store: Store, after: str | None, limit: int, **filters: Any) -> list[StoredEvent]:
+    query = EventQuery(
+        "acme", after, filters.get("types"), filters.get("queues"), filters.get("job_types"),
+        limit,
+    )  # fmt: skip
+    async with store.transaction(ACME) as transaction:
+        return await transaction.list_events(query)
+
+
+async def test_a_batch_s_events_page_one_by_one_across_its_rows(
+    service: Service, store: Store
+) -> None:
+    """A batch's alike jobs share an outbox row, yet the feed shows each event in the jobs'
+    order, each with its own id; a cursor in the middle of a row goes on from the next member
+    (the rest of that row, then the rows after)."""
+    single = await service.jobs.enqueue(ACME, read_envelope({"type": "mail.send", "args": []}))
+    first = await service.jobs.enqueue_batch(ACME, _mixed_batch(0))
+    second = await service.jobs.enqueue_batch(
+        ACME, [read_envelope({"type": "mail.send", "args": [index]}) for index in range(7)]
+    )
+    jobs = [single, *first, *second]
+    events = await _feed(store, None, 100)
+    assert [stored.event for stored in events] == [enqueued_event(job) for job in jobs]
+    assert [stored.event.data.get("priority") for stored in events[1:3]] == [2, 5]
+    ids = [stored.id for stored in events]
+    assert len(set(ids)) == len(ids) and all(is_uuid7(id_.removeprefix("evt_")) for id_ in ids)
+    for limit in (1, 2, 3, 4):
+        paged: list[str] = []
+        after = None
+        while page := await _feed(store, after, limit):
+            assert len(page) <= limit
+            paged.extend(stored.id for stored in page)
+            after = page[-1].id
+        assert paged == ids
+    for index, event_id in enumerate(ids):
+        assert [stored.id for stored in await _feed(store, event_id, 100)] == ids[index + 1 :]
+
+
+async def test_an_id_that_is_no_event_reads_the_feed_from_its_start(
+    service: Service, store: Store
+) -> None:
+    """An unknown `after` id (as before): the feed from its first event, also for an id of a
+    block's shape past the block's end."""
+    batch = await service.jobs.enqueue_batch(
+        ACME, [read_envelope({"type": "mail.send", "args": [index]}) for index in range(3)]
+    )
+    events = await _feed(store, None, 100)
+    assert len(events) == len(batch)
+    past_end = block_event_id(events[0].id, 3)
+    for after in (past_end, "evt_nope", "nope"):
+        assert [stored.id for stored in await _feed(store, after, 100)] == [
+            stored.id for stored in events
+        ]
+
+
+async def test_the_feed_s_filters_see_each_event_of_a_batch(service: Service, store: Store) -> None:
+    batch = await service.jobs.enqueue_batch(ACME, _mixed_batch(0))
+
+    async def subjects(**filters: Any) -> list[str | None]:
+        return [stored.event.subject for stored in await _feed(store, None, 100, **filters)]
+
+    ids = [job.id for job in batch]
+    assert await subjects(types=["job.scheduled"]) == [ids[2]]
+    assert await subjects(types=["job.enqueued"]) == [ids[0], ids[1], ids[3], ids[4]]
+    assert await subjects(queues=["bulk"]) == ids[3:]
+    assert await subjects(job_types=["mail.send"]) == ids[:3]
+    everything = await _feed(store, None, 100)
+    after_first = await _feed(store, everything[0].id, 100, queues=["default"])
+    assert [stored.event.subject for stored in after_first] == ids[1:3]
+    other = Caller.for_tenant("other", "test", Role.ADMIN)
+    async with store.transaction(other) as transaction:
+        assert await transaction.list_events(EventQuery("other", None, None, None, None, 9)) == []
+
+
+async def test_a_trim_counts_and_deletes_each_event_of_a_batch(
+    service: Service, store: Store, clock: ManualClock
+) -> None:
+    await service.jobs.enqueue_batch(ACME, _mixed_batch(0))
+    clock.advance(1_000)
+    later = await service.jobs.enqueue_batch(ACME, _mixed_batch(10))
+    async with store.transaction(ACME) as transaction:
+        assert await transaction.delete_events_before(clock.now_ms()) == 5
+        assert await transaction.delete_events_before(clock.now_ms()) == 0
+    left = await _feed(store, None, 100)
+    assert [stored.event.subject for stored in left] == [job.id for job in later]
+    async with store.transaction(ACME) as transaction:
+        assert await transaction.delete_events_before(clock.now_ms() + 1) == 5
+    assert await _feed(store, None, 100) == []
+
+
+async def test_a_webhook_delivers_each_event_of_a_batch_under_its_feed_id(
+    service: Service, store: Store
+) -> None:
+    subscription = SubscriptionRequest("https://example.test/hook", ("job.*",), None)
+    await service.webhooks.create(ACME, subscription)
+    batch = await service.jobs.enqueue_batch(ACME, _mixed_batch(0))
+    events = await _feed(store, None, 100)
+    async with store.transaction(ACME) as transaction:
+        deliveries, _ = await transaction.list_jobs("acme", JobFilter(queue=WEBHOOK_QUEUE), 100, 0)
+    sent = sorted(
+        (delivery.args[0]["event"]["id"], delivery.args[0]["event"]["subject"])
+        for delivery in deliveries
+    )
+    assert sent == sorted((stored.id, stored.event.subject) for stored in events)
+    assert [stored.event.subject for stored in events] == [job.id for job in batch]

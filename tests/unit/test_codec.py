@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
+from redrive.domain.identifiers import uuid7_blocks
 from redrive.store.codec import dump, load
 
 
@@ -159,15 +161,42 @@ def test_a_batch_s_shared_columns_are_sent_once() -> None:
     base = Job(id="j1", tenant_id="t", type="a.b", queue="q", args=[1], state="available",
                created_at=5, enqueued_at=5)  # fmt: skip
     jobs = [base, replace(base, id="j2", args=[2], priority=3), replace(base, id="j3", args=[3])]
-    shared, records = new_job_records(jobs, ["e1", "e2", "e3"])
+    event_ids = [f"evt_{id_}" for id_ in uuid7_blocks(5, [3], random.Random(1))]
+    shared, records = new_job_records(jobs, event_ids)
     assert "priority" not in shared and "queue" in shared and "timeout_ms" not in shared
-    assert [set(record) for record in records] == [{"id", "envelope", "priority", "event_id"}] * 3
-    for job, record, event_id in zip(jobs, records, ["e1", "e2", "e3"], strict=True):
+    assert shared["event_block"] == event_ids[0]  # one block: named once
+    assert [set(record) for record in records] == [{"id", "envelope", "priority"}] * 3
+    for job, record, event_id in zip(jobs, records, event_ids, strict=True):
         one = new_job_parameters(job, event_id, 0, False)
         expected = {
             key: value for key, value in one.items() if value is not None and key not in
-            ("now", "alone", "envelope")
+            ("now", "alone", "envelope", "event_id")
         }  # fmt: skip
         merged = {**shared, **record}
         assert load(one["envelope"]) == merged.pop("envelope")
-        assert merged == expected
+        assert merged == {**expected, "event_block": event_ids[0]}
+
+
+def test_each_job_of_a_batch_of_blocks_names_its_block() -> None:
+    """Two runs (two blocks of event ids): each record names its block; event_blocks makes a
+    row of each, its members in order, the priorities kept apart only where they differ."""
+    from dataclasses import replace
+
+    from redrive.domain.job import Job
+    from redrive.store.codec import event_blocks, new_job_records
+
+    base = Job(id="j1", tenant_id="t", type="a.b", queue="q", args=[1], state="available",
+               created_at=5, enqueued_at=5)  # fmt: skip
+    jobs = [base, replace(base, id="j2", priority=3), replace(base, id="j3", type="c.d")]
+    event_ids = [f"evt_{id_}" for id_ in uuid7_blocks(5, [2, 1], random.Random(1))]
+    shared, records = new_job_records(jobs, event_ids)
+    assert "event_block" not in shared
+    assert [record["event_block"] for record in records] == [event_ids[0]] * 2 + [event_ids[2]]
+    rows = event_blocks(jobs, event_ids)
+    assert [(row["id"], row["job_type"], row["size"]) for row in rows] == [
+        (event_ids[0], "a.b", 2), (event_ids[2], "c.d", 1),
+    ]  # fmt: skip
+    assert rows[0]["members"] == {"subjects": ["j1", "j2"], "priorities": [0, 3]}
+    assert rows[0]["data"] == {"job_type": "a.b", "queue": "q"}
+    assert rows[1]["members"] == {"subjects": ["j3"]}
+    assert rows[1]["data"] == {"job_type": "c.d", "queue": "q", "priority": 0}

@@ -7,7 +7,16 @@ import uuid
 
 import pytest
 
-from redrive.domain.identifiers import UUID7_PATTERN, is_uuid7, uuid7, uuid7_series
+from redrive.domain.identifiers import (
+    UUID7_PATTERN,
+    block_of,
+    in_block,
+    is_uuid7,
+    position_in_block,
+    uuid7,
+    uuid7_blocks,
+    uuid7_series,
+)
 
 NOW_MS = 1_772_359_200_000
 ALL_RANDOM = (1 << 74) - 1
@@ -134,3 +143,38 @@ REJECTED = [
 @pytest.mark.parametrize("value", REJECTED)
 def test_is_uuid7_rejects(value: object) -> None:
     assert is_uuid7(value) is False
+
+
+def test_a_block_of_ids_is_named_by_its_first_and_counts_its_positions() -> None:
+    """uuid7_blocks: valid UUIDv7s of the millisecond, increasing in each block; each id names
+    its block's first (block_of) and its position there; blocks differ in their random bits."""
+    ids = uuid7_blocks(NOW_MS, [3, 4096, 1], random.Random(7))
+    assert len(ids) == 3 + 4096 + 1 and all(is_uuid7(id_) for id_ in ids)
+    assert len(set(ids)) == len(ids)
+    blocks = [ids[:3], ids[3:4099], ids[4099:]]
+    for block in blocks:
+        assert block == sorted(block)
+        assert {block_of(id_) for id_ in block} == {block[0]}
+        assert [position_in_block(id_) for id_ in block] == list(range(len(block)))
+        assert [in_block(block[0], index) for index in range(len(block))] == block
+    assert len({block[0] for block in blocks}) == 3
+    with pytest.raises(ValueError):
+        uuid7_blocks(NOW_MS, [4097], random.Random(7))
+
+
+def test_a_batch_s_runs_are_its_consecutive_alike_jobs() -> None:
+    """enqueued_runs: consecutive jobs of one tenant, state, queue and type are one run (the
+    events of a run are one block, so at most 4,096 a run); the block ids keep it apart."""
+    from dataclasses import replace
+
+    from redrive.domain.events import block_event_id, block_position, enqueued_runs
+    from redrive.domain.job import Job
+
+    base = Job(id="j", tenant_id="t", type="a", queue="q", args=[], state="available", created_at=1)
+    jobs = [base, base, replace(base, type="b"), replace(base, state="scheduled"), base]
+    assert enqueued_runs(jobs) == [2, 1, 1, 1]
+    assert enqueued_runs([base] * 5000) == [4096, 904]
+    first = f"evt_{uuid7(NOW_MS, 5)}"
+    block = block_event_id(first, 0)
+    assert block_position(block_event_id(block, 9)) == (block, 9)
+    assert block_position("evt_nope") is None and block_position(first[4:]) is None

@@ -66,11 +66,14 @@ def test_no_statement_name_is_defined_twice() -> None:
 # Parameters PostgreSQL's set-based form of a statement needs and SQLite's form, run once per
 # element of :rows, does not (`update_jobs` lists the ids again only for PostgreSQL's plan).
 SET_BASED_ONLY = {"update_jobs": {"ids"}, "complete_jobs": {"ids"}}
+# And those SQLite's form takes made, which PostgreSQL's makes itself (enqueue_jobs: an events
+# row for each block of the jobs' events, which PostgreSQL aggregates from :rows).
+ROW_BY_ROW_ONLY = {"enqueue_jobs": {"blocks"}}
 
 
 @pytest.mark.parametrize("name", sorted(set(sqlite_statements()) & set(postgres_statements())))
 def test_each_statement_takes_the_same_parameters_in_both_dialects(name: str) -> None:
-    sqlite = parameter_names(sqlite_statements()[name])
+    sqlite = parameter_names(sqlite_statements()[name]) - ROW_BY_ROW_ONLY.get(name, set())
     postgres = parameter_names(postgres_statements()[name]) - SET_BASED_ONLY.get(name, set())
     assert sqlite == postgres, (
         f"{name}: sqlite-only {sqlite - postgres}, postgres-only {postgres - sqlite}"

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import attrgetter
 from typing import Any
 
 from redrive.domain.alerts import Alert
 from redrive.domain.dead_letter import MovedEpisode
 from redrive.domain.durations import format_timestamp
+from redrive.domain.identifiers import (
+    SERIES_COUNTER,
+    UUID7_PATTERN,
+    block_of,
+    in_block,
+    position_in_block,
+)  # fmt: skip
 from redrive.domain.incident import Incident, IncidentEntry
 from redrive.domain.job import SCHEDULED, Job
 
@@ -64,6 +73,47 @@ def enqueued_event(job: Job) -> Event:
     (store/*/statements.sql, enqueue_jobs) writes the same row from the job's own columns, so an
     enqueue builds none of these unless a webhook subscription wants them."""
     return job_event(enqueued_event_type(job), job, priority=job.priority)
+
+
+# An event's id: `evt_` and a UUIDv7.
+EVENT_ID_PREFIX = "evt_"
+# What one job's attributes say of its enqueued event's row: consecutive jobs of a batch alike in
+# these (the same tenant, event type, queue and job type) share one row of the outbox.
+_RUN_KEY = attrgetter("tenant_id", "state", "queue", "type")
+
+
+def enqueued_runs(jobs: list[Job]) -> list[int]:
+    """The sizes of a batch's runs of jobs whose events one outbox row keeps: consecutive jobs
+    alike in tenant, state (so event type), queue and job type, at most 4,096 a run (the ids of
+    a run's events are one block, `uuid7_blocks`: the run's row is named by the first and each
+    event's counter is its position). A batch of one kind of job is one run."""
+    sizes: list[int] = []
+    for _, run in groupby(jobs, _RUN_KEY):
+        size = sum(1 for _ in run)
+        while size > len(SERIES_COUNTER):
+            sizes.append(len(SERIES_COUNTER))
+            size -= len(SERIES_COUNTER)
+        sizes.append(size)
+    return sizes
+
+
+def event_block_id(event_id: str) -> str:
+    """The id of the row that keeps the event of a run's block (`enqueued_runs`)."""
+    return EVENT_ID_PREFIX + block_of(event_id[len(EVENT_ID_PREFIX) :])
+
+
+def block_position(event_id: str) -> tuple[str, int] | None:
+    """The row an event id would be kept in as one of a block (its id) and its position there;
+    None if the id is not an event id of that shape."""
+    uuid = event_id[len(EVENT_ID_PREFIX) :]
+    if not event_id.startswith(EVENT_ID_PREFIX) or UUID7_PATTERN.fullmatch(uuid) is None:
+        return None
+    return EVENT_ID_PREFIX + block_of(uuid), position_in_block(uuid)
+
+
+def block_event_id(block_id: str, position: int) -> str:
+    """The id of the event at `position` of the block whose row is `block_id`."""
+    return EVENT_ID_PREFIX + in_block(block_id[len(EVENT_ID_PREFIX) :], position)
 
 
 def episode_event(kind: str, episode: MovedEpisode, **data: Any) -> Event:

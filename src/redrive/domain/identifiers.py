@@ -53,3 +53,39 @@ def uuid7_series(timestamp_ms: int, count: int, rng: random.Random) -> list[str]
 
 def is_uuid7(text: object) -> bool:
     return isinstance(text, str) and UUID7_PATTERN.fullmatch(text) is not None
+
+
+def uuid7_blocks(timestamp_ms: int, sizes: list[int], rng: random.Random) -> list[str]:
+    """A block of UUIDv7s for each size (at most 4,096): one random rand_b for the block, and
+    rand_a counting from 0, so the block's first id (counter 0) names them all and each id's
+    counter is its position in the block (`block_of`, `position_in_block`, `in_block`)."""
+    time = f"{timestamp_ms & ((1 << 48) - 1):012x}"
+    head = f"{time[:8]}-{time[8:]}-7"
+    ids: list[str] = []
+    for size in sizes:
+        if not 0 < size <= len(SERIES_COUNTER):
+            raise ValueError(f"a block holds 1 to {len(SERIES_COUNTER)} ids, not {size}")
+        random_b = bytearray(rng.randbytes(8))
+        random_b[0:1] = random_b[0:1].translate(WITH_VARIANT)
+        text = random_b.hex()
+        tail = f"-{text[:4]}-{text[4:]}"
+        ids.extend(f"{head}{counter}{tail}" for counter in SERIES_COUNTER[:size])
+    return ids
+
+
+# Where a UUIDv7's counter (rand_a) is in its text.
+COUNTER = slice(15, 18)
+
+
+def block_of(uuid: str) -> str:
+    """The first id of the block a `uuid7_blocks` id belongs to (its counter 0)."""
+    return f"{uuid[: COUNTER.start]}000{uuid[COUNTER.stop :]}"
+
+
+def position_in_block(uuid: str) -> int:
+    return int(uuid[COUNTER], 16)
+
+
+def in_block(block: str, position: int) -> str:
+    """The id at `position` of the block whose first id is `block`."""
+    return f"{block[: COUNTER.start]}{SERIES_COUNTER[position]}{block[COUNTER.stop :]}"

@@ -42,9 +42,10 @@ class JobService:
         (an id that exists already fails the whole enqueue: the transaction rolls back). The
         store writes each job's event from the job (`enqueued_event`) under the id given here;
         the events themselves are built only for a webhook subscription that may want them.
+        Their ids are blocks, one a run of alike jobs (`enqueued_runs`): one outbox row each.
         Whether a subscription listens to the events: `alone` (the statement is its unit's
         only one, see `JobStore.enqueue_jobs`), that means nothing was written."""
-        event_ids = [f"evt_{event_id}" for event_id in self.runtime.new_ids(len(jobs), now)]
+        event_ids = self.runtime.enqueued_event_ids(jobs, now)
         written = await transaction.enqueue_jobs(jobs, event_ids, now, alone)
         if alone and written.listeners:
             return True

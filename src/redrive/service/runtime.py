@@ -9,9 +9,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from redrive.domain.alerts import AlertConfig
-from redrive.domain.events import Event, event_envelope
+from redrive.domain.events import Event, enqueued_runs, event_envelope
 from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, Fingerprinter
-from redrive.domain.identifiers import uuid7, uuid7_series
+from redrive.domain.identifiers import uuid7, uuid7_blocks, uuid7_series
+from redrive.domain.job import Job
 from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 from redrive.domain.retention import RetentionPolicy
 from redrive.domain.retry import RetryPolicy
@@ -117,6 +118,11 @@ class Runtime:
         """`count` new ids at once: one millisecond's series (increasing, a third of `new_id`'s
         instructions an id), or one id made alone (a series of one costs twice `new_id`)."""
         return [self.new_id(now)] if count == 1 else uuid7_series(now, count, self.rng)
+
+    def enqueued_event_ids(self, jobs: list[Job], now: int) -> list[str]:
+        """The ids of a batch's enqueued events: a block for each run whose events one outbox row
+        keeps (domain/events.py `enqueued_runs`), in the jobs' order."""
+        return [f"evt_{event_id}" for event_id in uuid7_blocks(now, enqueued_runs(jobs), self.rng)]
 
     def new_token(self) -> str:
         return secrets.token_hex(12)

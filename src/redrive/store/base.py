@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
 from redrive.domain.dead_letter import DEAD
+from redrive.domain.job import Job
 from redrive.store.codec import dump
 
 
@@ -27,6 +28,12 @@ class Executor(Protocol):
         """Records whose absent fields are those of `shared` (the fields they all have alike,
         given once), as the dialect binds them: on PostgreSQL the text of `{"shared": shared,
         "rows": records}`, which the statement reads as such; on SQLite the whole records."""
+        ...
+
+    def event_blocks_parameter(self, jobs: list[Job], event_ids: list[str] | None) -> Any:
+        """The events rows of an enqueue (store/codec.py `event_blocks`) as the dialect's
+        enqueue_jobs takes them: SQLite's, run once a row; none for PostgreSQL's, which makes
+        them from the jobs' records."""
         ...
 
     async def notify(self, queues: set[str]) -> None: ...

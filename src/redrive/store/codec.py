@@ -10,7 +10,8 @@ from typing import Any
 import orjson
 
 from redrive.domain.dead_letter import DeadLetter
-from redrive.domain.events import Event, enqueued_event_type
+from redrive.domain.events import Event, block_event_id, enqueued_event_type, event_block_id
+from redrive.domain.identifiers import SERIES_COUNTER
 from redrive.domain.incident import Incident, IncidentEntry
 from redrive.domain.job import Job, job_of
 from redrive.domain.records import (
@@ -156,6 +157,7 @@ class _RetryRecords:
         return record
 
 
+BLOCK_SIZE = len(SERIES_COUNTER)  # the most events one block of ids names
 # A new job's columns (and its event's type) as enqueue_jobs reads them, each with how it is read
 # from the job: a batch's jobs mostly share all of these, and a value they all share is sent once.
 NEW_JOB_COLUMNS: tuple[tuple[str, Callable[[Job], Any]], ...] = (
@@ -180,11 +182,13 @@ def new_job_records(
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """New jobs as the `rows` of enqueue_jobs: the columns every job of the batch has the same
     value in (null ones left out), once, and a record per job of its id, envelope, the other
-    columns (null ones left out) and, with `event_ids`, its event's id (the statement writes the
-    event from the job's columns; its type is a column here). A statement reads a column absent
-    from a record from the shared ones. A batch's jobs usually differ only in id and envelope:
-    its rows are 213 bytes a job, not 517 with every column in every record (the server's JSON
-    parse is proportional), and its retry policies are encoded once each."""
+    columns (null ones left out) and, with `event_ids` (blocks, `enqueued_runs`), the id of its
+    event's block (`event_block`: the statement writes a block's row from its jobs' columns; the
+    event type is a column here; a batch of one block names it once). A statement reads a
+    column absent from a record from the shared ones. A batch's jobs usually differ only in id
+    and envelope: its rows are ~136 bytes a job (190 with an event id in each), not 517 with
+    every column in every record (the server's JSON parse is proportional), its retry policies
+    encoded once."""
     columns = NEW_JOB_COLUMNS
     if event_ids is not None:
         columns = (*columns, ("event_type", enqueued_event_type))
@@ -196,6 +200,13 @@ def new_job_records(
             own.append((column, read))
         elif values and (value := values.pop()) is not None:
             shared[column] = value
+    blocks = None
+    if event_ids:
+        last = len(event_ids) - 1
+        if last < BLOCK_SIZE and event_ids[-1] == block_event_id(event_ids[0], last):  # one
+            shared["event_block"] = event_ids[0]
+        else:
+            blocks = list(map(event_block_id, event_ids))
     retry_records = _RetryRecords()
     seen: dict[tuple[int, int], bool] = {}
     records = []
@@ -204,10 +215,43 @@ def new_job_records(
         for column, read in own:
             if (value := read(job)) is not None:
                 record[column] = value
-        if event_ids is not None:
-            record["event_id"] = event_ids[index]
+        if blocks is not None:
+            record["event_block"] = blocks[index]
         records.append(record)
     return shared, records
+
+
+def event_blocks(jobs: list[Job], event_ids: list[str] | None) -> list[dict[str, Any]]:
+    """The events rows of enqueued `jobs` whose events' ids are `event_ids` (blocks, one a run
+    of alike jobs: domain/events.py `enqueued_runs`), as enqueue_jobs writes them: a row for
+    each block, named by its first event's id, keeping its jobs' ids in order (`subjects`) and
+    their priorities when they differ (else in the data, as `enqueued_event` has it)."""
+    if not event_ids:
+        return []
+    rows: list[dict[str, Any]] = []
+    start = 0
+    while start < len(jobs):
+        block = event_block_id(event_ids[start])
+        end = start + 1
+        while end < len(jobs) and event_block_id(event_ids[end]) == block:
+            end += 1
+        run, first = jobs[start:end], jobs[start]
+        data: dict[str, Any] = {"job_type": first.type, "queue": first.queue}
+        members: dict[str, Any] = {"subjects": [job.id for job in run]}
+        priorities = [job.priority for job in run]
+        if len(set(priorities)) == 1:
+            data["priority"] = first.priority
+        else:
+            members["priorities"] = priorities
+        rows.append(
+            {
+                "id": block, "tenant_id": first.tenant_id, "type": enqueued_event_type(first),
+                "queue": first.queue, "job_type": first.type, "data": data, "members": members,
+                "size": len(run),
+            }
+        )  # fmt: skip
+        start = end
+    return rows
 
 
 # The record of the retry policy new_job_parameters encoded last, with the policy itself (held,
@@ -403,15 +447,23 @@ def event_record(stored: StoredEvent) -> dict[str, Any]:
 
 
 def event_from_row(row: dict[str, Any]) -> StoredEvent:
+    """An event of select_events: a row's own, or a member of a block's row (its `position`
+    there names it, its `priority`, when the block's differ, is in its data)."""
+    data = load(row["data"])
+    event_id = row["id"]
+    if row["position"] is not None:
+        event_id = block_event_id(event_id, row["position"])
+        if row["priority"] is not None:
+            data["priority"] = int(row["priority"])
     event = Event(
         type=row["type"],
         tenant_id=row["tenant_id"],
         queue=row["queue"],
         job_type=row["job_type"],
         subject=row["subject"],
-        data=load(row["data"]),
+        data=data,
     )
-    return StoredEvent(id=row["id"], sequence=row["sequence"], time=row["time"], event=event)
+    return StoredEvent(id=event_id, sequence=row["sequence"], time=row["time"], event=event)
 
 
 def replay_rule_parameters(rule: ReplayRule) -> dict[str, Any]:

@@ -53,7 +53,10 @@ class SqlJobs(SqlBase, JobStore):
             rows = await self.executor.rows("enqueue_job", parameters)
         else:
             records = self.executor.shared_records_parameter(*new_job_records(jobs, event_ids))
-            rows = await self._rows("enqueue_jobs", rows=records, now=now, alone=alone)
+            blocks = self.executor.event_blocks_parameter(jobs, event_ids)
+            rows = await self._rows(
+                "enqueue_jobs", rows=records, blocks=blocks, now=now, alone=alone
+            )
         listeners = [
             Listener(row["id"], row["tenant_id"], tuple(load(row["events"])))
             for row in rows

@@ -36,30 +36,28 @@ RETURNING id;
 -- name: enqueue_jobs
 -- What an enqueue writes, in one statement (one round trip): the jobs' queues (known ones left
 -- as they are), the new jobs of :rows (only a new job's columns, the lifecycle ones keep their
--- defaults) and the event (`event_id`, `event_type`, made from the job's columns as
--- domain/events.py `enqueued_event` makes it) of each. :rows is `{"shared": ..., "rows":
+-- defaults) and their events: one row for each block of them (`event_block`, the run's first
+-- event's id; `event_type`), its members the jobs of the block in order (`subjects`, and their
+-- `priorities` when they differ), each event as domain/events.py `enqueued_event` makes it
+-- (store/codec.py `event_from_row` expands the row). :rows is `{"shared": ..., "rows":
 -- [...]}`, parsed once: a column a record of `rows` leaves out is the one `shared` holds (the
--- columns the whole batch has alike, sent once), and an event's data, when its columns are all
--- shared, is built once. All or nothing: an id that exists already fails the statement
--- (unique_violation on jobs_pkey; the store raises Duplicate, and the transaction cannot go
--- on). A plain insert, not ON CONFLICT DO NOTHING: its speculative insertion (a second index
--- probe, a lock and a confirmation record a row) was a sixth of the server's CPU for a batch of
--- 1,000; and a check of the ids before the insert has no plan that holds (prepared on an empty
--- table, its generic plan scans the whole table for them). Rows of kind `listener` are the
--- active webhook subscriptions of the events' tenants (the caller queues their deliveries in
--- the same transaction). With :alone (the statement is its unit's only one and commits by
--- itself), a listener means nothing is written (the caller enqueues again in a transaction)
--- and the statement sends the wake-ups of the available jobs it inserted itself (rows of kind
--- `woken`).
+-- columns the whole batch has alike, sent once: a batch of one kind of job names its one block
+-- once). All or nothing: an id that exists already fails the statement (unique_violation on
+-- jobs_pkey; the store raises Duplicate, and the transaction cannot go on). A plain insert,
+-- not ON CONFLICT DO NOTHING: its speculative insertion (a second index probe, a lock and a
+-- confirmation record a row) was a sixth of the server's CPU for a batch of 1,000; and a check
+-- of the ids before the insert has no plan that holds (prepared on an empty table, its generic
+-- plan scans the whole table for them). Rows of kind `listener` are the active webhook
+-- subscriptions of the events' tenants (the caller queues their deliveries in the same
+-- transaction). With :alone (the statement is its unit's only one and commits by itself), a
+-- listener means nothing is written (the caller enqueues again in a transaction) and the
+-- statement sends the wake-ups of the available jobs it inserted itself (rows of kind `woken`).
 WITH shared AS MATERIALIZED (
-    SELECT s.*, CASE WHEN s.type IS NOT NULL AND s.queue IS NOT NULL AND s.priority IS NOT NULL
-        THEN jsonb_build_object('job_type', s.type, 'queue', s.queue, 'priority', s.priority)
-    END AS data
-    FROM jsonb_to_record(CAST(:rows AS jsonb) -> 'shared') AS s(
+    SELECT s.* FROM jsonb_to_record(CAST(:rows AS jsonb) -> 'shared') AS s(
         tenant_id text, queue text, type text, state text, priority integer,
         max_attempts integer, timeout_ms bigint, visibility_timeout_ms bigint,
         created_at bigint, enqueued_at bigint, scheduled_at bigint, expires_at bigint,
-        run_at bigint, event_type text
+        run_at bigint, event_type text, event_block text
     )
 ), r AS MATERIALIZED (
     SELECT
@@ -73,16 +71,21 @@ WITH shared AS MATERIALIZED (
         COALESCE(r.enqueued_at, s.enqueued_at) AS enqueued_at,
         COALESCE(r.scheduled_at, s.scheduled_at) AS scheduled_at,
         COALESCE(r.expires_at, s.expires_at) AS expires_at, COALESCE(r.run_at, s.run_at) AS run_at,
-        r.event_id, COALESCE(r.event_type, s.event_type) AS event_type
-    FROM shared AS s, jsonb_to_recordset(CAST(:rows AS jsonb) -> 'rows') AS r(
+        COALESCE(r.event_type, s.event_type) AS event_type,
+        COALESCE(r.event_block, s.event_block) AS event_block, r.position
+    FROM shared AS s, ROWS FROM (jsonb_to_recordset(CAST(:rows AS jsonb) -> 'rows') AS (
         id text, tenant_id text, queue text, type text, state text, priority integer,
         max_attempts integer, envelope jsonb, timeout_ms bigint, visibility_timeout_ms bigint,
         created_at bigint, enqueued_at bigint, scheduled_at bigint, expires_at bigint,
-        run_at bigint, event_id text, event_type text
+        run_at bigint, event_type text, event_block text
+    )) WITH ORDINALITY AS r(
+        id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
+        visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, run_at,
+        event_type, event_block, position
     )
 ), listening AS MATERIALIZED (
     SELECT id, tenant_id, events FROM webhook_subscriptions
-    WHERE active AND tenant_id IN (SELECT tenant_id FROM r WHERE r.event_id IS NOT NULL)
+    WHERE active AND tenant_id IN (SELECT tenant_id FROM r WHERE r.event_block IS NOT NULL)
 ), inserted AS (
     INSERT INTO jobs (
         id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
@@ -100,15 +103,22 @@ WITH shared AS MATERIALIZED (
     SELECT DISTINCT queue, tenant_id, CAST(:now AS bigint) FROM inserted
     ON CONFLICT (tenant_id, name) DO NOTHING
 ), added AS (
-    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+    INSERT INTO events (id, tenant_id, type, queue, job_type, time, data, members, size)
     SELECT
-        r.event_id, r.tenant_id, r.event_type, r.queue, r.type, r.id, CAST(:now AS bigint),
-        COALESCE(
-            shared.data,
-            jsonb_build_object('job_type', r.type, 'queue', r.queue, 'priority', r.priority)
-        )
-    FROM r, shared
-    WHERE r.event_id IS NOT NULL AND EXISTS (SELECT FROM inserted)
+        event_block, tenant_id, event_type, queue, type, CAST(:now AS bigint),
+        jsonb_build_object('job_type', type, 'queue', queue) || CASE
+            WHEN min(priority) = max(priority) THEN jsonb_build_object('priority', min(priority))
+            ELSE CAST('{}' AS jsonb)
+        END,
+        jsonb_build_object('subjects', jsonb_agg(id ORDER BY position)) || CASE
+            WHEN min(priority) = max(priority) THEN CAST('{}' AS jsonb)
+            ELSE jsonb_build_object('priorities', jsonb_agg(priority ORDER BY position))
+        END,
+        count(*)
+    FROM r
+    WHERE event_block IS NOT NULL AND EXISTS (SELECT FROM inserted)
+    GROUP BY event_block, tenant_id, event_type, queue, type
+    ORDER BY min(position)
 ), woken AS (
     SELECT queue, pg_notify('redrive_jobs', queue) FROM (
         SELECT DISTINCT queue FROM inserted
@@ -1218,28 +1228,49 @@ SELECT id, tenant_id, events FROM webhook_subscriptions
 WHERE active AND tenant_id = ANY(CAST(:tenant_ids AS text[]));
 
 -- name: select_events
-SELECT * FROM events
-WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
-  AND (CAST(:after_sequence AS bigint) IS NULL OR sequence > :after_sequence)
-  AND (CAST(:types AS text[]) IS NULL OR type = ANY(CAST(:types AS text[])))
-  AND (CAST(:queues AS text[]) IS NULL OR queue = ANY(CAST(:queues AS text[])))
-  AND (CAST(:job_types AS text[]) IS NULL OR job_type = ANY(CAST(:job_types AS text[])))
-ORDER BY sequence
+-- The events after :after_sequence (and, in that row, after the member at :after_position), in
+-- order: a row that keeps a block of enqueued events (`members`) is one event a member, each
+-- with its `position` and `subject` (and `priority`, when the members' differ); a row without
+-- is one event (its position null). A page reads only the rows it shows.
+SELECT
+    e.sequence, e.id, e.tenant_id, e.type, e.queue, e.job_type, e.time, e.data,
+    COALESCE(m.subject, e.subject) AS subject, m.position, m.priority
+FROM events AS e
+LEFT JOIN LATERAL (
+    SELECT s.subject, CAST(s.position AS integer) - 1 AS position,
+        e.members -> 'priorities' -> (CAST(s.position AS integer) - 1) AS priority
+    FROM jsonb_array_elements_text(e.members -> 'subjects') WITH ORDINALITY AS s(subject, position)
+) AS m ON true
+WHERE (CAST(:tenant_id AS text) IS NULL OR e.tenant_id = :tenant_id)
+  AND (CAST(:after_sequence AS bigint) IS NULL OR e.sequence >= :after_sequence)
+  AND (CAST(:after_sequence AS bigint) IS NULL OR e.sequence > :after_sequence
+       OR m.position > CAST(:after_position AS integer))
+  AND (CAST(:types AS text[]) IS NULL OR e.type = ANY(CAST(:types AS text[])))
+  AND (CAST(:queues AS text[]) IS NULL OR e.queue = ANY(CAST(:queues AS text[])))
+  AND (CAST(:job_types AS text[]) IS NULL OR e.job_type = ANY(CAST(:job_types AS text[])))
+ORDER BY e.sequence, m.position
 LIMIT :limit;
 
 -- name: select_event_sequence
-SELECT sequence FROM events WHERE id = :id;
+-- Where the event :id is: its own row, or (:block, when the id has a block's shape) the row
+-- keeping the block it would be a member of; `size` says how many members that row has.
+SELECT sequence, id, size FROM events WHERE id = :id OR id = :block;
 
 -- name: delete_events_before
 -- The events before the first one (in sequence order) at or after :before: found from the
 -- oldest along the primary key, reading no more than those it deletes (no index on time to
 -- keep up for every event written). Never one at or after :before; one written with an
--- earlier time after a later one (another replica's clock) goes with a later trim.
-DELETE FROM events
-WHERE time < :before AND sequence < COALESCE(
-    (SELECT sequence FROM events WHERE time >= :before ORDER BY sequence LIMIT 1),
-    9223372036854775807
-);
+-- earlier time after a later one (another replica's clock) goes with a later trim. Returns how
+-- many events went (a row keeping a block is `size` of them).
+WITH gone AS (
+    DELETE FROM events
+    WHERE time < :before AND sequence < COALESCE(
+        (SELECT sequence FROM events WHERE time >= :before ORDER BY sequence LIMIT 1),
+        9223372036854775807
+    )
+    RETURNING size
+)
+SELECT COALESCE(sum(COALESCE(size, 1)), 0) AS size FROM gone;
 
 -- name: savepoint
 -- A part of a transaction that can be undone alone (a redrive task's batch).

@@ -25,6 +25,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from redrive.domain.caller import Caller
 from redrive.domain.errors import Duplicate
+from redrive.domain.job import Job
 from redrive.store.codec import dump
 from redrive.store.postgres.statements import Statement, load_scripts
 from redrive.store.statements import migration_files
@@ -77,6 +78,9 @@ class PostgresParameters:
         self, shared: dict[str, Any], records: list[dict[str, Any]]
     ) -> Any:
         return dump({"shared": shared, "rows": records})
+
+    def event_blocks_parameter(self, jobs: list[Job], event_ids: list[str] | None) -> Any:
+        return None
 
 
 class StatementExecutor(PostgresParameters):

@@ -29,21 +29,22 @@ RETURNING :rows->>id AS id;
 
 -- name: enqueue_jobs
 -- What an enqueue writes: the jobs' queues (known ones left as they are), the new jobs of :rows
--- (only a new job's columns, the lifecycle ones keep their defaults) and the event of each
--- record that names one (`event_id`, `event_type`), made from the job's columns as
--- domain/events.py `enqueued_event` makes it. Rows of kind `existing` name the ids of :rows
--- that exist already (the caller reports them and rolls back: what was written goes); rows of
--- kind `listener` are the active webhook subscriptions of the events' tenants (the caller
--- queues their deliveries in the same transaction). With :alone (the statement is its unit's
--- only one), a listener means nothing is written: the caller enqueues again in a transaction
--- (on SQLite the unit is a transaction all the same, and the store wakes queues).
+-- (only a new job's columns, the lifecycle ones keep their defaults) and their events, one row
+-- for each of :blocks (a run of the jobs whose events are one block, `event_block` of each of
+-- :rows; store/codec.py `event_blocks` makes the row as domain/events.py `enqueued_event`
+-- makes each member, `event_from_row` expands it). Rows of kind `existing` name the ids of
+-- :rows that exist already (the caller reports them and rolls back: what was written goes);
+-- rows of kind `listener` are the active webhook subscriptions of the events' tenants (the
+-- caller queues their deliveries in the same transaction). With :alone (the statement is its
+-- unit's only one), a listener means nothing is written: the caller enqueues again in a
+-- transaction (on SQLite the unit is a transaction all the same, and the store wakes queues).
 SELECT 'existing' AS kind, id, NULL AS tenant_id, NULL AS events FROM jobs
 WHERE id IN (SELECT value ->> '$.id' FROM json_each(:rows));
 INSERT INTO queues (name, tenant_id, created_at)
 SELECT DISTINCT value ->> '$.queue', value ->> '$.tenant_id', :now FROM json_each(:rows)
 WHERE NOT (:alone AND EXISTS (
     SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = value ->> '$.tenant_id'
-        AND value ->> '$.event_id' IS NOT NULL
+        AND value ->> '$.event_block' IS NOT NULL
 ))
 ON CONFLICT (tenant_id, name) DO NOTHING;
 INSERT INTO jobs (
@@ -55,20 +56,19 @@ SELECT
     :rows->>priority, :rows->>max_attempts, :rows->envelope, :rows->>timeout_ms,
     :rows->>visibility_timeout_ms, :rows->>created_at, :rows->>enqueued_at,
     :rows->>scheduled_at, :rows->>expires_at, :rows->>run_at
-WHERE NOT (:alone AND :rows->>event_id IS NOT NULL AND EXISTS (
+WHERE NOT (:alone AND :rows->>event_block IS NOT NULL AND EXISTS (
     SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :rows->>tenant_id
 ))
 ON CONFLICT (id) DO NOTHING;
-INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-SELECT :rows->>event_id, :rows->>tenant_id, :rows->>event_type, :rows->>queue, :rows->>type,
-    :rows->>id, :now,
-    json_object('job_type', :rows->>type, 'queue', :rows->>queue, 'priority', :rows->>priority)
-WHERE :rows->>event_id IS NOT NULL AND NOT (:alone AND EXISTS (
-    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :rows->>tenant_id
+INSERT INTO events (id, tenant_id, type, queue, job_type, time, data, members, size)
+SELECT :blocks->>id, :blocks->>tenant_id, :blocks->>type, :blocks->>queue, :blocks->>job_type,
+    :now, :blocks->data, :blocks->members, :blocks->>size
+WHERE NOT (:alone AND EXISTS (
+    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :blocks->>tenant_id
 ));
 SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
 WHERE active AND tenant_id IN (SELECT value ->> '$.tenant_id' FROM json_each(:rows)
-    WHERE value ->> '$.event_id' IS NOT NULL);
+    WHERE value ->> '$.event_block' IS NOT NULL);
 
 -- name: enqueue_job
 -- enqueue_jobs for one job, its columns (and its event's id and type) parameters of their own:
@@ -1061,28 +1061,44 @@ SELECT id, tenant_id, events FROM webhook_subscriptions
 WHERE active AND tenant_id IN (SELECT value FROM json_each(:tenant_ids));
 
 -- name: select_events
-SELECT * FROM events
-WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
-  AND (:after_sequence IS NULL OR sequence > :after_sequence)
-  AND (:types IS NULL OR type IN (SELECT value FROM json_each(:types)))
-  AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))
-  AND (:job_types IS NULL OR job_type IN (SELECT value FROM json_each(:job_types)))
-ORDER BY sequence
+-- The events after :after_sequence (and, in that row, after the member at :after_position), in
+-- order: a row that keeps a block of enqueued events (`members`) is one event a member, each
+-- with its `position` and `subject` (and `priority`, when the members' differ); a row without
+-- is one event (its position null). Ordered by the row only: SQLite's nested loop reads a row's
+-- members (json_each) in their order, where ordering by `m.key` too would sort the whole
+-- table first (a temporary b-tree) rather than stop at :limit.
+SELECT
+    e.sequence, e.id, e.tenant_id, e.type, e.queue, e.job_type, e.time, e.data,
+    COALESCE(m.value, e.subject) AS subject, m.key AS position,
+    e.members -> '$.priorities' ->> m.key AS priority
+FROM events AS e
+LEFT JOIN json_each(e.members, '$.subjects') AS m
+WHERE (:tenant_id IS NULL OR e.tenant_id = :tenant_id)
+  AND (:after_sequence IS NULL OR e.sequence >= :after_sequence)
+  AND (:after_sequence IS NULL OR e.sequence > :after_sequence OR m.key > :after_position)
+  AND (:types IS NULL OR e.type IN (SELECT value FROM json_each(:types)))
+  AND (:queues IS NULL OR e.queue IN (SELECT value FROM json_each(:queues)))
+  AND (:job_types IS NULL OR e.job_type IN (SELECT value FROM json_each(:job_types)))
+ORDER BY e.sequence
 LIMIT :limit;
 
 -- name: select_event_sequence
-SELECT sequence FROM events WHERE id = :id;
+-- Where the event :id is: its own row, or (:block, when the id has a block's shape) the row
+-- keeping the block it would be a member of; `size` says how many members that row has.
+SELECT sequence, id, size FROM events WHERE id = :id OR id = :block;
 
 -- name: delete_events_before
 -- The events before the first one (in sequence order) at or after :before: found from the
 -- oldest along the primary key, reading no more than those it deletes (no index on time to
 -- keep up for every event written). Never one at or after :before; one written with an
--- earlier time after a later one (another replica's clock) goes with a later trim.
+-- earlier time after a later one (another replica's clock) goes with a later trim. Returns how
+-- many events went (a row keeping a block is `size` of them).
 DELETE FROM events
 WHERE time < :before AND sequence < COALESCE(
     (SELECT sequence FROM events WHERE time >= :before ORDER BY sequence LIMIT 1),
     9223372036854775807
-);
+)
+RETURNING COALESCE(size, 1) AS size;
 
 -- name: savepoint
 -- A part of a transaction that can be undone alone (a redrive task's batch).

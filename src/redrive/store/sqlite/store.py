@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from redrive.domain.caller import Caller
-from redrive.store.codec import dump, load
+from redrive.domain.job import Job
+from redrive.store.codec import dump, event_blocks, load
 from redrive.store.statements import ParsedOnUse, load_statements, migration_files
 from redrive.store.transaction import SqlTransaction
 from redrive.store.wakeups import Wakeups
@@ -280,6 +281,9 @@ class SqliteExecutor:
         self, shared: dict[str, Any], records: list[dict[str, Any]]
     ) -> Any:
         return Records([{**shared, **record} for record in records])
+
+    def event_blocks_parameter(self, jobs: list[Job], event_ids: list[str] | None) -> Any:
+        return Records(event_blocks(jobs, event_ids))
 
     async def notify(self, queues: set[str]) -> None:
         """Nothing to send: the store wakes in-process waiters once the transaction commits."""
