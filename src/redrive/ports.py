@@ -396,9 +396,13 @@ class CronStore(Protocol):
 class EventStore(Protocol):
     """The events outbox webhooks and event streams read."""
 
-    async def add_events(self, events: list[StoredEvent]) -> list[Listener]:
+    async def add_events(
+        self, events: list[StoredEvent], runs: list[int] | None = None
+    ) -> list[Listener]:
         """Append the events; the active webhook subscriptions of their tenants come back in the
-        same round trip, so that their deliveries are queued in the same transaction."""
+        same round trip, so that their deliveries are queued in the same transaction. `runs`
+        (`alike_runs`, None: a run each) are the sizes of the runs of consecutive events alike
+        in all but their subject whose ids are one block each: a run of several is one row."""
         ...
 
     async def list_events(self, query: EventQuery) -> list[StoredEvent]: ...

@@ -168,6 +168,10 @@ async def kill_job(
     return str(job["id"])
 
 
+# The events the outbox keeps: a row keeping a run of alike events (`members`) is `size` of them.
+COUNT_EVENTS = "SELECT COALESCE(SUM(COALESCE(size, 1)), 0) FROM events"
+
+
 async def count_rows(service: Service, sql: str) -> int:
     """Run a COUNT(*) query straight on the store's database, bypassing the service."""
     store = service.runtime.store

@@ -17,6 +17,7 @@ from redrive.api.app import create_app
 from redrive.domain.durations import format_timestamp
 from redrive.service.facade import Service
 from tests.behaviour.ojs_http import (
+    COUNT_EVENTS,
     OJS_MEDIA_TYPE,
     ack,
     assert_error,
@@ -605,7 +606,7 @@ async def full_batches(client: httpx.AsyncClient, service: Service) -> None:
     stats = (await client.get("/ojs/v1/dead-letter/stats")).json()
     assert (stats["total"], stats["by_queue"]) == (1_000, {"big-dead": 1_000})
     assert stats["by_error_type"] == {"Boom": 1_000}
-    events = "SELECT COUNT(*) FROM events WHERE type = '{}'"
+    events = COUNT_EVENTS + " WHERE type = '{}'"
     assert await count_rows(service, events.format("job.completed")) == 1_000
     assert await count_rows(service, events.format("dead_letter.added")) == 1_000
 

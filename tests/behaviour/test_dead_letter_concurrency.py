@@ -22,6 +22,7 @@ from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
 from tests.behaviour.ojs_http import (
+    COUNT_EVENTS,
     count_rows,
     explain_all,
     fetch,
@@ -82,7 +83,7 @@ SNAPSHOT_QUERIES = (
     "SELECT id, state, attempt, queue, enqueued_at FROM jobs ORDER BY id",
     "SELECT tenant_id, queue, type, error_type, count FROM dead_letter_tallies "
     "ORDER BY tenant_id, queue, type, error_type",
-    "SELECT COUNT(*) FROM events",
+    COUNT_EVENTS,
 )
 
 
@@ -200,7 +201,7 @@ async def assert_all_redriven_once(
     assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == THOUSAND
     available = "SELECT COUNT(DISTINCT id) FROM jobs WHERE queue = 'crowd' AND state = 'available'"
     assert await count_rows(service, available) == THOUSAND
-    events = "SELECT COUNT(*) FROM events WHERE type = 'dead_letter.retried'"
+    events = COUNT_EVENTS + " WHERE type = 'dead_letter.retried'"
     assert await count_rows(service, events) == THOUSAND
     stats = (await client.get("/ojs/v1/dead-letter/stats")).json()
     assert (stats["total"], stats["by_queue"]) == (0, {})

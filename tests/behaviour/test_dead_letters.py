@@ -15,6 +15,7 @@ from redrive.domain.durations import format_timestamp
 from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
 from tests.behaviour.ojs_http import (
+    COUNT_EVENTS,
     OJS_MEDIA_TYPE,
     ack,
     assert_error,
@@ -654,9 +655,7 @@ async def test_concurrent_bulk_retries_redrive_each_dead_letter_once(
     available = "SELECT COUNT(*) FROM jobs WHERE queue = 'crowd' AND state = 'available'"
     assert await count_rows(service, available) == 200
     assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == 200
-    events = await count_rows(
-        service, "SELECT COUNT(*) FROM events WHERE type = 'dead_letter.retried'"
-    )
+    events = await count_rows(service, COUNT_EVENTS + " WHERE type = 'dead_letter.retried'")
     assert events == 200
     fetched = await fetch(client, ["crowd"], count=1000)
     assert sorted(job["id"] for job in fetched) == sorted(ids)

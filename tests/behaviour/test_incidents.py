@@ -28,6 +28,7 @@ from redrive.store.archive import FileArchive
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
 from tests.behaviour.ojs_http import (
+    COUNT_EVENTS,
     assert_error,
     count_rows,
     enqueue,
@@ -579,7 +580,7 @@ async def test_the_backfill_files_older_dead_letters_into_incidents_a_batch_at_a
     expected = {item["id"]: item for item in await listed(client)}
     await forget_incidents(service)
     assert await listed(client) == []
-    events_before = await count_rows(service, "SELECT COUNT(*) FROM events")
+    events_before = await count_rows(service, COUNT_EVENTS)
 
     assert await service.incidents.backfill(limit=2) == 6
     assert await service.incidents.backfill(limit=2) == 0
@@ -590,7 +591,7 @@ async def test_the_backfill_files_older_dead_letters_into_incidents_a_batch_at_a
     assert (found[timeout]["dead_count"], found[timeout]["total_count"]) == (4, 5)
     for key in ("fingerprint", "message", "error_type", "queues", "first_seen_at", "last_seen_at"):
         assert found[timeout][key] == expected[timeout][key], key
-    assert await count_rows(service, "SELECT COUNT(*) FROM events") == events_before
+    assert await count_rows(service, COUNT_EVENTS) == events_before
 
 
 async def test_backfilled_dead_letters_count_in_their_incidents_trend(
@@ -652,7 +653,7 @@ async def test_concurrent_entries_into_one_incident_lose_no_count_and_make_one_i
     [incident] = await listed(client)
     assert (incident["dead_count"], incident["total_count"]) == (count, count)
     assert await count_rows(service, "SELECT COUNT(*) FROM incidents") == 1
-    opened = "SELECT COUNT(*) FROM events WHERE type = 'incident.opened'"
+    opened = COUNT_EVENTS + " WHERE type = 'incident.opened'"
     assert await count_rows(service, opened) == 1
 
     # Two operators retry half each at once: every dead letter leaves the count once.

@@ -97,6 +97,33 @@ def enqueued_runs(jobs: list[Job]) -> list[int]:
     return sizes
 
 
+def alike_runs(events: list[Event]) -> list[int]:
+    """The sizes of the runs of consecutive events one outbox row keeps: each about a subject and
+    alike in all else (type, tenant, queue, job type and data), at most 4,096 a run (the ids of a
+    run's events are one block, as `enqueued_runs`' are). A batch of nacks that fail alike (the
+    same error, attempt and outcome) announces each kind of event in one run; events that differ
+    are runs of one."""
+    sizes: list[int] = []
+    previous: Event | None = None
+    for event in events:
+        if (
+            previous is not None
+            and previous.subject is not None
+            and event.subject is not None
+            and sizes[-1] < len(SERIES_COUNTER)
+            and event.type == previous.type
+            and event.tenant_id == previous.tenant_id
+            and event.queue == previous.queue
+            and event.job_type == previous.job_type
+            and event.data == previous.data
+        ):
+            sizes[-1] += 1
+        else:
+            sizes.append(1)
+        previous = event
+    return sizes
+
+
 def event_block_id(event_id: str) -> str:
     """The id of the row that keeps the event of a run's block (`enqueued_runs`)."""
     return EVENT_ID_PREFIX + block_of(event_id[len(EVENT_ID_PREFIX) :])
@@ -191,6 +218,16 @@ def incident_event(kind: str, incident: Incident, queue: str | None = None) -> E
         "class": incident.classification,
     }
     return Event(kind, incident.tenant_id, queue, incident.type, incident.id, data)
+
+
+def batch_failure_events(failures: list[tuple[Job, str | None]]) -> list[Event]:
+    """`failure_events` of a batch's failed jobs (each with its dead-letter reason, if any), the
+    first event of every job, then the second of every job, and so on: each job's own events keep
+    their order, and the jobs' alike events are consecutive, so that one outbox row keeps a run of
+    them (`alike_runs`)."""
+    per_job = [failure_events(job, reason) for job, reason in failures]
+    steps = max(map(len, per_job), default=0)
+    return [events[step] for step in range(steps) for events in per_job if step < len(events)]
 
 
 def arrival_events(entries: list[IncidentEntry], incidents: list[Incident]) -> list[Event]:

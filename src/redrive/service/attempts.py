@@ -11,7 +11,7 @@ from redrive.domain.alerts import aggregate_key
 from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import DeadLetter, new_dead_letter
 from redrive.domain.errors import InvalidRequest, NotFound, OjsError
-from redrive.domain.events import arrival_events, completion_event, failure_events
+from redrive.domain.events import arrival_events, batch_failure_events, completion_event
 from redrive.domain.fingerprint import Fingerprint
 from redrive.domain.incident import entries_of
 from redrive.domain.job import AVAILABLE, Job
@@ -165,7 +165,7 @@ async def record_failures(
         runtime.metrics.dead_letter_added[(dead.job.queue, dead.job.type)] += 1
     entries = entries_of(found, runtime.options.classification_rules)
     incidents = await transaction.enter_dead_letters([dead for dead, _ in found], entries)
-    events = [event for _, o in landed for event in failure_events(o.job, o.dead_letter_reason)]
+    events = batch_failure_events([(o.job, o.dead_letter_reason) for _, o in landed])
     events += arrival_events(entries, incidents)
     await runtime.emit(transaction, events, now)
     redriven = [

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from redrive.domain.alerts import AlertConfig
-from redrive.domain.events import Event, enqueued_runs, event_envelope
+from redrive.domain.events import Event, alike_runs, enqueued_runs, event_envelope
 from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, Fingerprinter
 from redrive.domain.identifiers import uuid7, uuid7_blocks, uuid7_series
 from redrive.domain.job import Job
@@ -134,16 +134,23 @@ class Runtime:
         """Append the events and, in the same transaction, queue a webhook delivery for each
         active subscription that wants one of them."""
         if events:
-            stored = self.stored_events(events, now)
-            listeners = await transaction.add_events(stored)
+            runs = alike_runs(events)
+            stored = self.stored_events(events, runs, now)
+            listeners = await transaction.add_events(stored, runs)
             await self.queue_deliveries(transaction, listeners, stored, now)
 
-    def stored_events(self, events: list[Event], now: int) -> list[StoredEvent]:
-        """The events as the outbox keeps them: each with a fresh id (one series) and the
-        time."""
+    def stored_events(self, events: list[Event], runs: list[int], now: int) -> list[StoredEvent]:
+        """The events as the outbox keeps them: each with a fresh id and the time. The ids are
+        one series, or, when some of `runs` (`alike_runs`) keep more than one event, a block a
+        run, so that one row keeps each such run."""
+        ids = (
+            self.new_ids(len(events), now)
+            if len(runs) == len(events)
+            else uuid7_blocks(now, runs, self.rng)
+        )
         return [
             StoredEvent(id=f"evt_{event_id}", sequence=0, time=now, event=event)
-            for event_id, event in zip(self.new_ids(len(events), now), events, strict=True)
+            for event_id, event in zip(ids, events, strict=True)
         ]
 
     async def queue_deliveries(

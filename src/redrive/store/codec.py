@@ -446,6 +446,27 @@ def event_record(stored: StoredEvent) -> dict[str, Any]:
     }
 
 
+def event_rows(events: list[StoredEvent], runs: list[int] | None) -> list[dict[str, Any]]:
+    """The events rows insert_events writes: one for each run (`runs`, None: a run each), a run
+    of several as a block's row, named by its first event's id (the block's), keeping its
+    events' subjects in order (`members`) and the data they share, as `event_from_row` expands
+    it."""
+    if runs is None or len(runs) == len(events):
+        return [event_record(event) for event in events]
+    rows: list[dict[str, Any]] = []
+    start = 0
+    for size in runs:
+        record = event_record(events[start])
+        if size > 1:
+            run = events[start : start + size]
+            record["subject"] = None
+            record["members"] = {"subjects": [stored.event.subject for stored in run]}
+            record["size"] = size
+        rows.append(record)
+        start += size
+    return rows
+
+
 def event_from_row(row: dict[str, Any]) -> StoredEvent:
     """An event of select_events: a row's own, or a member of a block's row (its `position`
     there names it, its `priority`, when the block's differ, is in its data)."""

@@ -6,14 +6,16 @@ from redrive.domain.events import block_position
 from redrive.domain.webhooks import Listener
 from redrive.ports import EventQuery, EventStore, StoredEvent
 from redrive.store.base import SqlBase
-from redrive.store.codec import event_from_row, event_record, load
+from redrive.store.codec import event_from_row, event_rows, load
 
 
 class SqlEvents(SqlBase, EventStore):
-    async def add_events(self, events: list[StoredEvent]) -> list[Listener]:
+    async def add_events(
+        self, events: list[StoredEvent], runs: list[int] | None = None
+    ) -> list[Listener]:
         if not events:
             return []
-        records = [event_record(event) for event in events]
+        records = event_rows(events, runs)
         rows = await self._rows(
             "insert_events",
             rows=self.executor.records_parameter(records),

@@ -1217,11 +1217,12 @@ ORDER BY next_run_at, tenant_id, name LIMIT :limit;
 -- The events, then the active webhook subscriptions of their tenants (:tenant_ids, each once;
 -- the caller queues their deliveries in the same transaction): one round trip.
 WITH added AS (
-    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-    SELECT r.id, r.tenant_id, r.type, r.queue, r.job_type, r.subject, r.time, r.data
+    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
+    SELECT r.id, r.tenant_id, r.type, r.queue, r.job_type, r.subject, r.time, r.data, r.members,
+        r.size
     FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
         id text, tenant_id text, type text, queue text, job_type text, subject text,
-        time bigint, data jsonb
+        time bigint, data jsonb, members jsonb, size integer
     )
 )
 SELECT id, tenant_id, events FROM webhook_subscriptions

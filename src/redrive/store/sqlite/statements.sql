@@ -1053,10 +1053,11 @@ ORDER BY next_run_at, tenant_id, name LIMIT :limit;
 -- The events, then the active webhook subscriptions of their tenants (:tenant_ids, each once;
 -- the caller queues their deliveries in the same transaction). The tenants are a parameter of
 -- their own: the records reach SQLite one run each, and writing them out as JSON text to read
--- their tenants back took a nack's events ~2 us an event.
-INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+-- their tenants back took a nack's events ~2 us an event. A record of a run of alike events
+-- (store/codec.py `event_rows`) is a block's row: its `members` and `size` (else both null).
+INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
 VALUES (:rows->>id, :rows->>tenant_id, :rows->>type, :rows->>queue, :rows->>job_type, :rows->>subject,
-    :rows->>time, :rows->data);
+    :rows->>time, :rows->data, :rows->members, :rows->>size);
 SELECT id, tenant_id, events FROM webhook_subscriptions
 WHERE active AND tenant_id IN (SELECT value FROM json_each(:tenant_ids));
 
