@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from redrive.domain import lifecycle
@@ -286,22 +286,18 @@ def _count(runtime: Runtime, done: list[CompletedJob], now: int) -> None:
 async def fail_all(
     runtime: Runtime, requests: list[NackRequest | OjsError], caller: Caller
 ) -> list[Outcome]:
-    """Record many failed attempts in one transaction; each entry succeeds or fails on its own.
-    Secrets in the errors are redacted first: the job, its dead letter and the events all store
-    the redacted error."""
-    failures = iter(
-        lifecycle.redact_failures(
-            [r.failure for r in requests if not isinstance(r, OjsError)], runtime.options.redactor
-        )
-    )
-    requests = [
-        request if isinstance(request, OjsError) else replace(request, failure=next(failures))
-        for request in requests
-    ]
+    """Record many failed attempts (of distinct jobs: `without_repeats`) in one transaction; each
+    entry succeeds or fails on its own. Secrets in the errors are redacted first: the job, its
+    dead letter and the events all store the redacted error."""
+    asked = [request for request in requests if not isinstance(request, OjsError)]
+    # Each job's redacted failure, by its id: no copy of each request to carry it (4 us a nack).
+    redacted = lifecycle.redact_failures([r.failure for r in asked], runtime.options.redactor)
+    failures = {request.job_id: failure for request, failure in zip(asked, redacted, strict=True)}
     now = runtime.now()
 
     def apply(job: Job, request: NackRequest) -> lifecycle.FailureOutcome:
-        return lifecycle.fail(job, now, request.failure, runtime.jitter_factor(), request.requeue)
+        failure = failures[request.job_id]
+        return lifecycle.fail(job, now, failure, runtime.jitter_factor(), request.requeue)
 
     jobs = held_jobs(requests, now, caller.tenant_scope)
     unheld: list[NackRequest | OjsError] = [
