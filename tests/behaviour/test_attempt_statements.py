@@ -12,14 +12,15 @@ import pytest
 
 from redrive.domain import lifecycle
 from redrive.domain.caller import SYSTEM
-from redrive.domain.events import completed_event, started_event
+from redrive.domain.errors import OjsError
+from redrive.domain.events import completed_event, failure_events, started_event
 from redrive.domain.job import Job
 from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
 from redrive.ports import EventQuery, JobFilter
-from redrive.service.attempts import AckRequest
+from redrive.service.attempts import AckRequest, NackRequest
 from redrive.service.facade import Service
 from redrive.service.workers import FetchRequest
-from tests.behaviour.ojs_http import enqueue, fetch
+from tests.behaviour.ojs_http import count_rows, enqueue, fetch
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
 
@@ -89,5 +90,56 @@ async def test_a_claim_writes_the_started_events_the_domain_makes(
     claimed += await service.workers.fetch(CALLER, FetchRequest([QUEUE], 3, worker_id))
     assert [job.priority for job in claimed] == [9, 5, 5, 0, 0]
     assert await events_of(service, "job.started") == [started_event(job) for job in claimed]
+    _, deliveries = await service.jobs.list(CALLER, JobFilter(queue=WEBHOOK_QUEUE), 10, 0)
+    assert deliveries == (len(claimed) if subscribed else 0)
+
+
+@pytest.mark.parametrize("alike", [True, False])
+@pytest.mark.parametrize("subscribed", [False, True])
+async def test_a_batch_of_nacks_writes_each_job_s_failure_events(
+    client: httpx.AsyncClient, service: Service, alike: bool, subscribed: bool
+) -> None:
+    """Each job's failure events, as `failure_events` makes them and in its order, the batch's
+    first events before its second ones; alike ones (the same error and outcome) are one outbox
+    row a kind, yet the feed pages them one by one, each with its own id, and a subscription
+    gets a delivery for each."""
+    if subscribed:
+        hook = SubscriptionRequest("https://example.test/hook", ("job.failed",), None)
+        await service.webhooks.create(CALLER, hook)
+    retry = {"max_attempts": 1, "on_exhaustion": "dead_letter"}
+    for index in range(4):
+        await enqueue(client, "nack.job", [index], queue=QUEUE, retry=retry)
+    claimed = await service.workers.fetch(CALLER, FetchRequest([QUEUE], 4, "w1"))
+    nacks: list[NackRequest | OjsError] = [
+        NackRequest(job.id, "w1", job.lease_token, lifecycle.parse_failure(
+            {"type": "Boom", "message": "down" if alike else f"down {index}"}
+        ), False, job)
+        for index, job in enumerate(claimed)
+    ]  # fmt: skip
+    failed = await service.workers.nack_many(CALLER, nacks)
+    assert all(isinstance(job, Job) and job.state == "discarded" for job in failed)
+
+    kinds = ["job.failed", "job.discarded", "dead_letter.added"]
+    expected = [
+        event
+        for kind in kinds
+        for job in failed
+        if isinstance(job, Job)
+        for event in failure_events(job, "max_attempts_exceeded")
+        if event.type == kind
+    ]
+    async with service.runtime.store.transaction(SYSTEM) as transaction:
+        stored = await transaction.list_events(EventQuery(None, None, kinds, [QUEUE], None, 100))
+        paged: list[str] = []
+        after = None
+        while page := await transaction.list_events(
+            EventQuery(None, after, kinds, [QUEUE], None, 2)
+        ):
+            paged.extend(event.id for event in page)
+            after = page[-1].id
+    assert [event.event for event in stored] == expected
+    assert paged == [event.id for event in stored] and len(set(paged)) == len(expected)
+    rows = await count_rows(service, "SELECT COUNT(*) FROM events WHERE type = 'job.failed'")
+    assert rows == (1 if alike else len(claimed))
     _, deliveries = await service.jobs.list(CALLER, JobFilter(queue=WEBHOOK_QUEUE), 10, 0)
     assert deliveries == (len(claimed) if subscribed else 0)

@@ -1230,7 +1230,7 @@ WHERE active AND tenant_id = ANY(CAST(:tenant_ids AS text[]));
 
 -- name: select_events
 -- The events after :after_sequence (and, in that row, after the member at :after_position), in
--- order: a row that keeps a block of enqueued events (`members`) is one event a member, each
+-- order: a row that keeps a block of alike events (`members`) is one event a member, each
 -- with its `position` and `subject` (and `priority`, when the members' differ); a row without
 -- is one event (its position null). A page reads only the rows it shows.
 SELECT

@@ -1063,7 +1063,7 @@ WHERE active AND tenant_id IN (SELECT value FROM json_each(:tenant_ids));
 
 -- name: select_events
 -- The events after :after_sequence (and, in that row, after the member at :after_position), in
--- order: a row that keeps a block of enqueued events (`members`) is one event a member, each
+-- order: a row that keeps a block of alike events (`members`) is one event a member, each
 -- with its `position` and `subject` (and `priority`, when the members' differ); a row without
 -- is one event (its position null). Ordered by the row only: SQLite's nested loop reads a row's
 -- members (json_each) in their order, where ordering by `m.key` too would sort the whole
