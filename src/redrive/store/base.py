@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
@@ -55,13 +55,17 @@ class SqlBase:
         self.notified: set[str] = set()
         # Tally changes wait for finish(): the tally rows are the hottest in the dead-letter
         # tables, so they are locked for the last moment of a transaction, not the whole of it.
-        self.tally_changes: Counter[tuple[str, str, str, str]] = Counter()
-        self.incident_changes: Counter[str] = Counter()
+        # defaultdicts, not Counters: a Counter's construction (in Python) cost a tenth of the
+        # instructions of a producer's enqueue of one job, which changes neither.
+        self.tally_changes: defaultdict[tuple[str, str, str, str], int] = defaultdict(int)
+        self.incident_changes: defaultdict[str, int] = defaultdict(int)
 
     async def finish(self) -> None:
         """Write what waited for the end of the transaction; the store calls it before COMMIT
         (so tallies read inside a transaction do not yet count that transaction's changes).
         Incidents first, then tallies: the order the way into the dead-letter queue takes."""
+        if not self.incident_changes and not self.tally_changes:  # no dead letter came or went
+            return
         changes = [
             {"id": incident, "delta": delta}
             for incident, delta in sorted(self.incident_changes.items())
@@ -85,7 +89,7 @@ class SqlBase:
         """A part of the transaction that an exception undoes alone (and re-raises): its
         statements and the tally, incident and wake-up changes it queued (on PostgreSQL a
         wake-up it asked for may still be sent: a spurious wake-up costs one empty fetch)."""
-        tallies, incidents = Counter(self.tally_changes), Counter(self.incident_changes)
+        tallies, incidents = self.tally_changes.copy(), self.incident_changes.copy()
         notified = set(self.notified)
         await self._run("savepoint")
         try:

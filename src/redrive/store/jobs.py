@@ -64,7 +64,8 @@ class SqlJobs(SqlBase, JobStore):
         ]
         if len(jobs) == 1:
             # enqueue_job names the job it inserted (kind `job`); it inserted none when the id
-            # exists, or when it ran alone and found a listener (it then writes nothing).
+            # exists (on SQLite: PostgreSQL's fails, the store's Duplicate), or when it ran
+            # alone and found a listener (it then writes nothing).
             inserted = any(row["kind"] == "job" for row in rows)
             held_back = alone and bool(listeners)
             return Enqueued(set() if inserted or held_back else {jobs[0].id}, listeners)

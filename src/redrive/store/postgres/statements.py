@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +39,22 @@ class Statement:
     sql: str
     names: tuple[str, ...]
     custom_plans: bool
+    # The parameters in `$n` order in one call: an itemgetter takes a third of a
+    # comprehension's time for enqueue_job's 19, which a producer runs once a job.
+    pick: Callable[[dict[str, Any]], tuple[Any, ...]] = field(init=False, repr=False, compare=False)
 
-    def arguments(self, parameters: dict[str, Any]) -> list[Any]:
-        return [parameters[name] for name in self.names]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pick", _picker(self.names))
+
+    def arguments(self, parameters: dict[str, Any]) -> tuple[Any, ...]:
+        return self.pick(parameters)
+
+
+def _picker(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """`names`' values of a dict, as a tuple (an itemgetter of one name returns the value)."""
+    if len(names) > 1:
+        return itemgetter(*names)
+    return lambda parameters: tuple(parameters[name] for name in names)
 
 
 def parse_script(name: str, sql: str) -> tuple[Statement, ...]:

@@ -134,7 +134,10 @@ SELECT 'woken', queue, NULL, NULL FROM woken;
 -- the same rows written and the same rows back, without a JSON array to build and parse. The
 -- statement producers run once per call (jobs.enqueue): prepared once per connection, planned
 -- once (a generic plan), it costs the server a tenth to a fifth less than enqueue_jobs with
--- one row (no recordset function, materialised CTE or semi-joins to run).
+-- one row (no recordset function, materialised CTE or semi-joins to run). A plain insert, as
+-- enqueue_jobs': an id that exists already fails the statement (unique_violation on jobs_pkey,
+-- the store's Duplicate), and the job row needs no speculative insertion (a second probe of
+-- jobs_pkey and a confirmation record in the WAL).
 WITH listening AS MATERIALIZED (
     SELECT id, tenant_id, events FROM webhook_subscriptions
     WHERE active AND tenant_id = CAST(:tenant_id AS text)
@@ -152,7 +155,6 @@ WITH listening AS MATERIALIZED (
         CAST(:enqueued_at AS bigint), CAST(:scheduled_at AS bigint),
         CAST(:expires_at AS bigint), CAST(:run_at AS bigint)
     WHERE NOT (CAST(:alone AS boolean) AND EXISTS (SELECT FROM listening))
-    ON CONFLICT (id) DO NOTHING
     RETURNING id, queue, state
 ), known AS (
     INSERT INTO queues (name, tenant_id, created_at)

@@ -18,6 +18,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import asyncpg
@@ -378,41 +379,12 @@ class PostgresStore:
         finally:
             await self._give_back(proxy, clean)
 
-    @asynccontextmanager
-    async def transaction(
-        self, caller: Caller, one_statement: bool = False
-    ) -> AsyncIterator[SqlTransaction]:
+    def transaction(self, caller: Caller, one_statement: bool = False) -> Unit:
         """BEGIN and the tenant (SET LOCAL) go out before the first statement, COMMIT (with the
         wake-ups) on success and ROLLBACK on any error; SET LOCAL ends with the transaction, so
         the pooled connection goes back to the pool with its session tenant as it was. A unit
-        of one statement sends that statement alone (StatementExecutor). Any error forgets the
-        connection's session tenant (a failed SET or implicit transaction may have undone it)."""
-        proxy = await self._take()
-        clean = False
-        # The pool's connections are TenantConnections (its proxy passes attributes on).
-        connection = cast(TenantConnection, proxy)
-        executor: StatementExecutor | PostgresExecutor
-        if one_statement:
-            executor = StatementExecutor(connection, self, tenant_setting(caller))
-        else:
-            executor = PostgresExecutor(connection, self, self._begin(caller))
-        transaction = SqlTransaction(executor)
-        try:
-            yield transaction
-            await transaction.finish()
-            if isinstance(executor, PostgresExecutor):
-                await executor.commit()
-            clean = True
-        except BaseException:
-            connection.remember_tenant(None)
-            # A broken connection cannot roll back; the pool discards it (and rolls back
-            # any connection handed back inside a transaction).
-            if not connection.is_closed() and connection.is_in_transaction():
-                with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError):
-                    await connection.execute("ROLLBACK")
-            raise
-        finally:
-            await self._give_back(proxy, clean)
+        of one statement sends that statement alone (StatementExecutor). See `Unit`."""
+        return Unit(self, caller, one_statement)
 
     def _begin(self, caller: Caller) -> str:
         """`BEGIN; SET LOCAL redrive.tenant_id = <tenant>`, quoted once per tenant (a few
@@ -518,3 +490,64 @@ class PostgresStore:
             if spare is not None:
                 await self.pool.release(spare)
             await self.pool.close()
+
+
+class Unit:
+    """One transaction of `PostgresStore.transaction`, as an async context manager: a class,
+    not a generator (asynccontextmanager), whose machinery cost about as many instructions as
+    the rest of a unit's own work, and a producer runs one a job it enqueues. Any error forgets
+    the connection's session tenant (a failed SET or implicit transaction may have undone it)
+    and rolls back an open transaction."""
+
+    __slots__ = ("caller", "executor", "one_statement", "proxy", "store", "transaction")
+
+    def __init__(self, store: PostgresStore, caller: Caller, one_statement: bool) -> None:
+        self.store = store
+        self.caller = caller
+        self.one_statement = one_statement
+
+    async def __aenter__(self) -> SqlTransaction:
+        store = self.store
+        proxy = self.proxy = await store._take()
+        # The pool's connections are TenantConnections (its proxy passes attributes on).
+        connection = cast(TenantConnection, proxy)
+        executor: StatementExecutor | PostgresExecutor
+        if self.one_statement:
+            executor = StatementExecutor(connection, store, tenant_setting(self.caller))
+        else:
+            executor = PostgresExecutor(connection, store, store._begin(self.caller))
+        self.executor = executor
+        self.transaction = SqlTransaction(executor)
+        return self.transaction
+
+    async def __aexit__(
+        self,
+        exception_type: type[BaseException] | None,
+        exception: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        clean = False
+        try:
+            if exception is not None:
+                await self._undo()
+                return
+            try:
+                await self.transaction.finish()
+                executor = self.executor
+                if isinstance(executor, PostgresExecutor):
+                    await executor.commit()
+            except BaseException:
+                await self._undo()
+                raise
+            clean = True
+        finally:
+            await self.store._give_back(self.proxy, clean)
+
+    async def _undo(self) -> None:
+        connection = cast(TenantConnection, self.proxy)
+        connection.remember_tenant(None)
+        # A broken connection cannot roll back; the pool discards it (and rolls back any
+        # connection handed back inside a transaction).
+        if not connection.is_closed() and connection.is_in_transaction():
+            with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError):
+                await connection.execute("ROLLBACK")
