@@ -1,5 +1,5 @@
-"""`redrive serve`'s joined writes: what a step of the event loop writes arrives whole and in order,
-as one send when it is small, over a real loopback TCP connection."""
+"""`redrive serve`'s joined writes: a response of known length goes out in one send, everything else
+as before, whole and in order, over a real loopback TCP connection."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from redrive.api.server_protocol import HELD_BYTES, JoinedWrites
+from redrive.api.server_protocol import JOINED_BYTES, JoinedWrites, is_sized_head
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +47,7 @@ async def connected() -> AsyncIterator[tuple[JoinedWrites, Sends, socket.socket]
     peer.settimeout(5)
     protocol = await made
     try:
-        yield JoinedWrites(protocol.transport, loop), protocol, peer
+        yield JoinedWrites(protocol.transport), protocol, peer
     finally:
         peer.close()
         server.close()
@@ -63,34 +63,61 @@ def received(peer: socket.socket, size: int) -> bytes:
     return data
 
 
-async def test_a_head_and_a_body_written_in_one_step_go_out_as_one_send() -> None:
+SIZED_HEAD = b"HTTP/1.1 201 Created\r\ncontent-length: 2\r\ncontent-type: application/json\r\n\r\n"
+CHUNKED_HEAD = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+async def test_a_head_of_known_length_goes_out_with_the_body_in_one_send() -> None:
     async with connected() as (joined, protocol, peer):
-        head = b"HTTP/1.1 201 Created\r\ncontent-length: 2\r\n\r\n"
-        joined.write(head)
+        joined.write(SIZED_HEAD)
+        assert protocol.sends == []  # held for the body
         joined.write(b"{}")
-        assert protocol.sends == []  # held until the step ends
-        await asyncio.sleep(0)
-        assert protocol.sends == [head + b"{}"]
-        assert await asyncio.to_thread(received, peer, len(head) + 2) == head + b"{}"
-
-
-async def test_a_large_write_goes_out_at_once_after_what_was_held() -> None:
-    large = b"x" * HELD_BYTES
-    async with connected() as (joined, protocol, peer):
-        joined.write(b"head")
-        joined.write(large)
-        assert protocol.sends == [b"head" + large]
-        joined.write(large)  # nothing held: straight through
-        assert len(protocol.sends) == 2
-        expected = b"head" + large + large
+        assert protocol.sends == [SIZED_HEAD + b"{}"]
+        expected = SIZED_HEAD + b"{}"
         assert await asyncio.to_thread(received, peer, len(expected)) == expected
 
 
-async def test_close_sends_what_is_held_first() -> None:
+async def test_a_chunked_head_and_its_chunks_go_out_at_once() -> None:
     async with connected() as (joined, protocol, peer):
-        joined.write(b"last words")
+        joined.write(CHUNKED_HEAD)
+        joined.write(b"2\r\n{}\r\n")
+        assert protocol.sends == [CHUNKED_HEAD, b"2\r\n{}\r\n"]
+        expected = CHUNKED_HEAD + b"2\r\n{}\r\n"
+        assert await asyncio.to_thread(received, peer, len(expected)) == expected
+
+
+async def test_a_large_body_is_not_copied_onto_its_head() -> None:
+    large = b"x" * JOINED_BYTES
+    async with connected() as (joined, protocol, peer):
+        joined.write(SIZED_HEAD)
+        joined.write(large)
+        assert protocol.sends == [SIZED_HEAD, large]
+        expected = SIZED_HEAD + large
+        assert await asyncio.to_thread(received, peer, len(expected)) == expected
+
+
+async def test_a_held_head_goes_out_on_flush_or_before_a_close() -> None:
+    async with connected() as (joined, protocol, peer):
+        joined.write(SIZED_HEAD)  # the answer to HEAD: no body write follows
+        joined.flush()
+        assert protocol.sends == [SIZED_HEAD]
+        joined.write(SIZED_HEAD)
         joined.close()
-        assert await asyncio.to_thread(received, peer, 10) == b"last words"
+        assert protocol.sends == [SIZED_HEAD, SIZED_HEAD]
+        expected = SIZED_HEAD + SIZED_HEAD
+        assert await asyncio.to_thread(received, peer, len(expected)) == expected
         assert await asyncio.to_thread(peer.recv, 1) == b""  # then the close
-        await asyncio.sleep(0)  # the scheduled flush finds nothing left to send
-        assert protocol.sends == [b"last words"]
+
+
+@pytest.mark.parametrize(
+    ("data", "sized"),
+    [
+        (SIZED_HEAD, True),
+        (CHUNKED_HEAD, False),
+        (b"HTTP/1.1 100 Continue\r\n\r\n", False),
+        (b"content-length: 2\r\n\r\n", False),  # not a head
+        (SIZED_HEAD[:-2], False),  # not a whole head
+    ],
+)
+def test_only_a_whole_head_that_declares_its_length_is_held(data: bytes, sized: bool) -> None:
+    assert is_sized_head(data) is sized

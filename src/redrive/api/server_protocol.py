@@ -1,5 +1,5 @@
-"""The HTTP/1.1 protocol `redrive serve` gives uvicorn: its httptools protocol, each response sent
-in one write rather than one for the status line and headers and another for the body."""
+"""The HTTP/1.1 protocol `redrive serve` gives uvicorn: its httptools protocol, with a response of
+known length sent in one write rather than one for the head and another for the body."""
 
 from __future__ import annotations
 
@@ -8,45 +8,46 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-# Writes are held to be joined only while they are small: a larger body goes out at once (with
-# what is held before it), so a long streamed answer never waits in this layer and uvicorn's flow
-# control still sees the transport's buffer.
-HELD_BYTES = 65_536
+# A body at least this large is not copied to be joined to the head: two writes then.
+JOINED_BYTES = 65_536
+
+
+def is_sized_head(data: bytes | bytearray | memoryview) -> bool:
+    """Whether `data` is a whole response head, as uvicorn writes it (header names in lower
+    case), that declares a Content-Length: a head whose body comes next."""
+    view = bytes(data[:5])
+    return view == b"HTTP/" and bytes(data[-4:]) == b"\r\n\r\n" and b"\r\ncontent-length:" in data
 
 
 class JoinedWrites:
-    """A transport whose small writes made in one step of the event loop go out as one write,
-    at the end of that step. uvicorn writes a response's head and its body separately, and each
-    write was a send to the socket: for an enqueue that is two trips through the loopback TCP
-    stack (the costliest calls of `redrive serve` per request, with the client woken by the first
-    and often again by the second). Everything but `write` and `close` is the transport's own."""
+    """A transport that holds a response head declaring its length until the body's first
+    write, then sends both in one write. uvicorn writes a response's head and its body
+    separately, and each write was a send to the socket: for an enqueue, two trips through the
+    loopback TCP stack (the costliest calls `redrive serve` makes per request), the client often
+    woken by each. A chunked head (a stream, whose body may come much later) and everything
+    else goes out at once, as before. Everything but `write` and `close` is the transport's."""
 
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, transport: asyncio.Transport) -> None:
         self._transport = transport
-        self._loop = loop
-        self._held: list[bytes] = []
-        self._held_bytes = 0
+        self._head: bytes | None = None
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        if not self._held and len(data) >= HELD_BYTES:
-            self._transport.write(data)
+        head, self._head = self._head, None
+        if head is not None:
+            if len(data) < JOINED_BYTES:
+                self._transport.write(head + bytes(data))
+                return
+            self._transport.write(head)
+        elif is_sized_head(data):
+            self._head = bytes(data)
             return
-        self._held.append(bytes(data))
-        self._held_bytes += len(data)
-        if self._held_bytes >= HELD_BYTES:
-            self.flush()
-        elif len(self._held) == 1:
-            self._loop.call_soon(self.flush)
+        self._transport.write(data)
 
     def flush(self) -> None:
-        """Send what is held (at the end of the step, or before a close or a large write)."""
-        if not self._held:
-            return
-        data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
-        self._held = []
-        self._held_bytes = 0
-        if not self._transport.is_closing():
-            self._transport.write(data)
+        """Send a held head (a response that ended without a body write: HEAD)."""
+        head, self._head = self._head, None
+        if head is not None and not self._transport.is_closing():
+            self._transport.write(head)
 
     def close(self) -> None:
         self.flush()
@@ -60,5 +61,10 @@ class JoinedWritesProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol over a `JoinedWrites` transport."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        joined: Any = JoinedWrites(transport, self.loop)
+        self._joined = JoinedWrites(transport)
+        joined: Any = self._joined
         super().connection_made(joined)
+
+    def on_response_complete(self) -> None:
+        self._joined.flush()
+        super().on_response_complete()
