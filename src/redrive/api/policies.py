@@ -4,6 +4,7 @@ walks the routers and fails on such a route, and on an entry naming no route).""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,9 @@ def endpoint_name(endpoint: Callable[..., Any]) -> str:
     return f"{module}.{endpoint.__name__}"
 
 
+@functools.cache
 def policy_of(endpoint: Callable[..., Any] | None) -> Policy | None:
+    """Cached: every request asks it, and a handler's name and its policy never change."""
     return None if endpoint is None else POLICIES.get(endpoint_name(endpoint))
 
 

@@ -132,6 +132,8 @@ def _load_settings(**overrides: object) -> Settings:
 async def _serve(settings: Settings) -> None:
     import uvicorn  # here, not with the CLI: `redrive worker` starts without it (125 ms)
 
+    from redrive.api.server_protocol import JoinedWritesProtocol
+
     store, applied = await open_ready_store(settings)
     if applied:
         log.info("applied migrations %s", ", ".join(applied))
@@ -158,6 +160,7 @@ async def _serve(settings: Settings) -> None:
         log_config=None,
         access_log=settings.log_level == "debug",
         lifespan="on",
+        http=JoinedWritesProtocol,
     )
     server = uvicorn.Server(config)
     log.info(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import urllib.request
 from collections.abc import Mapping
@@ -30,6 +31,11 @@ MEDIA_TYPE = "application/openjobspec+json"
 # event loop sleeps between calls never writes a POST into a connection the server has closed.
 KEEPALIVE_SECONDS = 4.0
 Query = tuple[tuple[str, str], ...]
+# What one read from the socket asks for. asyncio's socket transport asks for 256 KiB, a buffer
+# glibc maps anew for each read (mmap) and then shrinks and unmaps (mremap, munmap): three system
+# calls and a page fault for every answer, however small. 64 KiB comes from the heap; an answer
+# larger than that takes more reads, each as cheap.
+READ_BYTES = 65_536
 BODY_HEADERS = {"Content-Type": MEDIA_TYPE}
 # A request whose answer the client reads only in part: the server may answer less (RFC 7240).
 MINIMAL_HEADERS = {"Content-Type": MEDIA_TYPE, "Prefer": "return=minimal"}
@@ -136,6 +142,7 @@ class NetworkSender:
                 headers=self.headers,
                 connector=connector,
                 proxy=self.proxy,
+                response_class=_response_class(),
             )
         return self._session
 
@@ -180,6 +187,24 @@ class NetworkSender:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+@functools.cache
+def _response_class() -> type[aiohttp.ClientResponse]:
+    """aiohttp's response, which first makes its connection's transport read READ_BYTES at a
+    time: asyncio's socket transport reads its `max_size`, a class attribute, on every read (set
+    once per connection). uvloop's transport reads into a buffer of its own and has no such
+    attribute: it is left as it is."""
+    import aiohttp
+
+    class Response(aiohttp.ClientResponse):
+        async def start(self, connection: aiohttp.connector.Connection) -> aiohttp.ClientResponse:
+            transport: Any = connection.transport
+            if getattr(transport, "max_size", 0) > READ_BYTES:
+                transport.max_size = READ_BYTES
+            return await super().start(connection)
+
+    return Response
 
 
 class InProcessSender:
