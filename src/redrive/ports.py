@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 # The domain's types appear here only in annotations: imported for the type checker alone, so
@@ -12,7 +13,12 @@ if TYPE_CHECKING:
     from redrive.domain.alerts import Alert, AlertQuery, Arrivals, GroupCount
     from redrive.domain.audit import AuditQuery, AuditRecord, ChainHead
     from redrive.domain.caller import Caller
-    from redrive.domain.dead_letter import DeadLetter, DeadLetterStats, MovedEpisode
+    from redrive.domain.dead_letter import (
+        DeadLetter,
+        DeadLetterStats,
+        MovedEpisode,
+        RequeuedGroup,
+    )
     from redrive.domain.dead_letter_filter import DeadLetterFilter
     from redrive.domain.events import Event
     from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, StateChange
@@ -163,13 +169,27 @@ class Enqueued:
 
 @dataclass(frozen=True)
 class Retried:
-    """What a retry statement moved (`MovedEpisode.requeued`: whose job it put back), the
-    active webhook subscriptions of their tenants (it wrote each moved episode's event), and a
-    redrive task's items it marked skipped."""
+    """What a retry statement moved: one by one (`moved`) the episodes whose job it did not put
+    back and every episode of a tenant with an active webhook subscription (`listeners`: it
+    wrote each moved episode's event, their deliveries are the caller's), the others counted in
+    groups (`requeued`); and the chosen episodes it skipped (held by another transaction or no
+    longer dead; a redrive task's: the items it marked moved whose dead letters it skipped)."""
 
     moved: list[MovedEpisode]
     listeners: list[Listener]
     skipped: list[str]
+    requeued: list[RequeuedGroup] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.moved) + sum(group.count for group in self.requeued)
+
+    def by_queue(self) -> Counter[str]:
+        """How many moved, by queue."""
+        counts = Counter(episode.queue for episode in self.moved)
+        for group in self.requeued:
+            counts[group.queue] += group.count
+        return counts
 
 
 class JobStore(Protocol):

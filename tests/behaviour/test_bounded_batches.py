@@ -83,6 +83,7 @@ async def test_a_bulk_retry_in_many_chunks_moves_the_newest_matches_each_once(
     the newest `limit` matches at or before `until` move, ties on the time included, and the
     episodes after `until` stay dead."""
     monkeypatch.setattr(dead_letter_service, "BULK_CHUNK", 2)
+    monkeypatch.setattr(dead_letter_service, "RETRY_CHUNK_MOST", 2)
     died: list[tuple[int, list[str]]] = []
     for _ in range(3):
         died.append((clock.now_ms(), await make_dead_letters(service, 4, "timed")))

@@ -165,6 +165,7 @@ async def test_two_replicas_bulk_retrying_by_filter_in_chunks_keep_every_count_e
     replicas at once: each dead letter moves once, its job is requeued once, and the incident's
     dead count, the tallies and the events agree with the table."""
     monkeypatch.setattr(dead_letter_service, "BULK_CHUNK", 50)  # many chunks from each
+    monkeypatch.setattr(dead_letter_service, "RETRY_CHUNK_MOST", 50)
     ids = await make_dead_letters(service, THOUSAND, "crowd")
     await explain_all(service, CALLER)
     request = BulkRequest(parse_filter({"queue": "crowd"}, clock.now_ms()), confirm=True)

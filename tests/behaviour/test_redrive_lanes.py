@@ -60,6 +60,7 @@ async def test_a_batch_larger_than_a_chunk_moves_each_dead_letter_once_with_its_
     laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
+    monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
     service = served(laned, clock)
     assert laned.write_lanes == (1 if isinstance(laned, SqliteStore) else 2)
     ids = await kill(service, 150)
@@ -88,6 +89,7 @@ async def test_what_comes_due_while_a_batch_moves_over_the_lanes_moves_in_the_sa
     laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
+    monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
     service = served(laned, clock)
     await kill(service, 100)
     task = await service.redrives.start(CALLER, critical())
@@ -116,6 +118,7 @@ async def test_a_chunk_that_raises_is_undone_alone_and_fails_the_task(
     laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
+    monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
     ids = await kill(served(laned, clock), 100)
     task = await served(laned, clock).redrives.start(CALLER, critical())
     options = replace(service_options(), redrive_max_rate=6000, upcasters=UNSTORABLE)
@@ -154,6 +157,7 @@ async def test_pinned_dead_letters_moved_meanwhile_are_skipped_and_the_rest_move
     laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
+    monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
     service = served(laned, clock)
     ids = await kill(service, 60)
     task = await service.redrives.start(CALLER, critical())
@@ -176,6 +180,7 @@ async def test_pinned_dead_letters_another_transaction_holds_are_skipped_and_sta
     # PostgreSQL's chunk marks its pending items moved before it picks their dead letters, and
     # sets those the pick skipped (held by another transaction: never waited for) to skipped.
     monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
+    monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
     service = served(laned, clock)
     ids = await kill(service, 60)
     task = await service.redrives.start(CALLER, critical())

@@ -97,6 +97,19 @@ class MovedEpisode:
         )
 
 
+@dataclass(frozen=True)
+class RequeuedGroup:
+    """Episodes a bulk retry moved and requeued in place, counted by what the tallies, the
+    incidents and the metrics count them by (nothing more is done with them one by one)."""
+
+    tenant_id: str
+    queue: str
+    type: str
+    error_type: str | None
+    incident_id: str | None
+    count: int
+
+
 REPLAY_COUNT = "ojs.replay_count"
 LAST_REPLAYED_AT = "ojs.last_replayed_at"
 REPLAY_RULE = "ojs.replay_rule"

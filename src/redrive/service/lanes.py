@@ -10,6 +10,13 @@ from collections.abc import Awaitable, Callable
 Step = Callable[[int], Awaitable[int]]
 
 
+def lane_share(count: int, lanes: int, least: int, most: int) -> int:
+    """The chunk that gives each lane an equal share of `count`, but at least `least` and at most
+    `most`: every chunk costs its own commit (a flush of the WAL) and round trips, and equal
+    shares end the lanes together."""
+    return max(least, min(most, -(-count // lanes)))
+
+
 async def in_lanes(lanes: int, budget: int, chunk: int, step_for_lane: Callable[[], Step]) -> None:
     """Up to `budget` items, at most `chunk` a step, over `lanes` loops side by side, each with
     a step of its own (`step_for_lane()`, for state a lane keeps between its chunks). What a

@@ -20,8 +20,13 @@ from redrive.domain.upcasting import upcast
 from redrive.ports import Transaction
 from redrive.service import locks
 from redrive.service.audit import AuditService
-from redrive.service.dead_letters import BulkRequest, BulkResult, DeadLetterService
-from redrive.service.lanes import in_lanes
+from redrive.service.dead_letters import (
+    RETRY_CHUNK_MOST,
+    BulkRequest,
+    BulkResult,
+    DeadLetterService,
+)
+from redrive.service.lanes import in_lanes, lane_share
 from redrive.service.redrive_policy import refuse_unfiltered, require_root_causes
 from redrive.service.runtime import Runtime
 
@@ -240,10 +245,10 @@ class RedriveService:
             if count <= MOVE_CHUNK or lanes == 1:
                 picked = await transaction.pending_redrive_items(task.id, count) if count else {}
                 return done + await self._move(transaction, task, picked, now, paced_until)
-            # Chunks of MOVE_CHUNK, as a bulk retry moves them: the statement probes each id by
-            # key, and one of 50,000 (a chunk a lane at 100,000) kept its moved rows past
-            # work_mem.
-            moved = await self._move_in_lanes(task, count, MOVE_CHUNK, (now, paced_until))
+            # Chunks as a bulk retry's: the statement probes each id by key, and one of 50,000
+            # (a chunk a lane at 100,000) kept its moved rows past work_mem.
+            chunk = lane_share(count, lanes, MOVE_CHUNK, RETRY_CHUNK_MOST)
+            moved = await self._move_in_lanes(task, count, chunk, (now, paced_until))
             if moved is None:  # nothing was pending after all: settled as an empty batch
                 return done + await self._move(transaction, task, {}, now, paced_until)
             done += moved
@@ -299,7 +304,7 @@ class RedriveService:
         )
         if others:  # those requeued in place carry the task's id already
             await transaction.mark_redriven_jobs(task.id, others)
-        moved = len(retried.moved)
+        moved = retried.count
         after = await transaction.count_redrive_batch(
             task.id, moved, len(retried.skipped), now, paced_until, len(refused)
         )

@@ -117,11 +117,13 @@ class SqlBase:
         """Add (sign 1) or take off (sign -1) dead episodes from the tallies and (unless
         `incidents` is False: entering counts them with the incident's upsert) from their
         incidents' now-dead counts, each in one statement when the transaction finishes. A
-        row without a status was dead (what the moves out of `dead` return)."""
+        row without a status was dead (what the moves out of `dead` return); a row with a count
+        stands for that many episodes alike."""
         for row in rows:
             if row.get("status", DEAD) == DEAD:
                 group = (row["tenant_id"], row["queue"], row["type"], row["error_type"] or "")
-                self.tally_changes[group] += sign
+                change = sign * int(row.get("count", 1))
+                self.tally_changes[group] += change
                 incident = row.get("incident_id")
                 if incidents and incident is not None:
-                    self.incident_changes[incident] += sign
+                    self.incident_changes[incident] += change

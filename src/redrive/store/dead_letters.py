@@ -13,6 +13,7 @@ from redrive.domain.dead_letter import (
     DeadLetter,
     DeadLetterStats,
     MovedEpisode,
+    RequeuedGroup,
 )
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.incident import Incident, IncidentEntry
@@ -168,28 +169,38 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             event_ids=self.executor.list_parameter(event_ids), now=now, moved_by=moved_by,
             upcast_types=self.executor.list_parameter(upcast_types), task_id=task_id,
         )  # fmt: skip
-        episodes = [row for row in rows if row["kind"] == "moved"]
-        moved = [
-            MovedEpisode(
-                row["id"], row["job_id"], row["tenant_id"], row["queue"], row["type"],
-                row["error_type"], row["incident_id"], requeued=bool(row["requeued"]),
-                discarded_at=row["discarded_at"],
-            )
-            for row in episodes
-        ]  # fmt: skip
-        self._tally(episodes, -1)
-        listeners = [
-            Listener(row["id"], row["tenant_id"], tuple(load(row["events"])))
-            for row in rows
-            if row["kind"] == "listener"
-        ]
-        skipped = [row["id"] for row in rows if row["kind"] == "skipped"]
+        moved: list[MovedEpisode] = []
+        requeued: list[RequeuedGroup] = []
+        listeners: list[Listener] = []
+        skipped: list[str] = []
+        for row in rows:
+            kind = row["kind"]
+            if kind == "moved":
+                moved.append(
+                    MovedEpisode(
+                        row["id"], row["job_id"], row["tenant_id"], row["queue"], row["type"],
+                        row["error_type"], row["incident_id"], requeued=bool(row["requeued"]),
+                        discarded_at=row["discarded_at"],
+                    )
+                )  # fmt: skip
+            elif kind == "requeued":
+                requeued.append(
+                    RequeuedGroup(
+                        row["tenant_id"], row["queue"], row["type"], row["error_type"],
+                        row["incident_id"], int(row["count"]),
+                    )
+                )  # fmt: skip
+            elif kind == "listener":
+                listeners.append(Listener(row["id"], row["tenant_id"], tuple(load(row["events"]))))
+            elif kind == "skipped":
+                skipped.append(row["id"])
+        self._tally([row for row in rows if row["kind"] in ("moved", "requeued")], -1)
         if skipped and task_id is not None:
             await self._run(
                 "skip_redrive_items", task_id=task_id,
                 ids=self.executor.list_parameter(skipped),
             )  # fmt: skip
-        return Retried(moved, listeners, skipped)
+        return Retried(moved, listeners, skipped, requeued)
 
     async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]:
         if not episode_ids:

@@ -849,10 +849,13 @@ LIMIT :limit;
 -- the dead letters it still pins (a cancel let go of the rest): its items still pending leave
 -- `pending` for `moved` first, and only their dead letters are picked; those the pick then
 -- skips (no longer dead, or held by another transaction) are returned as `skipped`, for
--- skip_redrive_items to set right in the same transaction. Returns the moved episodes
--- (`requeued` saying whose job this statement put back; never the snapshot), the active webhook
--- subscriptions of their tenants, and the items skipped. The pick is materialised (see
--- move_dead_letters).
+-- skip_redrive_items to set right in the same transaction. Returns one by one the moved episodes
+-- whose job this statement did not put back and every moved episode of a tenant with an active
+-- webhook subscription (`requeued` saying whose job it put back; never the snapshot), the others
+-- counted by tenant, queue, type, error type and incident (`requeued` rows: their callers only
+-- count them, and 20,000 rows one by one took 0.1 s of a producer's CPU to read and count), the
+-- active webhook subscriptions of the moved episodes' tenants, and the chosen episodes (a task's:
+-- the items marked) it skipped. The pick is materialised (see move_dead_letters).
 WITH marked AS (
     -- (One write that is also the pending check: the pick's probe of each item, then its
     -- update, cost 3.6 + 7.7 ms of backend CPU a chunk of 1,000. Each item found by key, then
@@ -915,19 +918,30 @@ WITH marked AS (
     FROM moved
     JOIN unnest(CAST(:ids AS text[]), CAST(:event_ids AS text[])) AS chosen(id, event_id)
         ON chosen.id = moved.id
+), listening AS MATERIALIZED (
+    SELECT id, tenant_id, events FROM webhook_subscriptions
+    WHERE active AND tenant_id IN (SELECT tenant_id FROM moved)
+), told AS MATERIALIZED (
+    -- (IN, not a join: planned with the CTEs' one-row guesses, a join would loop over requeued
+    -- per row, where the IN subplans are hashed once.)
+    SELECT moved.*, moved.job_id IN (SELECT id FROM requeued) AS requeued,
+        moved.tenant_id IN (SELECT tenant_id FROM listening) AS listened
+    FROM moved
 )
--- (IN, not a join: planned with the CTEs' one-row guesses, a join would loop over requeued per
--- row; the IN subplan is hashed once.)
-SELECT 'moved' AS kind, moved.id, job_id, tenant_id, queue, type, error_type, incident_id,
-    discarded_at, moved.job_id IN (SELECT id FROM requeued) AS requeued, NULL AS events
-FROM moved
+SELECT 'moved' AS kind, id, job_id, tenant_id, queue, type, error_type, incident_id,
+    discarded_at, requeued, NULL AS events, 1 AS count
+FROM told WHERE NOT requeued OR listened
 UNION ALL
-SELECT 'listener', id, NULL, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, events
-FROM webhook_subscriptions
-WHERE active AND tenant_id IN (SELECT tenant_id FROM moved)
+SELECT 'requeued', NULL, NULL, tenant_id, queue, type, error_type, incident_id, NULL, TRUE,
+    NULL, COUNT(*)
+FROM told WHERE requeued AND NOT listened
+GROUP BY tenant_id, queue, type, error_type, incident_id
 UNION ALL
-SELECT 'skipped', dead_letter_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM marked WHERE dead_letter_id NOT IN (SELECT id FROM moved);
+SELECT 'listener', id, NULL, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, events, NULL
+FROM listening
+UNION ALL
+SELECT 'skipped', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM chosen WHERE id NOT IN (SELECT id FROM moved);
 
 -- name: skip_redrive_items
 -- A task's items that retry_dead_letters marked moved but whose dead letters it skipped (see

@@ -712,10 +712,13 @@ LIMIT :limit;
 -- moves them, their queues exist, and each moved episode's `dead_letter.retried` event is
 -- written under its id in :event_ids (the row domain.events.episode_event makes). A task
 -- (:task_id) moves only the dead letters it still pins, and its items leave `pending` in the same
--- call: moved, or skipped (no longer dead). Returns the items marked (`skipped` those skipped),
--- then the moved episodes, `requeued` saying whose job this call put back (never the snapshot),
--- and the active webhook subscriptions of their tenants. The pick is kept in a temporary table,
--- read by each statement after it.
+-- call: moved, or skipped (no longer dead). Returns the items marked (`skipped` those skipped;
+-- without a task, the chosen episodes no longer dead), then one by one the moved episodes whose
+-- job this call did not put back and every moved episode of a tenant with an active webhook
+-- subscription (`requeued` saying whose job it put back; never the snapshot), the others counted
+-- by tenant, queue, type, error type and incident (`requeued` rows), and the active webhook
+-- subscriptions of the moved episodes' tenants. The pick is kept in a temporary table, read by
+-- each statement after it.
 CREATE TEMP TABLE IF NOT EXISTS retried_chunk (
     id TEXT PRIMARY KEY, job_id TEXT, tenant_id TEXT, queue TEXT, type TEXT, error_type TEXT,
     incident_id TEXT, requeued INTEGER, discarded_at INTEGER, event_id TEXT
@@ -758,13 +761,27 @@ SET state = CASE WHEN dead_letter_id IN (SELECT id FROM temp.retried_chunk) THEN
 WHERE task_id = :task_id AND dead_letter_id IN (SELECT value FROM json_each(:ids))
   AND state = 'pending'
 RETURNING CASE state WHEN 'skipped' THEN 'skipped' ELSE 'marked' END AS kind, dead_letter_id AS id;
+WITH listening AS (
+    SELECT id, tenant_id, events FROM webhook_subscriptions
+    WHERE active AND tenant_id IN (SELECT tenant_id FROM temp.retried_chunk)
+)
 SELECT 'moved' AS kind, id, job_id, tenant_id, queue, type, error_type, incident_id, requeued,
-    discarded_at, NULL AS events
+    discarded_at, NULL AS events, 1 AS count
 FROM temp.retried_chunk
+WHERE NOT requeued OR tenant_id IN (SELECT tenant_id FROM listening)
 UNION ALL
-SELECT 'listener', id, NULL, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, events
-FROM webhook_subscriptions
-WHERE active AND tenant_id IN (SELECT tenant_id FROM temp.retried_chunk);
+SELECT 'requeued', NULL, NULL, tenant_id, queue, type, error_type, incident_id, 1, NULL, NULL,
+    COUNT(*)
+FROM temp.retried_chunk
+WHERE requeued AND tenant_id NOT IN (SELECT tenant_id FROM listening)
+GROUP BY tenant_id, queue, type, error_type, incident_id
+UNION ALL
+SELECT 'listener', id, NULL, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, events, NULL
+FROM listening
+UNION ALL
+SELECT 'skipped', value, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM json_each(:ids)
+WHERE :task_id IS NULL AND value NOT IN (SELECT id FROM temp.retried_chunk);
 
 -- name: skip_redrive_items
 -- A task's items that retry_dead_letters marked moved but whose dead letters it skipped: they
