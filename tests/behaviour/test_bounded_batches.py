@@ -79,9 +79,9 @@ async def test_a_claim_takes_at_most_the_count_asked_for(
 async def test_a_bulk_retry_in_many_chunks_moves_the_newest_matches_each_once(
     service: Service, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each chunk after the first picks at or before the oldest episode the one before moved:
-    the newest `limit` matches at or before `until` move, ties on the time included, and the
-    episodes after `until` stay dead."""
+    """A retry reads the ids of the newest `limit` matches once and moves them in chunks by id:
+    the newest `limit` matches at or before `until` move, each once, ties on the time included,
+    and the episodes after `until` stay dead."""
     monkeypatch.setattr(dead_letter_service, "BULK_CHUNK", 2)
     monkeypatch.setattr(dead_letter_service, "RETRY_CHUNK_MOST", 2)
     died: list[tuple[int, list[str]]] = []
