@@ -203,8 +203,9 @@ class JobStore(Protocol):
     ) -> Enqueued:
         """New jobs (as `new_job` makes them: never claimed), their queues and, with
         `event_ids` (one per job), each job's `enqueued_event` under its id. An id that exists
-        already is in `Enqueued.existing` or raises Duplicate, naming no job (PostgreSQL's
-        statements, plain inserts, fail: the transaction cannot go on). `alone`: the only
+        already is in `Enqueued.existing` or raises Duplicate (PostgreSQL's statements, plain
+        inserts, fail: the transaction cannot go on), naming the job when it is one, none for a
+        batch. `alone`: the only
         statement of a unit of one statement (`Store.transaction(one_statement=True)`), which
         commits it by itself: then nothing is written when the events have a listener (the
         caller enqueues again in a transaction, which queues the deliveries), and the wake-ups

@@ -74,20 +74,14 @@ class JobService:
         now = self.runtime.now()
         job = new_job(request, self._context(caller, now))
         tenant = caller.tenant_scope
-        try:
-            if tenant not in self.listened:
-                async with self.runtime.store.transaction(caller, one_statement=True) as unit:
-                    if not await self._insert(unit, [job], now, alone=True):
-                        return job
-                self.listened.add(tenant)
-            async with self.runtime.store.transaction(caller) as transaction:
-                if not await self._insert(transaction, [job], now):
-                    self.listened.discard(tenant)
-        except Duplicate as duplicate:
-            # The store may name no job (PostgreSQL's unique violation): it is this one.
-            if "job_id" in duplicate.details:
-                raise
-            raise Duplicate(f"job {job.id} already exists", {"job_id": job.id}) from None
+        if tenant not in self.listened:
+            async with self.runtime.store.transaction(caller, one_statement=True) as transaction:
+                if not await self._insert(transaction, [job], now, alone=True):
+                    return job
+            self.listened.add(tenant)
+        async with self.runtime.store.transaction(caller) as transaction:
+            if not await self._insert(transaction, [job], now):
+                self.listened.discard(tenant)
         return job
 
     async def enqueue_batch(self, caller: Caller, requests: list[JobRequest]) -> list[Job]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from redrive.domain.errors import Duplicate
 from redrive.domain.job import Job
 from redrive.domain.webhooks import Listener
 from redrive.ports import (
@@ -50,7 +51,11 @@ class SqlJobs(SqlBase, JobStore):
         if len(jobs) == 1:  # a producer's one job a call: its columns as parameters
             event_id = None if event_ids is None else event_ids[0]
             parameters = new_job_parameters(jobs[0], event_id, now, alone)
-            rows = await self.executor.rows("enqueue_job", parameters)
+            try:
+                rows = await self.executor.rows("enqueue_job", parameters)
+            except Duplicate:  # PostgreSQL's plain insert failed: the id is this job's
+                job_id = jobs[0].id
+                raise Duplicate(f"job {job_id} already exists", {"job_id": job_id}) from None
         else:
             records = self.executor.shared_records_parameter(*new_job_records(jobs, event_ids))
             blocks = self.executor.event_blocks_parameter(jobs, event_ids)
