@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-import functools
+import asyncio
+import base64
 import json
+import ssl
+import time
 import urllib.request
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
+import httptools
 import orjson
 
 from redrive.client.errors import (
@@ -20,16 +24,25 @@ from redrive.client.errors import (
 )
 
 if TYPE_CHECKING:
-    import aiohttp
     import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEFAULT_TIMEOUT = 30.0
 MEDIA_TYPE = "application/openjobspec+json"
 # Idle keep-alive connections are dropped after this long, before uvicorn's (5 s) closes them
-# under us: aiohttp checks the age when it picks a pooled connection, so even a SyncClient whose
+# under us: the age is checked when a pooled connection is picked, so even a SyncClient whose
 # event loop sleeps between calls never writes a POST into a connection the server has closed.
 KEEPALIVE_SECONDS = 4.0
+# At most this many connections to the server at once (aiohttp's default); more requests wait.
+CONNECTIONS = 100
+USER_AGENT = "redrive-client"
+# Methods retried once when the reused connection they went out on turned out closed (aiohttp's).
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+# Methods sent without a Content-Length when they carry no body.
+BODILESS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "DELETE"})
+# What a request's path keeps as it is: the characters a path may hold (RFC 3986) and escapes
+# already made; anything else (a space, non-ASCII) is percent-encoded, as aiohttp's yarl did.
+SAFE = "/:@!$&'()*+,;=%"
 Query = tuple[tuple[str, str], ...]
 # What one read from the socket asks for. asyncio's socket transport asks for 256 KiB, a buffer
 # glibc maps anew for each read (mmap) and then shrinks and unmaps (mremap, munmap): three system
@@ -108,8 +121,8 @@ def document_of(payload: dict[str, Any], key: str) -> dict[str, Any]:
 
 def proxy_for(url: str) -> str | None:
     """The proxy the environment names for the server's URL (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY
-    unless NO_PROXY covers the host), as httpx honoured them. Looked up once: aiohttp's own
-    `trust_env` looks again on every request, in a thread."""
+    unless NO_PROXY covers the host), as httpx honoured them. Looked up once (aiohttp's
+    `trust_env` looked again on every request, in a thread)."""
     parts = urlsplit(url)
     if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
         return None
@@ -118,33 +131,44 @@ def proxy_for(url: str) -> str | None:
 
 
 class NetworkSender:
-    """Requests over TCP with aiohttp, kept alive in one pool. aiohttp, not httpx: one enqueue
-    costs the client about a quarter of the CPU time (its parser and connection pool are C and a
-    thin layer; httpx goes through httpcore, h11 and anyio), which is most of what a producer
-    process spends per job. aiohttp is a well-kept library (aio-libs) that the ecosystem relies
-    on. It is imported, and the session made, on the first request, inside the event loop that
-    uses it: `redrive serve` imports the client with its CLI but never sends with it (9 MB)."""
+    """Requests over TCP (TLS for https), kept alive in a pool of `Exchange` connections:
+    HTTP/1.1 written here, answers parsed by httptools (llhttp, in C: uvicorn's parser, a
+    dependency of `redrive serve` anyway). Hand-written rather than a library's client because
+    the client's CPU per request is most of what a producer process spends per job: aiohttp took
+    571k instructions per enqueue (request and response objects, header multidicts, URL objects,
+    a writer step, timers), this about a third of that; httpx (httpcore, h11, anyio) took more
+    still. What it keeps of theirs: a total timeout per request (waiting for a connection
+    included), keep-alive with idle connections dropped before the server drops them, one retry
+    of an idempotent request whose reused connection the server had closed (as aiohttp), at most
+    CONNECTIONS connections at once, TLS with the system's certificates, the environment's proxy
+    (looked up once; a tunnel for https), and a user and password in a URL as Basic
+    authorization."""
 
     def __init__(self, url: str, headers: dict[str, str], timeout: float) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidRequestError("invalid_url", f"not an http(s) URL: {url!r}")
         self.url = url
-        self.headers = headers
         self.timeout = timeout
-        self.proxy = proxy_for(url)
-        self._session: aiohttp.ClientSession | None = None
-        self._default_limit: aiohttp.ClientTimeout | None = None
-
-    def _opened(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            import aiohttp
-
-            connector = aiohttp.TCPConnector(keepalive_timeout=KEEPALIVE_SECONDS)
-            self._session = aiohttp.ClientSession(
-                headers=self.headers,
-                connector=connector,
-                proxy=self.proxy,
-                response_class=_response_class(),
-            )
-        return self._session
+        self._tls = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._tls else 80)
+        self._base_path = parts.path
+        self._idle: list[Exchange] = []
+        self._limit = asyncio.Semaphore(CONNECTIONS)
+        self._ssl: ssl.SSLContext | None = None
+        sent = {"Host": parts.netloc.rpartition("@")[2], "User-Agent": USER_AGENT, **headers}
+        if parts.username is not None:
+            sent.setdefault("Authorization", _basic(parts.username, parts.password))
+        proxy = proxy_for(url)
+        self._proxy = None if proxy is None else urlsplit(proxy if "://" in proxy else f"//{proxy}")
+        self._proxy_lines = b""
+        if self._proxy is not None and self._proxy.username is not None:
+            authorization = _basic(self._proxy.username, self._proxy.password)
+            self._proxy_lines = _header_lines({"Proxy-Authorization": authorization})
+        # Plain HTTP through a proxy: the URL in full, to the proxy. https: a tunnel.
+        self._absolute = self._proxy is not None and not self._tls
+        self._fixed = _header_lines(sent) + (self._proxy_lines if self._absolute else b"")
 
     async def send(
         self,
@@ -156,55 +180,169 @@ class NetworkSender:
         headers: dict[str, str] | None,
     ) -> tuple[int, bytes]:
         """The status and body of the answer, or UnreachableError when none came back."""
-        session = self._opened()
-        import aiohttp
-
+        path = url if self._absolute else self._base_path + url[len(self.url) :]
+        target = quote(path or "/", safe=SAFE)
+        if query:
+            target += "?" + urlencode(query)
+        head = [f"{method} {target} HTTP/1.1\r\n".encode(), self._fixed]
+        if headers:
+            head.append(_header_lines(headers))
+        if content is not None or method not in BODILESS:
+            head.append(b"Content-Length: %d\r\n" % len(content or b""))
+        head.append(b"\r\n")
+        if content:
+            head.append(content)
+        request = b"".join(head)
         try:
-            async with session.request(
-                method,
-                url,
-                data=content,
-                params=query,
-                headers=headers,
-                timeout=self._limit(timeout),
-            ) as response:
-                return response.status, await response.read()
-        except (TimeoutError, aiohttp.ClientError) as error:
+            async with asyncio.timeout(timeout), self._limit:
+                return await self._exchange(method, request)
+        except (OSError, TimeoutError, httptools.HttpParserError) as error:
             raise UnreachableError(self.url, f"{type(error).__name__}: {error}") from error
 
-    def _limit(self, timeout: float) -> aiohttp.ClientTimeout:
-        """The session's usual total made once (a ClientTimeout per request was a measurable
-        part of the client's CPU per enqueue), a long poll's longer one when asked."""
-        import aiohttp
+    async def _exchange(self, method: str, request: bytes) -> tuple[int, bytes]:
+        while True:
+            exchange = self._idle.pop() if self._idle else None
+            if exchange is not None and not exchange.reusable():
+                exchange.close()
+                continue
+            reused = exchange is not None
+            if exchange is None:
+                exchange = await self._connect()
+            try:
+                status, body, keep_alive = await exchange.exchange(request)
+            except Dropped:
+                exchange.close()
+                if reused and method in IDEMPOTENT:
+                    continue
+                raise
+            except BaseException:
+                exchange.close()  # its answer may still come: never reused
+                raise
+            if keep_alive:
+                self._idle.append(exchange)
+            else:
+                exchange.close()
+            return status, body
 
-        if timeout != self.timeout:
-            return aiohttp.ClientTimeout(total=timeout)
-        if self._default_limit is None:
-            self._default_limit = aiohttp.ClientTimeout(total=timeout)
-        return self._default_limit
+    async def _connect(self) -> Exchange:
+        loop = asyncio.get_running_loop()
+        if self._tls and self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        if self._proxy is None or self._absolute:
+            host, port = (self._host, self._port) if self._proxy is None else self._proxy_address()
+            tls = self._ssl if self._proxy is None else None
+            _, exchange = await loop.create_connection(
+                Exchange, host, port, ssl=tls, server_hostname=self._host if tls else None
+            )
+            return exchange
+        # https through a proxy: CONNECT, then TLS with the server inside the tunnel.
+        reader, writer = await asyncio.open_connection(*self._proxy_address())
+        authority = f"{self._host}:{self._port}"
+        writer.write(
+            f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n".encode()
+            + self._proxy_lines + b"\r\n"
+        )  # fmt: skip
+        answer = await reader.readuntil(b"\r\n\r\n")
+        if answer.split(b" ", 2)[1:2] != [b"200"]:
+            writer.close()
+            raise ConnectionRefusedError(f"the proxy refused a tunnel to {authority}")
+        await writer.start_tls(self._ssl, server_hostname=self._host)  # type: ignore[arg-type]
+        exchange = Exchange()
+        transport: Any = writer.transport
+        transport.set_protocol(exchange)
+        exchange.connection_made(transport)
+        return exchange
+
+    def _proxy_address(self) -> tuple[str, int]:
+        assert self._proxy is not None and self._proxy.hostname
+        return self._proxy.hostname, self._proxy.port or 80
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        idle, self._idle = self._idle, []
+        for exchange in idle:
+            exchange.close()
 
 
-@functools.cache
-def _response_class() -> type[aiohttp.ClientResponse]:
-    """aiohttp's response, which first makes its connection's transport read READ_BYTES at a
-    time: asyncio's socket transport reads its `max_size`, a class attribute, on every read (set
-    once per connection). uvloop's transport reads into a buffer of its own and has no such
-    attribute: it is left as it is."""
-    import aiohttp
+class Dropped(ConnectionError):
+    """The connection ended before the whole answer came."""
 
-    class Response(aiohttp.ClientResponse):
-        async def start(self, connection: aiohttp.connector.Connection) -> aiohttp.ClientResponse:
-            transport: Any = connection.transport
-            if getattr(transport, "max_size", 0) > READ_BYTES:
-                transport.max_size = READ_BYTES
-            return await super().start(connection)
 
-    return Response
+class Exchange(asyncio.Protocol):
+    """One keep-alive connection: writes a request, parses its answer with httptools. An answer
+    must declare its length or come chunked, as HTTP/1.1 servers send them: one the end of the
+    connection cuts short is `Dropped`."""
+
+    def __init__(self) -> None:
+        self._transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpResponseParser(self)
+        self._body: list[bytes] = []
+        self._answer: asyncio.Future[tuple[int, bytes, bool]] | None = None
+        self._idle_since = time.monotonic()
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        # asyncio's socket transport reads `max_size` bytes at a time (256 KiB: a buffer glibc
+        # maps anew, shrinks and unmaps for every answer); uvloop's has no such attribute.
+        if getattr(transport, "max_size", 0) > READ_BYTES:
+            transport.max_size = READ_BYTES  # type: ignore[attr-defined]
+
+    def reusable(self) -> bool:
+        """Open, and idle for less than KEEPALIVE_SECONDS."""
+        return not self.closed and time.monotonic() - self._idle_since < KEEPALIVE_SECONDS
+
+    async def exchange(self, request: bytes) -> tuple[int, bytes, bool]:
+        """(status, body, whether the connection may carry another request)."""
+        if self.closed or self._transport is None:
+            raise Dropped("the connection is closed")
+        answer: asyncio.Future[tuple[int, bytes, bool]]
+        answer = self._answer = asyncio.get_running_loop().create_future()
+        self._transport.write(request)
+        try:
+            return await answer
+        finally:
+            self._answer = None
+            self._body = []
+            self._idle_since = time.monotonic()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as error:
+            self.close()
+            if self._answer is not None and not self._answer.done():
+                self._answer.set_exception(httptools.HttpParserError(str(error)))
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._answer is not None and not self._answer.done():
+            answer = (self._parser.get_status_code(), b"".join(self._body))
+            self._answer.set_result((*answer, self._parser.should_keep_alive()))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_exception(Dropped(f"the server closed the connection ({exc})"))
+
+    def close(self) -> None:
+        self.closed = True
+        if self._transport is not None:
+            self._transport.close()
+
+
+def _header_lines(headers: Mapping[str, str]) -> bytes:
+    """Header lines as sent; a name or value that would end its line is refused."""
+    lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    if lines.count("\n") != len(headers) or lines.count("\r") != len(headers):
+        raise InvalidRequestError("invalid_header", "a header name or value holds a line break")
+    return lines.encode("utf-8")
+
+
+def _basic(user: str, password: str | None) -> str:
+    credentials = f"{unquote(user)}:{unquote(password or '')}".encode()
+    return "Basic " + base64.b64encode(credentials).decode("ascii")
 
 
 class InProcessSender:

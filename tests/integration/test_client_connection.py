@@ -1,0 +1,147 @@
+"""The client's own HTTP/1.1 connection against a real socket server that answers as scripted:
+chunked answers, keep-alive, a reused connection the server had closed, timeouts, header and path
+encoding."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from redrive.client import Client, UnreachableError
+from redrive.client.errors import InvalidRequestError
+
+pytestmark = pytest.mark.anyio
+OK = b'{"status":"ok"}'
+Answer = Callable[[bytes], bytes | None]
+Start = Callable[..., Awaitable["ScriptedServer"]]
+
+
+def sized(body: bytes = OK, extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s" % (len(body), extra, body)
+
+
+@dataclass
+class ScriptedServer:
+    """Reads each request head (and a sized body), hands it to `answer`, writes what it returns;
+    `None` closes the connection without an answer, `hang` answers never."""
+
+    answer: Answer
+    hang: bool = False
+    requests: list[bytes] = field(default_factory=list)
+    connections: int = 0
+    url: str = ""
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                request = head + await reader.readexactly(length)
+                self.requests.append(request)
+                if self.hang:
+                    await asyncio.sleep(60)
+                answer = self.answer(request)
+                if answer is None:
+                    break
+                writer.write(answer)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def scripted() -> AsyncIterator[Start]:
+    servers: list[asyncio.Server] = []
+
+    async def start(answer: Answer, hang: bool = False) -> ScriptedServer:
+        script = ScriptedServer(answer, hang)
+        server = await asyncio.start_server(script.handle, "127.0.0.1", 0)
+        servers.append(server)
+        script.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        return script
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+async def test_chunked_answers_are_read_whole_and_the_connection_is_kept(
+    scripted: Start,
+) -> None:
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b'5\r\n{"sta\r\na\r\ntus":"ok"}\r\n0\r\n\r\n'
+    )
+    server = await scripted(lambda request: chunked)
+    async with Client(server.url) as client:
+        assert await client.health() == {"status": "ok"}
+        assert await client.health() == {"status": "ok"}
+    assert server.connections == 1
+    assert server.requests[0].startswith(b"GET /ojs/v1/health HTTP/1.1\r\n")
+    assert b"\r\nHost: 127.0.0.1:" in server.requests[0]
+
+
+async def test_a_closed_keep_alive_connection_is_retried_for_a_get_not_for_a_post(
+    scripted: Start,
+) -> None:
+    answered: list[bytes] = []
+
+    def once_per_connection(request: bytes) -> bytes | None:
+        """Answer the first request of a connection, then close it (no `Connection: close`)."""
+        if answered and answered[-1] == b"open":
+            answered.append(b"closed")
+            return None
+        answered.append(b"open")
+        return sized()
+
+    server = await scripted(once_per_connection)
+    async with Client(server.url) as client:
+        await client.health()
+        assert await client.health() == {"status": "ok"}  # retried on a second connection
+        with pytest.raises(UnreachableError, match="closed the connection"):
+            await client._request("POST", "/ojs/v1/jobs", {"type": "a.b", "args": []})
+        assert await client.health() == {"status": "ok"}  # a third
+    assert server.connections == 3
+
+
+async def test_no_answer_within_the_timeout_is_unreachable(
+    scripted: Start,
+) -> None:
+    server = await scripted(lambda request: sized(), hang=True)
+    async with Client(server.url, timeout=0.2) as client:
+        with pytest.raises(UnreachableError, match="TimeoutError"):
+            await client.health()
+
+
+async def test_a_refused_connection_and_a_malformed_answer_are_unreachable(
+    scripted: Start,
+) -> None:
+    server = await scripted(lambda request: b"NOT HTTP\r\n\r\n")
+    async with Client(server.url) as client:
+        with pytest.raises(UnreachableError):
+            await client.health()
+    async with Client("http://127.0.0.1:9") as client:
+        with pytest.raises(UnreachableError):
+            await client.health()
+
+
+async def test_paths_are_percent_encoded_and_header_line_breaks_refused(
+    scripted: Start,
+) -> None:
+    server = await scripted(lambda request: sized(b'{"job": {"id": "x"}}'))
+    async with Client(server.url + "/base/", tenant="acme") as client:
+        await client._request("GET", "/ojs/v1/jobs/a b/é", params={"q": "x&y z"})
+    assert server.requests[0].startswith(
+        b"GET /base/ojs/v1/jobs/a%20b/%C3%A9?q=x%26y+z HTTP/1.1\r\n"
+    )
+    assert b"\r\nX-OJS-Tenant: acme\r\n" in server.requests[0]
+    with pytest.raises(InvalidRequestError):
+        Client(server.url, tenant="acme\r\nX-Injected: 1")
