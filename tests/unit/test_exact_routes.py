@@ -3,14 +3,19 @@ no earlier route would take; everything else stays with FastAPI's routing."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import cast
 
+import httpx
+import pytest
 from fastapi import APIRouter, Depends
 from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Message
 
-from redrive.api.app import ROUTERS, create_app
+from redrive.api.app import ROUTERS, RedriveApp, create_app
 from redrive.api.exact_routes import ExactRoutes, exact_routes
 from redrive.api.middleware import ProtocolHeaders
 from redrive.service.facade import Service
@@ -59,3 +64,50 @@ def test_protocol_headers_then_the_table_run_before_fastapis_own_layers() -> Non
     assert isinstance(routes, ExactRoutes)
     assert ("POST", "/ojs/v1/jobs") in routes.routes
     assert isinstance(routes.app, ServerErrorMiddleware)
+
+
+async def serving(app: RedriveApp) -> Callable[[], Awaitable[None]]:
+    """Start the app as an ASGI server does (lifespan startup); the function that stops it."""
+    inbox: asyncio.Queue[Message] = asyncio.Queue()
+    outbox: asyncio.Queue[Message] = asyncio.Queue()
+    running = asyncio.create_task(app({"type": "lifespan"}, inbox.get, outbox.put))
+    await inbox.put({"type": "lifespan.startup"})
+    assert (await outbox.get())["type"] == "lifespan.startup.complete"
+
+    async def stop() -> None:
+        await inbox.put({"type": "lifespan.shutdown"})
+        await running
+
+    return stop
+
+
+async def not_found(app: RedriveApp) -> httpx.Response:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        return await client.get("/ojs/v1/nowhere")
+
+
+@pytest.mark.anyio
+async def test_once_started_without_telemetry_requests_skip_fastapis_per_request_check() -> None:
+    app = create_app(cast(Service, object()))
+    assert isinstance(app, RedriveApp)
+    stop = await serving(app)
+    assert app.untraced_stack is not None and app.untraced_stack is app.middleware_stack
+    answer = await not_found(app)
+    await stop()
+    assert answer.status_code == 404
+    assert answer.headers["ojs-version"] == "1.0"
+    assert answer.json()["error"]["code"] == "not_found"
+
+
+@pytest.mark.anyio
+async def test_with_telemetry_configured_requests_keep_fastapis_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = create_app(cast(Service, object()))
+    assert isinstance(app, RedriveApp)
+    monkeypatch.setattr(app._native_telemetry, "enabled", lambda: True)
+    stop = await serving(app)
+    assert app.untraced_stack is None
+    assert (await not_found(app)).status_code == 404
+    await stop()

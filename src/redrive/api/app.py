@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from redrive import __version__
 from redrive.api import (
@@ -47,10 +47,31 @@ class RedriveApp(FastAPI):
 
     max_body_bytes = 1_048_576
     exact: Mapping[Key, APIRoute] = {}
+    # Set once the app has started when FastAPI's native OpenTelemetry is off (no provider
+    # configured): HTTP requests then go straight to the middleware stack. FastAPI asks on
+    # every request (three provider lookups and environment reads: about 4% of the server's
+    # CPU per enqueue request); a provider is configured before the app starts or in its
+    # lifespan's start-up, so asking once then gives the same answer.
+    untraced_stack: ASGIApp | None = None
 
     def build_middleware_stack(self) -> ASGIApp:
         routes = ExactRoutes(super().build_middleware_stack(), self.exact)
         return ProtocolHeaders(routes, self.max_body_bytes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        stack = self.untraced_stack
+        if stack is not None and scope["type"] == "http":
+            scope["app"] = self
+            await stack(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+    def started(self) -> None:
+        """Decide `untraced_stack` (kept off where FastAPI no longer has the attribute this
+        reads, or an app-wide root path would have to be set on each request)."""
+        native = getattr(self, "_native_telemetry", None)
+        if native is not None and not native.enabled() and not self.root_path:
+            self.untraced_stack = self.middleware_stack
 
 
 def create_app(
@@ -61,9 +82,10 @@ def create_app(
     on_shutdown: Hook | None = None,
 ) -> FastAPI:
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: RedriveApp) -> AsyncIterator[None]:
         if on_startup is not None:
             await on_startup()
+        app.started()
         try:
             yield
         finally:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -136,7 +135,13 @@ def refuse_unknown(given: Iterable[str], allowed: Sequence[str], kind: str = "ke
 # they come from this generator (seeded from the OS once) rather than from uuid4, which reads the
 # OS's random source with a system call on every request.
 REQUEST_IDS = random.Random()
+# A version 4 UUID's fixed bits: version 4 (0100) in bits 76-79, variant 10 in bits 62-63.
+VERSION_4 = 0x4 << 76 | 0x2 << 62
+RANDOM_BITS = ~(0xF << 76 | 0x3 << 62) & (1 << 128) - 1
 
 
 def new_request_id() -> str:
-    return f"req_{uuid.UUID(int=REQUEST_IDS.getrandbits(128), version=4)}"
+    """`req_` and a version 4 UUID in its usual text, written here: uuid.UUID (its checks and
+    its `__str__`) took two thirds of this function's CPU."""
+    text = f"{REQUEST_IDS.getrandbits(128) & RANDOM_BITS | VERSION_4:032x}"
+    return f"req_{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"

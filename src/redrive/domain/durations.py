@@ -40,6 +40,11 @@ def parse_duration_ms(text: str, field: str) -> int:
     return round(total)
 
 
+# Retry policies share a few durations (the default policy's two in every enqueue's answer).
+DURATIONS_REMEMBERED = 256
+
+
+@lru_cache(maxsize=DURATIONS_REMEMBERED)
 def format_duration(milliseconds: int) -> str:
     """1000 -> `PT1S`; whole days print as `P180D`."""
     if milliseconds % 86_400_000 == 0 and milliseconds > 0:
@@ -51,16 +56,25 @@ def format_duration(milliseconds: int) -> str:
 
 # The moments formatted lately: a batch's records and events share one `now` (1.9 us a call).
 TIMESTAMPS_REMEMBERED = 1024
+# The seconds formatted lately: one-job enqueues each have a millisecond of their own, but a
+# second's worth of them share its date and time (the miss was 2.5% of the server's CPU).
+SECONDS_REMEMBERED = 64
 
 
 @lru_cache(maxsize=TIMESTAMPS_REMEMBERED)
 def format_timestamp(milliseconds: int) -> str:
     """Epoch milliseconds -> `2026-03-01T10:00:02.120Z`."""
     seconds, millis = divmod(milliseconds, 1000)
+    return f"{_second(seconds)}.{millis:03d}Z"
+
+
+@lru_cache(maxsize=SECONDS_REMEMBERED)
+def _second(seconds: int) -> str:
+    """Epoch seconds -> `2026-03-01T10:00:02`."""
     moment = time.gmtime(seconds)
     return (
         f"{moment.tm_year:04d}-{moment.tm_mon:02d}-{moment.tm_mday:02d}T"
-        f"{moment.tm_hour:02d}:{moment.tm_min:02d}:{moment.tm_sec:02d}.{millis:03d}Z"
+        f"{moment.tm_hour:02d}:{moment.tm_min:02d}:{moment.tm_sec:02d}"
     )
 
 
