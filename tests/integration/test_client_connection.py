@@ -1,14 +1,17 @@
 """The client's own HTTP/1.1 connection against a real socket server that answers as scripted:
 chunked answers, keep-alive, a reused connection the server had closed, timeouts, header and path
-encoding."""
+encoding, proxies, TLS (directly and through a proxy's tunnel)."""
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+import trustme
 
 from redrive.client import Client, UnreachableError
 from redrive.client.errors import InvalidRequestError
@@ -145,3 +148,81 @@ async def test_paths_are_percent_encoded_and_header_line_breaks_refused(
     assert b"\r\nX-OJS-Tenant: acme\r\n" in server.requests[0]
     with pytest.raises(InvalidRequestError):
         Client(server.url, tenant="acme\r\nX-Injected: 1")
+
+
+async def test_a_proxy_from_the_environment_gets_the_whole_url_and_its_credentials(
+    scripted: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = await scripted(lambda request: sized())
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url.replace("://", "://ada:s%40cret@"))
+    async with Client("http://jobs.internal:8080") as client:
+        assert await client.health() == {"status": "ok"}
+    request = proxy.requests[0]
+    assert request.startswith(b"GET http://jobs.internal:8080/ojs/v1/health HTTP/1.1\r\n")
+    assert b"\r\nHost: jobs.internal:8080\r\n" in request
+    assert b"\r\nProxy-Authorization: Basic YWRhOnNAY3JldA==\r\n" in request
+
+
+@pytest.fixture
+def authority(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> trustme.CA:
+    """A certificate authority the client trusts (SSL_CERT_FILE, as the system's are read)."""
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    return ca
+
+
+async def tls_server(authority: trustme.CA) -> tuple[ScriptedServer, asyncio.Server]:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("localhost").configure_cert(context)
+    script = ScriptedServer(lambda request: sized())
+    server = await asyncio.start_server(script.handle, "127.0.0.1", 0, ssl=context)
+    script.url = f"https://localhost:{server.sockets[0].getsockname()[1]}"
+    return script, server
+
+
+async def test_https_with_the_trusted_certificates(authority: trustme.CA) -> None:
+    script, server = await tls_server(authority)
+    async with Client(script.url) as client:
+        assert await client.health() == {"status": "ok"}
+        assert await client.health() == {"status": "ok"}
+    server.close()
+    assert script.connections == 1
+    assert b"\r\nHost: localhost:" in script.requests[0]
+
+
+async def test_https_through_a_proxy_goes_in_a_tunnel(
+    authority: trustme.CA, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script, server = await tls_server(authority)
+    asked: list[bytes] = []
+    closed = asyncio.Event()
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65_536):
+            writer.write(data)
+        writer.close()
+
+    async def tunnel(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.append(await reader.readuntil(b"\r\n\r\n"))
+        port = int(asked[-1].split(b" ")[1].rsplit(b":", 1)[1])
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+        closed.set()
+
+    proxy = await asyncio.start_server(tunnel, "127.0.0.1", 0)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.sockets[0].getsockname()[1]}")
+    async with Client(script.url) as client:
+        assert await client.health() == {"status": "ok"}
+    await asyncio.wait_for(closed.wait(), 5)  # the client's close went through the tunnel
+    proxy.close()
+    server.close()
+    assert asked[0].startswith(b"CONNECT localhost:")
+    assert script.requests[0].startswith(b"GET /ojs/v1/health HTTP/1.1\r\n")

@@ -282,7 +282,8 @@ class Dropped(ConnectionError):
 class Exchange(asyncio.Protocol):
     """One keep-alive connection: writes a request, parses its answer with httptools. An answer
     must declare its length or come chunked, as HTTP/1.1 servers send them: one the end of the
-    connection cuts short is `Dropped`."""
+    connection cuts short is `Dropped`. The client sends no HEAD request (the parser would wait
+    for the body its answer declares)."""
 
     def __init__(self) -> None:
         self._transport: asyncio.Transport | None = None
