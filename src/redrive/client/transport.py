@@ -136,10 +136,10 @@ class NetworkSender:
     dependency of `redrive serve` anyway). Hand-written rather than a library's client because
     the client's CPU per request is most of what a producer process spends per job: aiohttp took
     571k instructions per enqueue (request and response objects, header multidicts, URL objects,
-    a writer step, timers), this about a third of that; httpx (httpcore, h11, anyio) took more
-    still. What it keeps of theirs: a total timeout per request (waiting for a connection
-    included), keep-alive with idle connections dropped before the server drops them, one retry
-    of an idempotent request whose reused connection the server had closed (as aiohttp), at most
+    a writer step, timers), this takes 222k; httpx (httpcore, h11, anyio) took more still. What
+    it keeps of theirs: a total timeout per request (waiting for a connection included),
+    keep-alive with idle connections dropped before the server drops them, one retry of an
+    idempotent request whose reused connection the server had closed (as aiohttp), at most
     CONNECTIONS connections at once, TLS with the system's certificates, the environment's proxy
     (looked up once; a tunnel for https), and a user and password in a URL as Basic
     authorization."""
