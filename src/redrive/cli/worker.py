@@ -11,8 +11,8 @@ import threading
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
+from redrive.cli.remote import stderr
 from redrive.composition import ConfigurationError, redactor
 from redrive.logs import configure_logging
 from redrive.process import tune_garbage_collector
@@ -22,7 +22,6 @@ from redrive.worker.runtime import Worker
 DEFAULT_URL = "http://127.0.0.1:8080"
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
-console = Console(stderr=True)
 log = logging.getLogger("redrive.worker")
 
 
@@ -31,7 +30,7 @@ class DatabaseUnreachable(Exception):
 
 
 def _usage(message: str) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}")
+    stderr().print(f"[red]error:[/red] {message}")
     return typer.Exit(EXIT_USAGE)
 
 
@@ -181,6 +180,6 @@ def worker(
     except (ConfigurationError, ValueError) as error:
         raise _usage(str(error)) from error
     except DatabaseUnreachable as error:
-        console.print(f"[red]error:[/red] cannot open the database: {error}")
+        stderr().print(f"[red]error:[/red] cannot open the database: {error}")
         raise typer.Exit(EXIT_UNREACHABLE) from error
     _exit_past_stuck_threads()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import urllib.request
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -110,6 +109,8 @@ def proxy_for(url: str) -> str | None:
     """The proxy the environment names for the server's URL (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY
     unless NO_PROXY covers the host), as httpx honoured them. Looked up once: aiohttp's own
     `trust_env` looks again on every request, in a thread."""
+    import urllib.request  # here: `redrive worker --embedded` imports this module, not a proxy
+
     parts = urlsplit(url)
     if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
         return None
