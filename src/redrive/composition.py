@@ -9,25 +9,25 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from redrive.domain.alerts import AlertConfig, parse_thresholds
-from redrive.domain.durations import parse_duration_ms
 from redrive.domain.errors import InvalidRequest
-from redrive.domain.fingerprint import Fingerprinter, parse_custom_keys, parse_key_path
 from redrive.domain.redaction import Redactor
-from redrive.domain.retention import RetentionPolicy, parse_policy_changes
-from redrive.domain.root_cause import ClassificationRule, parse_rules
-from redrive.domain.secret_box import KEY_BYTES, SecretBox, parse_key
-from redrive.domain.upcasting import Upcasters, parse_declared
-from redrive.domain.webhook_delivery import DeliveryOptions
 from redrive.settings import Settings
-from redrive.store.key_file import key_file_of, load_or_create_key
 
 # The stores, the service and the app are imported by the functions that build them: `redrive
 # worker --url` needs only the settings checks and the redactor from here, and each store
-# loads only its own driver (SQLite without asyncpg, PostgreSQL without sqlite3).
+# loads only its own driver (SQLite without asyncpg, PostgreSQL without sqlite3). So are the
+# parsers of the service's settings (alerts, webhooks, fingerprints, retention, upcasters,
+# classification rules, the secret box): they import most of the domain, about 50 ms of CPU a
+# worker over HTTP does not need (measured, `python -c 'import redrive.composition'`).
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from redrive.domain.alerts import AlertConfig
+    from redrive.domain.fingerprint import Fingerprinter
+    from redrive.domain.root_cause import ClassificationRule
+    from redrive.domain.secret_box import SecretBox
+    from redrive.domain.upcasting import Upcasters
+    from redrive.domain.webhook_delivery import DeliveryOptions
     from redrive.ports import Store
     from redrive.service.facade import Service
     from redrive.service.runtime import ServiceOptions
@@ -109,6 +109,8 @@ async def open_ready_store(settings: Settings) -> tuple[Store, list[str]]:
 
 
 def classification_rules(settings: Settings) -> tuple[ClassificationRule, ...]:
+    from redrive.domain.root_cause import parse_rules
+
     try:
         return parse_rules(settings.classification_rules)
     except InvalidRequest as error:
@@ -118,6 +120,8 @@ def classification_rules(settings: Settings) -> tuple[ClassificationRule, ...]:
 def fingerprinter(settings: Settings, secrets: Redactor) -> Fingerprinter:
     """The fingerprinter with the configured per-type keys; a key that holds secrets (by its
     name) is refused: its value would decide groups and could be guessed back from them."""
+    from redrive.domain.fingerprint import Fingerprinter, parse_custom_keys
+
     try:
         keys = parse_custom_keys(settings.fingerprint_keys)
     except InvalidRequest as error:
@@ -134,6 +138,8 @@ def fingerprinter(settings: Settings, secrets: Redactor) -> Fingerprinter:
 def _declared_upcasters(file_name: str) -> Upcasters:
     import tomllib  # here: only REDRIVE_UPCASTERS_FILE needs it
 
+    from redrive.domain.upcasting import parse_declared
+
     path = Path(file_name)
     try:
         text = path.read_text(encoding="utf-8")
@@ -147,6 +153,8 @@ def _declared_upcasters(file_name: str) -> Upcasters:
 
 
 def _imported_upcasters(import_path: str) -> Upcasters:
+    from redrive.domain.upcasting import Upcasters
+
     module_name, _, attribute = import_path.partition(":")
     if not module_name or not attribute:
         raise ConfigurationError(
@@ -167,6 +175,8 @@ def _imported_upcasters(import_path: str) -> Upcasters:
 def upcasters(settings: Settings) -> Upcasters:
     """The declarative upcasters of REDRIVE_UPCASTERS_FILE and the Python ones of
     REDRIVE_UPCASTERS_MODULE, checked at start-up (a step registered twice is refused)."""
+    from redrive.domain.upcasting import Upcasters
+
     declared = Upcasters()
     if settings.upcasters_file:
         declared = _declared_upcasters(settings.upcasters_file)
@@ -206,6 +216,9 @@ def secret_box(settings: Settings) -> SecretBox | None:
     file beside the database (made on first use); on PostgreSQL none (replicas share a database
     and must share the key too, so the server cannot make one up: webhooks are refused until
     the setting is given)."""
+    from redrive.domain.secret_box import KEY_BYTES, SecretBox, parse_key
+    from redrive.store.key_file import key_file_of, load_or_create_key
+
     if settings.secret_key is not None:
         try:
             return SecretBox(parse_key(settings.secret_key.get_secret_value()))
@@ -225,6 +238,9 @@ def secret_box(settings: Settings) -> SecretBox | None:
 
 
 def delivery_options(settings: Settings) -> DeliveryOptions:
+    from redrive.domain.durations import parse_duration_ms
+    from redrive.domain.webhook_delivery import DeliveryOptions
+
     try:
         first_retry_ms = parse_duration_ms(settings.webhook_first_retry, "webhook_first_retry")
     except InvalidRequest as error:
@@ -242,6 +258,10 @@ def delivery_options(settings: Settings) -> DeliveryOptions:
 def alert_config(settings: Settings, secrets: Redactor) -> AlertConfig:
     """The alert rules' thresholds and windows, strictly parsed (unknown keys refused); an
     aggregate key that holds secrets (by its name) is refused, as fingerprint keys are."""
+    from redrive.domain.alerts import AlertConfig, parse_thresholds
+    from redrive.domain.durations import parse_duration_ms
+    from redrive.domain.fingerprint import parse_key_path
+
     try:
         path = (
             parse_key_path(settings.alert_aggregate_key, "alert_aggregate_key")
@@ -263,6 +283,7 @@ def alert_config(settings: Settings, secrets: Redactor) -> AlertConfig:
 
 
 def service_options(settings: Settings) -> ServiceOptions:
+    from redrive.domain.retention import RetentionPolicy, parse_policy_changes
     from redrive.service.runtime import ServiceOptions
 
     try:

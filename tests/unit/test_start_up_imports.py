@@ -147,6 +147,8 @@ def test_an_http_producer_loads_the_client_only() -> None:
 
 
 def test_a_worker_over_http_loads_no_store_or_service() -> None:
+    """Nor the parsers of the service's settings, which import most of the domain, nor rich
+    (imported when the CLI prints)."""
     loaded = modules_after(
         "import redrive.cli\nfrom redrive.worker.http_source import HttpJobSource"
     )
@@ -154,8 +156,24 @@ def test_a_worker_over_http_loads_no_store_or_service() -> None:
     assert not loaded_packages(
         loaded,
         ("redrive.service", "redrive.store.transaction", "redrive.store.sqlite",
-         "redrive.store.postgres", "jsonschema", "uvicorn", "pydantic"),
+         "redrive.store.postgres", "jsonschema", "uvicorn", "pydantic", "rich",
+         "redrive.domain.alerts", "redrive.domain.fingerprint", "redrive.domain.webhooks",
+         "redrive.domain.upcasting", "redrive.domain.retention", "urllib.request"),
     )  # fmt: skip
+
+
+def test_a_command_parses_its_options_without_pydantic() -> None:
+    """typer 0.29 checked every option of the command it ran with a pydantic TypeAdapter, so
+    each `redrive worker` start imported pydantic and built adapters (pyproject keeps typer
+    below 0.29); nothing a command prints to people needs rich when it prints nothing."""
+    loaded = modules_after(
+        "import typer.testing, redrive.cli\n"
+        "command = ['--api-key', 'k', 'version']\n"
+        "result = typer.testing.CliRunner().invoke(redrive.cli.app, command)\n"
+        "assert result.exit_code == 0 and result.output == '0.1.0\\n', result.output"
+    )
+    assert "redrive.cli" in loaded
+    assert not loaded_packages(loaded, ("pydantic", "rich"))
 
 
 def test_the_command_line_imports_its_remote_commands_when_they_run() -> None:

@@ -9,12 +9,11 @@ import sys
 from typing import TYPE_CHECKING, cast
 
 import typer
-from rich.console import Console
 from typer import _click as click  # typer's own click, which its TyperGroup is made of
 from typer.core import TyperGroup
 
 from redrive import __version__
-from redrive.cli.remote import CREDENTIALS, EXIT_CODES_HELP
+from redrive.cli.remote import CREDENTIALS, EXIT_CODES_HELP, stderr
 from redrive.cli.worker import worker
 from redrive.composition import (
     FIRST_KEY_HINT,
@@ -35,7 +34,6 @@ if TYPE_CHECKING:
     from redrive.service.facade import Service
 
 log = logging.getLogger("redrive")
-console = Console(stderr=True)
 
 
 def _settings_help() -> str:
@@ -125,7 +123,7 @@ def _load_settings(**overrides: object) -> Settings:
     try:
         return Settings(**values)
     except ValueError as error:
-        console.print(f"[red]invalid settings:[/red] {error}")
+        stderr().print(f"[red]invalid settings:[/red] {error}")
         raise typer.Exit(2) from error
 
 
@@ -186,10 +184,10 @@ def serve(
         configure_logging(settings.log_level, settings.log_format, redactor(settings))
         run(_serve(settings))
     except ConfigurationError as error:
-        console.print(f"[red]{error}[/red]")
+        stderr().print(f"[red]{error}[/red]")
         raise typer.Exit(2) from error
     except OSError as error:
-        console.print(f"[red]cannot start: {error}[/red]")
+        stderr().print(f"[red]cannot start: {error}[/red]")
         raise typer.Exit(1) from error
 
 
@@ -216,11 +214,11 @@ def migrate(
     try:
         applied, fingerprinted = asyncio.run(_migrate(settings))
     except ConfigurationError as error:
-        console.print(f"[red]{error}[/red]")
+        stderr().print(f"[red]{error}[/red]")
         raise typer.Exit(2) from error
-    console.print(f"applied: {', '.join(applied)}" if applied else "database is up to date")
+    stderr().print(f"applied: {', '.join(applied)}" if applied else "database is up to date")
     if fingerprinted:
-        console.print(f"filed {fingerprinted} older dead letter(s) into their incidents")
+        stderr().print(f"filed {fingerprinted} older dead letter(s) into their incidents")
 
 
 app.command(epilog=_settings_help())(worker)

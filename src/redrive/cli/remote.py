@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from redrive.client.errors import (
     ConflictError,
@@ -27,7 +25,12 @@ from redrive.client.transport import DEFAULT_URL
 from redrive.composition import ConfigurationError, build_app, open_ready_store
 from redrive.settings import Settings
 
+# rich is imported when something is printed, not with this module: `redrive worker` and
+# `redrive serve` import it for the exit codes and the consoles, and start without rich
+# (about 30 ms of CPU per process start, measured).
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from redrive.client.client import Client
     from redrive.ports import Store
 
@@ -35,10 +38,14 @@ if TYPE_CHECKING:
 def stdout() -> Console:
     """A console made when printing, so it measures the terminal (or COLUMNS) as it is then,
     not as it was when the CLI was imported."""
+    from rich.console import Console
+
     return Console()
 
 
 def stderr() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True)
 
 
@@ -81,6 +88,8 @@ class Target:
 
 
 def fail(message: str, code: int, hint: str | None = None) -> NoReturn:
+    from rich.markup import escape
+
     stderr().print(f"[red]error:[/red] {escape(message)}", highlight=False)
     if hint:
         stderr().print(f"hint: {escape(hint)}", highlight=False)

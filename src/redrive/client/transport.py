@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import ssl
 import time
-import urllib.request
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -24,6 +22,8 @@ from redrive.client.errors import (
 )
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -123,6 +123,8 @@ def proxy_for(url: str) -> str | None:
     """The proxy the environment names for the server's URL (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY
     unless NO_PROXY covers the host), as httpx honoured them. Looked up once (aiohttp's
     `trust_env` looked again on every request, in a thread)."""
+    import urllib.request  # here: `redrive worker --embedded` imports this module, not a proxy
+
     parts = urlsplit(url)
     if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
         return None
@@ -239,6 +241,8 @@ class NetworkSender:
     async def _connect(self) -> Exchange:
         loop = asyncio.get_running_loop()
         if self._tls and self._ssl is None:
+            import ssl  # here: a worker or producer on plain HTTP never loads it
+
             self._ssl = ssl.create_default_context()
         if self._proxy is None or self._absolute:
             host, port = (self._host, self._port) if self._proxy is None else self._proxy_address()
