@@ -1563,9 +1563,11 @@ WHERE id = :id AND state = :expected_state
 RETURNING *;
 
 -- name: count_redrive_batch
+-- A batch's counts, and its pace: a task's pace only moves on (chunks of one batch moved over the
+-- write lanes commit in any order, each with the pace after every chunk taken before it).
 UPDATE redrive_tasks SET moved = moved + :moved, skipped = skipped + :skipped,
     failed = failed + :failed,
-    paced_until = :paced_until, updated_at = :now
+    paced_until = MAX(paced_until, :paced_until), updated_at = :now
 WHERE id = :id
 RETURNING *;
 
