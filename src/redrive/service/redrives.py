@@ -260,7 +260,8 @@ class RedriveService:
         odd chunk (20,000 at 100,000 a minute: 15,000 due after the pin, 3 chunks of 5,000 for
         2 lanes). The first chunk moves without waiting for the whole batch to be read (20,000
         items took 40 ms to read). A chunk that raises is undone alone and stops the others;
-        those committed stay moved and counted. None when no item was pending."""
+        those committed stay moved and counted; a task paused meanwhile moves no further
+        chunk. None when no item was pending."""
         batches: list[Batch] = []
         after = ""
         taken = 0  # by the chunks so far: the task's pace after them
@@ -274,8 +275,13 @@ class RedriveService:
                 return 0
             taken += take  # held for this chunk before any other lane looks
             async with self.runtime.store.transaction(SYSTEM) as transaction:
+                current = await transaction.get_redrive_task(task.id, None)
                 async with reading:
-                    items = await transaction.pending_redrive_items(task.id, take, after)
+                    items = (
+                        await transaction.pending_redrive_items(task.id, take, after)
+                        if current is not None and current.state == redrive.RUNNING
+                        else {}  # paused (or ended) meanwhile: its lanes stop here
+                    )
                     after = next(reversed(items), after)
                 taken -= take - len(items)
                 if items:  # the pace after every chunk taken so far (the task keeps the latest)
