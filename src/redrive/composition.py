@@ -70,13 +70,8 @@ def sqlite_path(url: str) -> str:
     return path or "./redrive.db"
 
 
-async def open_store(settings: Settings, serving: bool = False) -> Store:
-    """Connect to the configured database (inside the event loop that will use it). A server
-    (`serving`) keeps open a PostgreSQL connection for each write lane and one for the
-    transaction that holds them while they move a batch (a critical redrive task's, a bulk
-    retry's): on a pool of the one or two connections its sweeps keep, the second lane of a
-    20,000 redrive opened its own and started ~50 ms after the first, and the batch ended as
-    much later."""
+async def open_store(settings: Settings) -> Store:
+    """Connect to the configured database (inside the event loop that will use it)."""
     url = settings.database_url
     if url.startswith("sqlite:"):
         from redrive.store.sqlite.store import SqliteStore
@@ -85,10 +80,7 @@ async def open_store(settings: Settings, serving: bool = False) -> Store:
     if url.startswith(("postgresql:", "postgres:")):
         from redrive.store.postgres.store import PostgresStore
 
-        store = PostgresStore(url, max_size=settings.pool_size, role=settings.database_role)
-        if serving:
-            store.min_size = store.write_lanes + 1
-        return store
+        return PostgresStore(url, max_size=settings.pool_size, role=settings.database_role)
     raise ConfigurationError(
         "REDRIVE_DATABASE_URL must start with sqlite:/// or postgresql://, "
         f"got {url.split(':')[0]}:"
@@ -103,11 +95,11 @@ def redactor(settings: Settings) -> Redactor:
         raise ConfigurationError(f"REDRIVE_REDACTION_PATTERNS: {error.message}") from error
 
 
-async def open_ready_store(settings: Settings, serving: bool = False) -> tuple[Store, list[str]]:
+async def open_ready_store(settings: Settings) -> tuple[Store, list[str]]:
     """The store every process that serves or works uses (the server, the embedded worker, the
     CLI on `--database`): connected, migrated (the migrations it applied are returned) and, on
     PostgreSQL, checked to be bound by row-level security. Closed again if any step fails."""
-    store = await open_store(settings, serving)
+    store = await open_store(settings)
     try:
         applied = await migrate_checking_isolation(store)
     except BaseException:

@@ -3,8 +3,7 @@ transaction over the write lanes (SQLite, one writer, moves it in the tick's tra
 dead letter once, with the task's accounting, events and failure handling of one batch; and a
 task started in a process with a sweep loop moves its batch due without waiting for the sweep;
 a start waits for a pin in flight and never pins a dead letter twice; what comes due while a batch
-moves over the lanes moves in the same advance, in full chunks; a task paused meanwhile stops; a
-server keeps a connection open for each lane."""
+moves over the lanes moves in the same advance, in full chunks; a task paused meanwhile stops."""
 
 from __future__ import annotations
 
@@ -17,7 +16,6 @@ from typing import Any
 import asyncpg
 import pytest
 
-from redrive.composition import open_ready_store
 from redrive.domain import redrive
 from redrive.domain.redrive import RedriveRequest
 from redrive.maintenance.loop import rest
@@ -25,7 +23,6 @@ from redrive.ports import Store
 from redrive.service import redrives as redrive_service
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
-from redrive.settings import Settings
 from redrive.store.postgres.store import PostgresStore
 from redrive.store.sqlite.store import SqliteStore
 from tests.behaviour.test_redrive_failures import UNSTORABLE, by_queue, dead_count, events_of, kill
@@ -135,22 +132,6 @@ async def test_the_lanes_of_a_task_paused_meanwhile_move_no_further_chunk(
     paused = await service.redrives.get(CALLER, task.id)
     assert (paused.state, paused.moved, paused.pending) == (redrive.PAUSED, 0, 100)
     assert await dead_count(service, "billing") == 100
-
-
-@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)])
-async def test_a_server_keeps_a_connection_open_for_each_lane_and_the_tick(
-    database_url: str,
-) -> None:
-    settings = Settings(database_url=database_url)
-    served_store, _ = await open_ready_store(settings, serving=True)
-    other_store, _ = await open_ready_store(settings)  # a worker's, or redrive.Embedded's
-    try:  # each pool as it opens on first use (the server's first sweep)
-        assert isinstance(served_store, PostgresStore) and isinstance(other_store, PostgresStore)
-        assert (await served_store.opened_pool()).get_size() == served_store.write_lanes + 1 == 3
-        assert (await other_store.opened_pool()).get_size() == 1
-    finally:
-        await served_store.close()
-        await other_store.close()
 
 
 async def test_a_chunk_that_raises_is_undone_alone_and_fails_the_task(

@@ -134,7 +134,7 @@ async def _serve(settings: Settings) -> None:
 
     from redrive.api.server_protocol import JoinedWritesProtocol
 
-    store, applied = await open_ready_store(settings, serving=True)
+    store, applied = await open_ready_store(settings)
     if applied:
         log.info("applied migrations %s", ", ".join(applied))
     required = auth_required(settings)
