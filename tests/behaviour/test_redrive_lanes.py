@@ -3,7 +3,7 @@ transaction over the write lanes (SQLite, one writer, moves it in the tick's tra
 dead letter once, with the task's accounting, events and failure handling of one batch; and a
 task started in a process with a sweep loop moves its batch due without waiting for the sweep;
 a start waits for a pin in flight and never pins a dead letter twice; what comes due while a batch
-moves over the lanes moves in the same advance."""
+moves over the lanes moves in the same advance, in full chunks; a task paused meanwhile stops."""
 
 from __future__ import annotations
 
@@ -93,25 +93,45 @@ async def test_what_comes_due_while_a_batch_moves_over_the_lanes_moves_in_the_sa
     service = served(laned, clock)
     await kill(service, 100)
     task = await service.redrives.start(CALLER, critical())
-    moving = service.redrives._move_in_lanes
+    moving = service.redrives._move
+    chunks: list[int] = []
 
-    async def taking_a_second(*arguments: Any) -> redrive_service.Batch | None:
+    async def taking_a_second(*arguments: Any) -> redrive_service.Batch:
         moved = await moving(*arguments)
+        chunks.append(moved.moved)
         clock.advance(1000)  # 100 more due at 6,000 a minute
         return moved
 
-    monkeypatch.setattr(service.redrives, "_move_in_lanes", taking_a_second)
+    monkeypatch.setattr(service.redrives, "_move", taking_a_second)
     clock.advance(500)  # 50 due: more than a chunk
     if isinstance(laned, SqliteStore):  # one writer: the 50 in the tick's own transaction
         assert await service.redrives.advance() == 50
         clock.advance(500)
         assert await service.redrives.advance() == 50
-    else:  # the lanes moved 50, then the 50 left came due meanwhile: moved in the same advance
+    else:  # 50 were due; the 50 left came due while the first chunks moved: all in one advance,
+        # in chunks of 20 (none of them was a batch's odd leftover)
         assert await service.redrives.advance() == 100
+        assert chunks == [20] * 5
     done = await service.redrives.get(CALLER, task.id)
     assert (done.state, done.moved, done.skipped) == (redrive.COMPLETED, 100, 0)
     assert await dead_count(service, "billing") == 0
     assert len(await events_of(service, "redrive.completed")) == 1
+
+
+async def test_the_lanes_of_a_task_paused_meanwhile_move_no_further_chunk(
+    laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
+    service = served(laned, clock)
+    await kill(service, 100)
+    task = await service.redrives.start(CALLER, critical())
+    clock.advance(2000)
+    running = await service.redrives.get(CALLER, task.id)  # as the tick read it
+    await service.redrives.pause(CALLER, task.id)
+    assert await service.redrives._move_in_lanes(running, CHUNK) is None
+    paused = await service.redrives.get(CALLER, task.id)
+    assert (paused.state, paused.moved, paused.pending) == (redrive.PAUSED, 0, 100)
+    assert await dead_count(service, "billing") == 100
 
 
 async def test_a_chunk_that_raises_is_undone_alone_and_fails_the_task(

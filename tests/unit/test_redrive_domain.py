@@ -40,6 +40,14 @@ def test_pacing_spends_the_rate_evenly_from_the_start() -> None:
     assert redrive.due(TASK, NOW + 60_000) == (100, NOW + 60_000)
 
 
+def test_the_pace_after_part_of_what_is_due_costs_each_its_share_of_the_rate() -> None:
+    assert redrive.paced_after(TASK, NOW + 60_000, 0) == NOW
+    assert redrive.paced_after(TASK, NOW + 60_000, 30) == NOW + 18_000
+    assert redrive.paced_after(TASK, NOW + 60_000, 100) == redrive.due(TASK, NOW + 60_000)[1]
+    later = NOW + 10 * 60_000  # at most a minute of credit: the pace starts a minute back
+    assert redrive.paced_after(TASK, later, 1) == later - 60_000 + 600
+
+
 def test_unspent_credit_is_kept_for_at_most_a_minute() -> None:
     after_downtime = NOW + 10 * 60_000
     count, paced = redrive.due(TASK, after_downtime)

@@ -183,7 +183,15 @@ def due(task: RedriveTask, now: int) -> tuple[int, int]:
     if now <= start:
         return 0, task.paced_until
     count = min((now - start) * task.rate_per_minute // MINUTE_MS, task.pending)
-    return count, start + -(-count * MINUTE_MS // task.rate_per_minute)
+    return count, paced_after(task, now, count)
+
+
+def paced_after(task: RedriveTask, now: int, count: int) -> int:
+    """A running task's pace once `count` of the dead letters due at `now` have moved."""
+    if count <= 0:
+        return task.paced_until
+    start = max(task.paced_until, now - MINUTE_MS)
+    return start + -(-count * MINUTE_MS // task.rate_per_minute)
 
 
 class Change:

@@ -1656,10 +1656,11 @@ SELECT pg_advisory_xact_lock(7496816) AS locked;
 
 -- name: pin_redrive_items
 -- The dead letters matching the filter now, newest first, up to :limit, pinned to the task; one
--- pinned by another unfinished task is left out (lock_redrive_pins first; the partial unique
--- index is the guard). Per queue and tenant, how many were pinned. The pinned set is read once
+-- pinned by another unfinished task is left out (lock_redrive_pins first, so the pins take turns
+-- and each sees those committed before it: the guard; migration 0033 dropped the unique index that
+-- doubled it). Per queue and tenant, how many were pinned. The pinned set is read once
 -- and probed as a hashed NOT IN: as NOT EXISTS, planned without statistics under row-level
--- security, each dead letter scanned every entry of the pinned index, those this statement had
+-- security, each dead letter scanned every pinned entry, those this statement had
 -- inserted too (20,000 pins took 22 s of CPU). The chosen are inserted in id order: newest first,
 -- each new entry of the items' indexes went in before the last one, which split pages half-full
 -- (20,000 pins, as the application role after a CHECKPOINT: 149 -> 120 ms of backend CPU).
@@ -1763,9 +1764,11 @@ WHERE id = :id AND state = :expected_state
 RETURNING *;
 
 -- name: count_redrive_batch
+-- A batch's counts, and its pace: a task's pace only moves on (chunks of one batch moved over the
+-- write lanes commit in any order, each with the pace after every chunk taken before it).
 UPDATE redrive_tasks SET moved = moved + :moved, skipped = skipped + :skipped,
     failed = failed + :failed,
-    paced_until = :paced_until, updated_at = :now
+    paced_until = GREATEST(paced_until, :paced_until), updated_at = :now
 WHERE id = :id
 RETURNING *;
 

@@ -1473,15 +1473,15 @@ SELECT 1 AS locked;
 
 -- name: pin_redrive_items
 -- The dead letters matching the filter now, newest first, up to :limit, pinned to the task; one
--- pinned by another unfinished task is left out (the partial unique index). Per queue and tenant,
--- how many were pinned.
+-- pinned by another unfinished task is left out (the store has one writer, so the pins take
+-- turns). Per queue and tenant, how many were pinned.
 INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state)
 SELECT :task_id, tenant_id, id, job_id, queue, incident_id, 'pending'
 FROM dead_letters
 WHERE status = 'dead' AND {dead_letter_filter}
+  AND id NOT IN (SELECT dead_letter_id FROM redrive_task_items WHERE state = 'pending')
 ORDER BY discarded_at DESC, id DESC
-LIMIT :limit
-ON CONFLICT DO NOTHING;
+LIMIT :limit;
 SELECT tenant_id, queue, COUNT(*) AS count FROM redrive_task_items
 WHERE task_id = :task_id GROUP BY tenant_id, queue;
 
@@ -1563,9 +1563,11 @@ WHERE id = :id AND state = :expected_state
 RETURNING *;
 
 -- name: count_redrive_batch
+-- A batch's counts, and its pace: a task's pace only moves on (chunks of one batch moved over the
+-- write lanes commit in any order, each with the pace after every chunk taken before it).
 UPDATE redrive_tasks SET moved = moved + :moved, skipped = skipped + :skipped,
     failed = failed + :failed,
-    paced_until = :paced_until, updated_at = :now
+    paced_until = MAX(paced_until, :paced_until), updated_at = :now
 WHERE id = :id
 RETURNING *;
 
