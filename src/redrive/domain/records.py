@@ -121,10 +121,18 @@ def sparse_retry_record(policy: RetryPolicy) -> dict[str, Any]:
 
 def retry_from_record(record: dict[str, Any]) -> RetryPolicy:
     """Assembled (no frozen `__init__` and its call per field): every claimed or locked job
-    reads one. A field the record leaves out takes RetryPolicy's default."""
-    values = {key: value for key, value in record.items() if key in assemble_retry.names}
-    values["non_retryable_errors"] = tuple(values.get("non_retryable_errors", ()))
-    return assemble_retry(**values)
+    reads one. A field the record leaves out takes RetryPolicy's default. Filled into a blank
+    state and adopted, without `__call__`'s keyword arguments and checks (a job's all-default
+    policy, `{}`: 1.3 -> 0.5 us)."""
+    state = assemble_retry.blank()
+    names = assemble_retry.names
+    for key, value in record.items():
+        if key in names:
+            state[key] = value
+    state["non_retryable_errors"] = tuple(state["non_retryable_errors"])
+    if "extra" not in record:
+        state["extra"] = {}
+    return assemble_retry.adopt(state)
 
 
 def job_to_record(job: Job) -> dict[str, Any]:
