@@ -89,13 +89,7 @@ class SqlJobs(SqlBase, JobStore):
         if not changes:
             return set()
         records = [
-            present(
-                {
-                    **lifecycle_record(change.job),
-                    "expected_state": change.expected_state,
-                    "expected_lease_token": change.expected_lease_token,
-                }
-            )
+            lifecycle_record(change.job, change.expected_state, change.expected_lease_token)
             for change in changes
         ]
         ids = self.executor.list_parameter([change.job.id for change in changes])
