@@ -177,26 +177,45 @@ def completion_event(
 
 def failure_events(job: Job, dead_letter_reason: str | None) -> list[Event]:
     """What a failed attempt announces: always job.failed, then retrying or discarded."""
-    events = [job_event("failed", job, attempt=job.attempt, error=job.error)]
+    error = job.error
+    events = [_failure_event("job.failed", job, {"attempt": job.attempt, "error": error})]
     if job.state == "retryable":
         events.append(
-            job_event(
-                "retrying",
+            _failure_event(
+                "job.retrying",
                 job,
-                attempt=job.attempt,
-                max_attempts=job.max_attempts,
-                next_retry_at=format_timestamp(job.next_attempt_at or 0),
-                error=job.error,
+                {
+                    "attempt": job.attempt,
+                    "max_attempts": job.max_attempts,
+                    "next_retry_at": format_timestamp(job.next_attempt_at or 0),
+                    "error": error,
+                },
             )
         )
     elif job.state == "discarded":
-        events.append(job_event("discarded", job, total_attempts=job.attempt, last_error=job.error))
-    if dead_letter_reason is not None:
-        error_type = (job.error or {}).get("type")
         events.append(
-            job_event("dead_letter.added", job, reason=dead_letter_reason, error_type=error_type)
+            _failure_event(
+                "job.discarded", job, {"total_attempts": job.attempt, "last_error": error}
+            )
+        )
+    if dead_letter_reason is not None:
+        error_type = (error or {}).get("type")
+        events.append(
+            _failure_event(
+                "dead_letter.added", job, {"reason": dead_letter_reason, "error_type": error_type}
+            )
         )
     return events
+
+
+def _failure_event(event_type: str, job: Job, data: dict[str, Any]) -> Event:
+    """`job_event` for a failed attempt's events (every nacked job has two or three), without
+    its two levels of keyword arguments: the same event, its null data left out."""
+    payload: dict[str, Any] = {"job_type": job.type, "queue": job.queue}
+    for key, value in data.items():
+        if value is not None:
+            payload[key] = value
+    return Event(event_type, job.tenant_id, job.queue, job.type, job.id, payload)
 
 
 def incident_event(kind: str, incident: Incident, queue: str | None = None) -> Event:
