@@ -94,6 +94,8 @@ def retry_to_record(policy: RetryPolicy) -> dict[str, Any]:
     return record
 
 
+# The policy of a job whose envelope's record of it is empty (every field its default).
+DEFAULT_RETRY = RetryPolicy()
 # Every field of a policy as RetryPolicy declares its default, and with its type.
 RETRY_DEFAULTS = retry_to_record(RetryPolicy())
 RETRY_TYPED_DEFAULTS = tuple((name, type(value), value) for name, value in RETRY_DEFAULTS.items())
@@ -123,7 +125,10 @@ def retry_from_record(record: dict[str, Any]) -> RetryPolicy:
     """Assembled (no frozen `__init__` and its call per field): every claimed or locked job
     reads one. A field the record leaves out takes RetryPolicy's default. Filled into a blank
     state and adopted, without `__call__`'s keyword arguments and checks (a job's all-default
-    policy, `{}`: 1.3 -> 0.5 us)."""
+    policy, `{}`: 1.3 -> 0.5 us). An empty record is the default policy, one instance shared
+    (frozen, and its `extra` only ever copied, never written)."""
+    if not record:
+        return DEFAULT_RETRY
     state = assemble_retry.blank()
     names = assemble_retry.names
     for key, value in record.items():
