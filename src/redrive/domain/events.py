@@ -10,6 +10,7 @@ from typing import Any
 from redrive.domain.alerts import Alert
 from redrive.domain.dead_letter import MovedEpisode
 from redrive.domain.durations import format_timestamp
+from redrive.domain.frozen import Assembler
 from redrive.domain.identifiers import (
     SERIES_COUNTER,
     UUID7_PATTERN,
@@ -46,6 +47,10 @@ class Event:
     job_type: str | None
     subject: str | None
     data: dict[str, Any] = field(default_factory=dict)
+
+
+# A failed attempt's events are assembled (no frozen __init__ setting each field).
+assemble_event = Assembler(Event)
 
 
 def _event(
@@ -215,7 +220,16 @@ def _failure_event(event_type: str, job: Job, data: dict[str, Any]) -> Event:
     for key, value in data.items():
         if value is not None:
             payload[key] = value
-    return Event(event_type, job.tenant_id, job.queue, job.type, job.id, payload)
+    return assemble_event.adopt(
+        {
+            "type": event_type,
+            "tenant_id": job.tenant_id,
+            "queue": job.queue,
+            "job_type": job.type,
+            "subject": job.id,
+            "data": payload,
+        }
+    )
 
 
 def incident_event(kind: str, incident: Incident, queue: str | None = None) -> Event:
