@@ -122,6 +122,15 @@ def test_a_backtrace_reads_as_python_prints_it(call: Callable[[], None]) -> None
     assert any(call.__name__ in line for line in expected)
 
 
+def test_a_failure_repeated_reads_as_python_prints_each() -> None:
+    """The last line is remembered by type and message; a note added to one of them shows."""
+    noted = caught(lambda: inner(1))
+    noted.add_note("second try")
+    for error in (caught(lambda: inner(1)), caught(lambda: inner(1)), noted):
+        assert backtrace_lines(error) == python_backtrace(error)[-MAX_BACKTRACE_LINES:]
+    assert backtrace_lines(noted)[-1] == "second try"
+
+
 def test_the_backtrace_shows_the_source_of_each_frame() -> None:
     lines = backtrace_lines(caught(lambda: inner(2)))
     assert lines.count('    raise LookupError("no such customer")') == 1

@@ -11,6 +11,7 @@ from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import RESERVED_QUEUE_PREFIX, check_client_queue
 from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
 from redrive.domain.fingerprint import Fingerprint, incident_id
+from redrive.domain.frozen import Assembler
 from redrive.domain.job import Job
 from redrive.domain.redaction import counts_document
 from redrive.domain.retry import parse_retry_policy
@@ -128,6 +129,10 @@ class DeadLetterStats:
     newest_at: int | None
 
 
+# A dying job's episode, assembled (no frozen __init__ setting each of its fields).
+assemble_dead_letter = Assembler(DeadLetter)
+
+
 def replay_count(job: Job) -> int:
     value = job.meta.get(REPLAY_COUNT, 0)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
@@ -143,18 +148,18 @@ def new_dead_letter(
 ) -> DeadLetter:
     """The episode of a job that just died, fingerprinted and named to its incident."""
     error_type = (job.error or {}).get("type")
-    return DeadLetter(
-        id=episode_id,
-        job=job,
-        reason=reason,
-        discarded_at=job.discarded_at or now,
-        error_type=str(error_type) if error_type is not None else None,
-        replay_count=replay_count(job),
-        fingerprint=fingerprint.value,
-        fingerprint_version=fingerprint.version,
-        incident_id=incident_id(job.tenant_id, job.type, fingerprint.value),
-        aggregate_key=aggregate_key,
-    )
+    state = assemble_dead_letter.blank()
+    state["id"] = episode_id
+    state["job"] = job
+    state["reason"] = reason
+    state["discarded_at"] = job.discarded_at or now
+    state["error_type"] = str(error_type) if error_type is not None else None
+    state["replay_count"] = replay_count(job)
+    state["fingerprint"] = fingerprint.value
+    state["fingerprint_version"] = fingerprint.version
+    state["incident_id"] = incident_id(job.tenant_id, job.type, fingerprint.value)
+    state["aggregate_key"] = aggregate_key
+    return assemble_dead_letter.adopt(state)
 
 
 def fingerprinted(dead: DeadLetter, fingerprint: Fingerprint) -> DeadLetter:

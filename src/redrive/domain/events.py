@@ -10,6 +10,7 @@ from typing import Any
 from redrive.domain.alerts import Alert
 from redrive.domain.dead_letter import MovedEpisode
 from redrive.domain.durations import format_timestamp
+from redrive.domain.frozen import Assembler
 from redrive.domain.identifiers import (
     SERIES_COUNTER,
     UUID7_PATTERN,
@@ -46,6 +47,10 @@ class Event:
     job_type: str | None
     subject: str | None
     data: dict[str, Any] = field(default_factory=dict)
+
+
+# A failed attempt's events are assembled (no frozen __init__ setting each field).
+assemble_event = Assembler(Event)
 
 
 def _event(
@@ -177,26 +182,54 @@ def completion_event(
 
 def failure_events(job: Job, dead_letter_reason: str | None) -> list[Event]:
     """What a failed attempt announces: always job.failed, then retrying or discarded."""
-    events = [job_event("failed", job, attempt=job.attempt, error=job.error)]
+    error = job.error
+    events = [_failure_event("job.failed", job, {"attempt": job.attempt, "error": error})]
     if job.state == "retryable":
         events.append(
-            job_event(
-                "retrying",
+            _failure_event(
+                "job.retrying",
                 job,
-                attempt=job.attempt,
-                max_attempts=job.max_attempts,
-                next_retry_at=format_timestamp(job.next_attempt_at or 0),
-                error=job.error,
+                {
+                    "attempt": job.attempt,
+                    "max_attempts": job.max_attempts,
+                    "next_retry_at": format_timestamp(job.next_attempt_at or 0),
+                    "error": error,
+                },
             )
         )
     elif job.state == "discarded":
-        events.append(job_event("discarded", job, total_attempts=job.attempt, last_error=job.error))
-    if dead_letter_reason is not None:
-        error_type = (job.error or {}).get("type")
         events.append(
-            job_event("dead_letter.added", job, reason=dead_letter_reason, error_type=error_type)
+            _failure_event(
+                "job.discarded", job, {"total_attempts": job.attempt, "last_error": error}
+            )
+        )
+    if dead_letter_reason is not None:
+        error_type = (error or {}).get("type")
+        events.append(
+            _failure_event(
+                "dead_letter.added", job, {"reason": dead_letter_reason, "error_type": error_type}
+            )
         )
     return events
+
+
+def _failure_event(event_type: str, job: Job, data: dict[str, Any]) -> Event:
+    """`job_event` for a failed attempt's events (every nacked job has two or three), without
+    its two levels of keyword arguments: the same event, its null data left out."""
+    payload: dict[str, Any] = {"job_type": job.type, "queue": job.queue}
+    for key, value in data.items():
+        if value is not None:
+            payload[key] = value
+    return assemble_event.adopt(
+        {
+            "type": event_type,
+            "tenant_id": job.tenant_id,
+            "queue": job.queue,
+            "job_type": job.type,
+            "subject": job.id,
+            "data": payload,
+        }
+    )
 
 
 def incident_event(kind: str, incident: Incident, queue: str | None = None) -> Event:

@@ -58,25 +58,15 @@ class Assembler(Generic[Instance]):
         return self.template.copy()
 
     def adopt(self, state: dict[str, Any]) -> Instance:
-        """The instance whose fields are `state`, a `blank()` whose every required and factory
-        field the caller has set; only its size is checked. The hot path's way around
-        `__call__`'s keyword arguments, merge and checks (2.0 -> 0.7 us a Job)."""
+        """The instance whose fields are `state` (kept, not copied): a `blank()` whose every
+        required and factory field the caller has set, or a value for every field (a row as
+        the store reads it); only its size is checked. The hot path's way around `__call__`'s
+        keyword arguments, merge and checks (2.0 -> 0.7 us a Job)."""
         if len(state) != len(self.template):
             unknown = sorted(state.keys() - self.names)
             raise TypeError(f"{self.cls.__name__}: unknown {unknown}")
         instance = object.__new__(self.cls)
         object.__setattr__(instance, "__dict__", state)
-        return instance
-
-    def from_all(self, values: dict[str, Any]) -> Instance:
-        """An instance from a value for every field (a row as a store reads it): none may be
-        missing or unknown, since a missing column is a bug, not a default."""
-        if values.keys() != self.names:
-            missing = sorted(self.names - values.keys())
-            unknown = sorted(values.keys() - self.names)
-            raise TypeError(f"{self.cls.__name__}: missing {missing}, unknown {unknown}")
-        instance = object.__new__(self.cls)
-        object.__setattr__(instance, "__dict__", dict(values))
         return instance
 
     def replace(self, instance: Instance, **changes: Any) -> Instance:

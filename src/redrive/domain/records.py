@@ -29,6 +29,17 @@ JOB_DEFAULTS = {
     for field in dataclasses.fields(Job)
     if (default := field_default(field)) is not dataclasses.MISSING
 }
+# The same split for `sparse_job_record`, which reads every field of every dead letter's job: the
+# fields whose default is None (a None there is left out, with no lookup or comparison), and the
+# others' defaults with their types (6.2 -> 4.0 us a failed job's snapshot, the policy's part
+# included). Not the policy's: it is written sparse on its own, so comparing it whole first
+# (RetryPolicy.__eq__, ~0.8 us) told nothing.
+NONE_DEFAULT_FIELDS = frozenset(name for name, value in JOB_DEFAULTS.items() if value is None)
+JOB_TYPED_DEFAULTS = {
+    name: (type(value), value)
+    for name, value in JOB_DEFAULTS.items()
+    if value is not None and name != "retry"
+}
 
 
 @dataclass(frozen=True)
@@ -86,8 +97,13 @@ def retry_to_record(policy: RetryPolicy) -> dict[str, Any]:
     return record
 
 
-# Every field of a policy as RetryPolicy declares its default.
+# The policy of a job whose envelope's record of it is empty (every field its default).
+DEFAULT_RETRY = RetryPolicy()
+# Every field of a policy as RetryPolicy declares its default, and with its type.
 RETRY_DEFAULTS = retry_to_record(RetryPolicy())
+RETRY_TYPED_DEFAULTS = tuple((name, type(value), value) for name, value in RETRY_DEFAULTS.items())
+# The fields retry_to_record copies into a list and a dict.
+RETRY_COPIED = {"non_retryable_errors": list, "extra": dict}
 
 
 def sparse_retry_record(policy: RetryPolicy) -> dict[str, Any]:
@@ -96,19 +112,35 @@ def sparse_retry_record(policy: RetryPolicy) -> dict[str, Any]:
     full policy in every row was a sixth of the backend's CPU per job of an enqueue of 1,000).
     Those defaults are thus part of the stored form: changing one needs a migration writing the
     old value into the envelopes that leave it out."""
-    return {
-        name: value
-        for name, value in retry_to_record(policy).items()
-        if type(value) is not type(RETRY_DEFAULTS[name]) or value != RETRY_DEFAULTS[name]
-    }
+    state = vars(policy)
+    record = {}
+    for name, kind, default in RETRY_TYPED_DEFAULTS:
+        value = state[name]
+        copy = RETRY_COPIED.get(name)
+        if copy is not None:
+            value = copy(value)
+        if type(value) is not kind or value != default:
+            record[name] = value
+    return record
 
 
 def retry_from_record(record: dict[str, Any]) -> RetryPolicy:
     """Assembled (no frozen `__init__` and its call per field): every claimed or locked job
-    reads one. A field the record leaves out takes RetryPolicy's default."""
-    values = {key: value for key, value in record.items() if key in assemble_retry.names}
-    values["non_retryable_errors"] = tuple(values.get("non_retryable_errors", ()))
-    return assemble_retry(**values)
+    reads one. A field the record leaves out takes RetryPolicy's default. Filled into a blank
+    state and adopted, without `__call__`'s keyword arguments and checks (a job's all-default
+    policy, `{}`: 1.3 -> 0.5 us). An empty record is the default policy, one instance shared
+    (frozen, and its `extra` only ever copied, never written)."""
+    if not record:
+        return DEFAULT_RETRY
+    state = assemble_retry.blank()
+    names = assemble_retry.names
+    for key, value in record.items():
+        if key in names:
+            state[key] = value
+    state["non_retryable_errors"] = tuple(state["non_retryable_errors"])
+    if "extra" not in record:
+        state["extra"] = {}
+    return assemble_retry.adopt(state)
 
 
 def job_to_record(job: Job) -> dict[str, Any]:
@@ -129,8 +161,12 @@ def sparse_job_record(job: Job) -> dict[str, Any]:
     with every dead letter. Job's defaults and the `error` rule are thus part of the stored form."""
     record: dict[str, Any] = {}
     for name, value in vars(job).items():
-        default = JOB_DEFAULTS.get(name, dataclasses.MISSING)
-        if type(value) is not type(default) or value != default:
+        if value is None:
+            if name not in NONE_DEFAULT_FIELDS:
+                record[name] = None
+            continue
+        typed = JOB_TYPED_DEFAULTS.get(name)
+        if typed is None or type(value) is not typed[0] or value != typed[1]:
             record[name] = value
     retry = sparse_retry_record(job.retry)
     if retry:

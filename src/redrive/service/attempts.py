@@ -13,6 +13,7 @@ from redrive.domain.dead_letter import DeadLetter, new_dead_letter
 from redrive.domain.errors import InvalidRequest, NotFound, OjsError
 from redrive.domain.events import arrival_events, batch_failure_events, completion_event
 from redrive.domain.fingerprint import Fingerprint
+from redrive.domain.frozen import Assembler
 from redrive.domain.incident import entries_of
 from redrive.domain.job import AVAILABLE, Job
 from redrive.domain.redrive import DEAD_AGAIN, SUCCEEDED, RedriveOutcome
@@ -28,6 +29,8 @@ from redrive.ports import (
 from redrive.service.runtime import Runtime
 from redrive.service.verification import verify
 
+# Each ack's record for the store, assembled (no frozen __init__ setting each of its fields).
+assemble_completion = Assembler(Completion)
 Request = TypeVar("Request", bound="AttemptRequest")
 Answer = TypeVar("Answer")
 # One entry per request of a batch: the job as written, or why that request was refused.
@@ -226,7 +229,15 @@ async def _acknowledge(
     async def complete(chosen: list[AckRequest]) -> None:
         ids = runtime.new_ids(len(chosen), now)
         completions = [
-            Completion(r.job_id, r.worker_id, r.lease_token, r.result, f"evt_{event_id}")
+            assemble_completion.adopt(
+                {
+                    "job_id": r.job_id,
+                    "worker_id": r.worker_id,
+                    "lease_token": r.lease_token,
+                    "result": r.result,
+                    "event_id": f"evt_{event_id}",
+                }
+            )
             for r, event_id in zip(chosen, ids, strict=True)
         ]
         event_ids.update({c.job_id: c.event_id for c in completions})

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from redrive.domain.alerts import AlertConfig
 from redrive.domain.events import Event, alike_runs, enqueued_runs, event_envelope
 from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, Fingerprinter
+from redrive.domain.frozen import Assembler
 from redrive.domain.identifiers import uuid7, uuid7_blocks, uuid7_series
 from redrive.domain.job import Job
 from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
@@ -22,6 +23,9 @@ from redrive.domain.upcasting import Upcasters
 from redrive.domain.webhook_delivery import DeliveryOptions, delivery_job
 from redrive.domain.webhooks import DELIVERY_TYPE, WEBHOOK_QUEUE, Listener, wants
 from redrive.ports import Archive, Clock, EventWrites, Store, StoredEvent
+
+# The events a batch appends are assembled (no frozen __init__ setting each field).
+assemble_stored = Assembler(StoredEvent)
 
 
 class SystemClock:
@@ -153,7 +157,9 @@ class Runtime:
             else uuid7_blocks(now, runs, self.rng)
         )
         return [
-            StoredEvent(id=f"evt_{event_id}", sequence=0, time=now, event=event)
+            assemble_stored.adopt(
+                {"id": f"evt_{event_id}", "sequence": 0, "time": now, "event": event}
+            )
             for event_id, event in zip(ids, events, strict=True)
         ]
 

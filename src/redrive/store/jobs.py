@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+from operator import itemgetter
 from typing import Any
 
 from redrive.domain.errors import Duplicate
+from redrive.domain.frozen import Assembler
 from redrive.domain.job import Job
 from redrive.domain.webhooks import Listener
 from redrive.ports import (
@@ -29,6 +32,12 @@ from redrive.store.codec import (
     new_job_parameters,
     new_job_records,
 )
+
+# An ack's answer for each job it completed, assembled from its row (no frozen __init__ setting
+# each of its fields): every acked job has one.
+assemble_completed_job = Assembler(CompletedJob)
+COMPLETED_JOB_FIELDS = tuple(field.name for field in fields(CompletedJob))
+_completed = itemgetter(*COMPLETED_JOB_FIELDS)
 
 
 class SqlJobs(SqlBase, JobStore):
@@ -89,13 +98,7 @@ class SqlJobs(SqlBase, JobStore):
         if not changes:
             return set()
         records = [
-            present(
-                {
-                    **lifecycle_record(change.job),
-                    "expected_state": change.expected_state,
-                    "expected_lease_token": change.expected_lease_token,
-                }
-            )
+            lifecycle_record(change.job, change.expected_state, change.expected_lease_token)
             for change in changes
         ]
         ids = self.executor.list_parameter([change.job.id for change in changes])
@@ -139,15 +142,8 @@ class SqlJobs(SqlBase, JobStore):
         )
         return Completions(
             done=[
-                CompletedJob(
-                    row["id"],
-                    row["tenant_id"],
-                    row["queue"],
-                    row["type"],
-                    row["attempt"],
-                    row["max_attempts"],
-                    row["started_at"],
-                    row["redrive_task_id"],
+                assemble_completed_job.adopt(
+                    dict(zip(COMPLETED_JOB_FIELDS, _completed(row), strict=True))
                 )
                 for row in rows
                 if row["kind"] == "job"

@@ -94,6 +94,32 @@ def _plain_frame_lines(frames: TracebackType | None) -> list[str] | None:
     return lines
 
 
+# The last line(s) of a traceback by exception type and message, as format_exception_only gives
+# them: it builds a TracebackException each call, a third of a failed attempt's error document,
+# and a handler that keeps failing fails the same way. Bounded: emptied when full.
+EXCEPTION_LINES_REMEMBERED = 256
+_exception_lines: dict[tuple[type[BaseException], str], list[str]] = {}
+
+
+def _exception_only(error: BaseException) -> list[str]:
+    """`traceback.format_exception_only` of `error`, remembered by its type and message where
+    they are all it reads (no notes, not a SyntaxError, whose location it prints too)."""
+    kind = type(error)
+    if isinstance(error, SyntaxError) or getattr(error, "__notes__", None) is not None:
+        return traceback.format_exception_only(kind, error)
+    try:
+        key = (kind, str(error))
+    except Exception:  # a broken __str__: traceback says so in its own words
+        return traceback.format_exception_only(kind, error)
+    lines = _exception_lines.get(key)
+    if lines is None:
+        lines = traceback.format_exception_only(kind, error)
+        if len(_exception_lines) >= EXCEPTION_LINES_REMEMBERED:
+            _exception_lines.clear()
+        _exception_lines[key] = lines
+    return lines
+
+
 def _formatted(error: BaseException) -> str:
     frames = _handler_frames(error)
     shows_chain = error.__cause__ is not None or (
@@ -102,7 +128,7 @@ def _formatted(error: BaseException) -> str:
     if frames is not None and not shows_chain and not isinstance(error, BaseExceptionGroup):
         frame_lines = _plain_frame_lines(frames)
         if frame_lines is not None:
-            only = traceback.format_exception_only(type(error), error)
+            only = _exception_only(error)
             return "".join(["Traceback (most recent call last):\n", *frame_lines, *only])
     summary = traceback.TracebackException(type(error), error, frames)
     _without_carets(summary, set())
