@@ -33,8 +33,8 @@ def run(main: Coroutine[Any, Any, Result]) -> Result:
     """Run a long-lived process's event loop on uvloop (libuv, in C), as `uvicorn` would
     pick it: asyncio.run gives the pure-Python loop, whose scheduling, selector and socket
     transports were about a fifth of `redrive serve`'s CPU per enqueue request (and of an
-    embedded worker's on PostgreSQL). Imported here: a worker on SQLite or over HTTP, which
-    imports this module too, starts without it."""
+    embedded worker's). Imported here: a worker over HTTP, which imports this module too,
+    starts without it."""
     import uvloop
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:

@@ -174,12 +174,13 @@ def worker(
     tune_garbage_collector()  # after the handlers' module is imported: that is start-up too
     try:
         if embedded:
-            # uvloop (process.run) on PostgreSQL, where asyncpg's sockets are most of the loop's
-            # work: the pure-Python loop cost a quarter more CPU (2,000 no-op jobs, 8 interleaved
-            # pairs, 0.478 -> 0.386 s). SQLite's store waits on a thread of its own, where
-            # uvloop's hand-off gained nothing (0.465 -> 0.492 s); over HTTP neither.
-            runner = asyncio.run if settings.database_url.startswith("sqlite:") else run
-            runner(run_embedded(found, settings))
+            # uvloop (process.run), whichever store: on PostgreSQL, where asyncpg's sockets are
+            # most of the loop's work, the pure-Python loop cost a quarter more CPU (2,000 no-op
+            # jobs, 8 interleaved pairs, 0.478 -> 0.386 s); on SQLite its import outweighed the
+            # gain at 2,000 jobs (0.465 -> 0.492 s) but not at 20,000 (interleaved, medians:
+            # no-op 6 pairs, CPU 1.92 -> 1.74 s, wall 2.13 -> 1.90 s; to the dead-letter queue
+            # 5 pairs, CPU 3.86 -> 3.63 s, wall 4.13 -> 3.87 s). Over HTTP it gained nothing.
+            run(run_embedded(found, settings))
         else:
             asyncio.run(run_over_http(found, url or DEFAULT_URL))
     except (ConfigurationError, ValueError) as error:
