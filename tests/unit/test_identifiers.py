@@ -13,6 +13,7 @@ from redrive.domain.identifiers import (
     in_block,
     is_uuid7,
     position_in_block,
+    uuid4,
     uuid7,
     uuid7_blocks,
     uuid7_series,
@@ -178,3 +179,12 @@ def test_a_batch_s_runs_are_its_consecutive_alike_jobs() -> None:
     block = block_event_id(first, 0)
     assert block_position(block_event_id(block, 9)) == (block, 9)
     assert block_position("evt_nope") is None and block_position(first[4:]) is None
+
+
+def test_uuid4_is_the_standard_librarys_text_of_the_same_bits() -> None:
+    rng = random.Random(4)
+    for _ in range(2_000):
+        bits = rng.getrandbits(128)
+        assert uuid4(bits) == str(uuid.UUID(int=bits, version=4))
+    assert uuid4(0) == "00000000-0000-4000-8000-000000000000"
+    assert uuid4((1 << 128) - 1) == "ffffffff-ffff-4fff-bfff-ffffffffffff"

@@ -49,7 +49,8 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-# A failed attempt's events are assembled (no frozen __init__ setting each field).
+# Events are assembled (no frozen __init__ setting each field): a failed attempt makes two or
+# three a job.
 assemble_event = Assembler(Event)
 
 
@@ -58,9 +59,27 @@ def _event(
 ) -> Event:
     """Positional-only, so `data` may carry any key (a cron's event names its `job_id`)."""
     event_type = kind if "." in kind else f"job.{kind}"
+    return _event_of(event_type, tenant_id, queue, job_type, subject, data)
+
+
+def _event_of(
+    event_type: str, tenant_id: str, queue: str, job_type: str, subject: str, data: dict[str, Any]
+) -> Event:
+    """The event, its null data left out."""
     payload: dict[str, Any] = {"job_type": job_type, "queue": queue}
-    payload.update({key: value for key, value in data.items() if value is not None})
-    return Event(event_type, tenant_id, queue, job_type, subject, payload)
+    for key, value in data.items():
+        if value is not None:
+            payload[key] = value
+    return assemble_event.adopt(
+        {
+            "type": event_type,
+            "tenant_id": tenant_id,
+            "queue": queue,
+            "job_type": job_type,
+            "subject": subject,
+            "data": payload,
+        }
+    )
 
 
 def job_event(kind: str, job: Job, **data: Any) -> Event:
@@ -214,22 +233,9 @@ def failure_events(job: Job, dead_letter_reason: str | None) -> list[Event]:
 
 
 def _failure_event(event_type: str, job: Job, data: dict[str, Any]) -> Event:
-    """`job_event` for a failed attempt's events (every nacked job has two or three), without
-    its two levels of keyword arguments: the same event, its null data left out."""
-    payload: dict[str, Any] = {"job_type": job.type, "queue": job.queue}
-    for key, value in data.items():
-        if value is not None:
-            payload[key] = value
-    return assemble_event.adopt(
-        {
-            "type": event_type,
-            "tenant_id": job.tenant_id,
-            "queue": job.queue,
-            "job_type": job.type,
-            "subject": job.id,
-            "data": payload,
-        }
-    )
+    """`job_event` for a failed attempt's events (every nacked job has two or three), with its
+    data as a dict rather than keyword arguments passed down twice."""
+    return _event_of(event_type, job.tenant_id, job.queue, job.type, job.id, data)
 
 
 def incident_event(kind: str, incident: Incident, queue: str | None = None) -> Event:
