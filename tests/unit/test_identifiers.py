@@ -15,6 +15,7 @@ from redrive.domain.identifiers import (
     position_in_block,
     uuid4,
     uuid7,
+    uuid7_block_heads,
     uuid7_blocks,
     uuid7_series,
 )
@@ -161,6 +162,39 @@ def test_a_block_of_ids_is_named_by_its_first_and_counts_its_positions() -> None
     assert len({block[0] for block in blocks}) == 3
     with pytest.raises(ValueError):
         uuid7_blocks(NOW_MS, [4097], random.Random(7))
+
+
+def test_block_heads_each_name_a_block_of_their_own() -> None:
+    """uuid7_block_heads: valid UUIDv7s of the millisecond, each a block's first (counter 0),
+    all different; as many as asked, past a counter's 4,096."""
+    heads = uuid7_block_heads(NOW_MS, 5000, random.Random(3))
+    assert len(heads) == 5000 and len(set(heads)) == 5000
+    assert all(is_uuid7(head) and block_of(head) == head for head in heads)
+    assert {uuid.UUID(head).int >> 80 for head in heads} == {NOW_MS}
+    assert uuid7_block_heads(NOW_MS, 0, random.Random(3)) == []
+
+
+def test_a_retry_s_events_are_a_block_a_kind_among_each_4096_chosen() -> None:
+    """retried_event_ids: the moved episodes' events, a block for each tenant, queue and job
+    type among each 4,096 chosen, named by its first member's head, its members in the chosen
+    order; episodes chosen but not moved take no place."""
+    from redrive.domain.dead_letter import MovedEpisode
+    from redrive.domain.events import block_event_id, retried_event_ids
+
+    def episode(index: int, job_type: str) -> MovedEpisode:
+        return MovedEpisode(f"dl_{index}", f"job_{index}", "t", "q", job_type, "E", None)
+
+    chosen = [f"dl_{index}" for index in range(4100)]
+    heads = [f"evt_{head}" for head in uuid7_block_heads(NOW_MS, 4100, random.Random(2))]
+    kinds = {0: "b", 2: "b", 4097: "b"}
+    moved = [episode(index, kinds.get(index, "a")) for index in range(4100) if index != 1]
+    ids = retried_event_ids(chosen, heads, list(reversed(moved)))
+    assert len(ids) == len(moved) and len(set(ids.values())) == len(moved)
+    assert [ids["dl_0"], ids["dl_2"]] == [heads[0], block_event_id(heads[0], 1)]
+    assert [ids["dl_3"], ids["dl_4"]] == [heads[3], block_event_id(heads[3], 1)]
+    assert ids["dl_4095"] == block_event_id(heads[3], 4095 - 3)
+    assert [ids["dl_4096"], ids["dl_4097"]] == [heads[4096], heads[4097]]
+    assert ids["dl_4099"] == block_event_id(heads[4096], 2)
 
 
 def test_a_batch_s_runs_are_its_consecutive_alike_jobs() -> None:

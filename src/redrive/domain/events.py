@@ -167,6 +167,26 @@ def block_event_id(block_id: str, position: int) -> str:
     return EVENT_ID_PREFIX + in_block(block_id[len(EVENT_ID_PREFIX) :], position)
 
 
+def retried_event_ids(
+    chosen: list[str], heads: list[str], moved: list[MovedEpisode]
+) -> dict[str, str]:
+    """The ids of the `dead_letter.retried` events of the `moved` episodes, by episode id, as
+    a retry chunk that chose `chosen` (in order, each with its block head in `heads`:
+    identifiers.uuid7_block_heads) writes them (retry_dead_letters): a block for each tenant,
+    queue and job type among each 4,096 chosen, named by its first member's head, its members
+    in the chosen order. `moved` holds every moved episode of the tenants asked about."""
+    place = {episode_id: index for index, episode_id in enumerate(chosen)}
+    blocks: dict[tuple[str, str, str, int], tuple[str, int]] = {}
+    ids: dict[str, str] = {}
+    for episode in sorted(moved, key=lambda episode: place[episode.id]):
+        index = place[episode.id]
+        key = (episode.tenant_id, episode.queue, episode.type, index // len(SERIES_COUNTER))
+        block, size = blocks.get(key, (heads[index], 0))
+        blocks[key] = (block, size + 1)
+        ids[episode.id] = block_event_id(block, size)
+    return ids
+
+
 def episode_event(kind: str, episode: MovedEpisode, **data: Any) -> Event:
     """The same event about the job of an episode a bulk operation moved."""
     return _event(kind, episode.tenant_id, episode.queue, episode.type, episode.job_id, **data)

@@ -63,6 +63,20 @@ def uuid7_series(timestamp_ms: int, count: int, rng: random.Random) -> list[str]
     ]
 
 
+def uuid7_block_heads(timestamp_ms: int, count: int, rng: random.Random) -> list[str]:
+    """`count` UUIDv7s of one millisecond, each the first id of a block of its own (counter 0,
+    62 random bits in rand_b): ids a bulk retry can name its blocks by, whichever of them turn
+    out to be first of one. The random bits drawn in one call, as `uuid7_series` does."""
+    time = f"{timestamp_ms & ((1 << 48) - 1):012x}"
+    head = f"{time[:8]}-{time[8:]}-7000"
+    random_b = bytearray(rng.randbytes(8 * count))
+    random_b[0::8] = random_b[0::8].translate(WITH_VARIANT)
+    text = random_b.hex()
+    return [
+        f"{head}-{text[at : at + 4]}-{text[at + 4 : at + 16]}" for at in range(0, 16 * count, 16)
+    ]
+
+
 def is_uuid7(text: object) -> bool:
     return isinstance(text, str) and UUID7_PATTERN.fullmatch(text) is not None
 

@@ -19,7 +19,7 @@ from redrive.domain.dead_letter import (
 )
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.errors import Forbidden, InvalidRequest, NotFound
-from redrive.domain.events import episode_event, job_event
+from redrive.domain.events import episode_event, job_event, retried_event_ids
 from redrive.domain.job import Job
 from redrive.domain.legal_hold import LegalHeld
 from redrive.domain.redaction import Redactor
@@ -542,10 +542,10 @@ class DeadLetterService:
         as its own)."""
         if not episode_ids:
             return Retried([], [], []), []
-        event_ids = [f"evt_{event_id}" for event_id in self.runtime.new_ids(len(episode_ids), now)]
+        heads = self.runtime.block_heads(len(episode_ids), now)
         upcast_types = self.runtime.options.upcasters.job_types
         retried = await transaction.retry_dead_letters(
-            episode_ids, event_ids, now, moved_by, upcast_types, task_id
+            episode_ids, heads, now, moved_by, upcast_types, task_id
         )
         moved = retried.moved
         waiting = [episode for episode in moved if not episode.requeued]
@@ -554,17 +554,19 @@ class DeadLetterService:
         )
         by_queue = retried.by_queue()
         await transaction.notify(set(by_queue))
-        # The statement wrote the events; built here only for webhooks (it returned one by one
-        # every moved episode of a tenant with a subscription).
+        # The statement wrote the events, a block a run; built here only for webhooks (it
+        # returned one by one every moved episode of a tenant with a subscription).
         if retried.listeners:
-            event_of = dict(zip(episode_ids, event_ids, strict=True))
+            listened = {listener.tenant_id for listener in retried.listeners}
+            told = [episode for episode in moved if episode.tenant_id in listened]
+            event_of = retried_event_ids(episode_ids, heads, told)
             stored = [
                 StoredEvent(
                     event_of[episode.id], 0, now,
                     episode_event("dead_letter.retried", episode, moved_by=moved_by,
                                   episode_id=episode.id),
                 )
-                for episode in moved
+                for episode in told
             ]  # fmt: skip
             await self.runtime.queue_deliveries(transaction, retried.listeners, stored, now)
         self.runtime.metrics.dead_letter_retried.update(by_queue)

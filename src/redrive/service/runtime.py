@@ -12,7 +12,7 @@ from redrive.domain.alerts import AlertConfig
 from redrive.domain.events import Event, alike_runs, enqueued_runs, event_envelope
 from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, Fingerprinter
 from redrive.domain.frozen import Assembler
-from redrive.domain.identifiers import uuid7, uuid7_blocks, uuid7_series
+from redrive.domain.identifiers import uuid7, uuid7_block_heads, uuid7_blocks, uuid7_series
 from redrive.domain.job import Job
 from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 from redrive.domain.retention import RetentionPolicy
@@ -122,6 +122,11 @@ class Runtime:
         """`count` new ids at once: one millisecond's series (increasing, a third of `new_id`'s
         instructions an id), or one id made alone (a series of one costs twice `new_id`)."""
         return [self.new_id(now)] if count == 1 else uuid7_series(now, count, self.rng)
+
+    def block_heads(self, count: int, now: int) -> list[str]:
+        """`count` new event ids, each the first of a block of its own (a bulk retry's chunk
+        names its events' blocks by them: domain/events.py `retried_event_ids`)."""
+        return [f"evt_{event_id}" for event_id in uuid7_block_heads(now, count, self.rng)]
 
     def enqueued_event_ids(self, jobs: list[Job], now: int) -> list[str]:
         """The ids of a batch's enqueued events: a block for each run whose events one outbox row

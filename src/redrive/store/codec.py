@@ -491,13 +491,16 @@ def event_rows(events: list[StoredEvent], runs: list[int] | None) -> list[dict[s
 
 def event_from_row(row: dict[str, Any]) -> StoredEvent:
     """An event of select_events: a row's own, or a member of a block's row (its `position`
-    there names it, its `priority`, when the block's differ, is in its data)."""
+    there names it, its `priority`, when the block's differ, and its `episode_id`, a retried
+    dead letter's, are in its data)."""
     data = load(row["data"])
     event_id = row["id"]
     if row["position"] is not None:
         event_id = block_event_id(event_id, row["position"])
         if row["priority"] is not None:
             data["priority"] = int(row["priority"])
+        if row["episode_id"] is not None:
+            data["episode_id"] = row["episode_id"]
     event = Event(
         type=row["type"],
         tenant_id=row["tenant_id"],

@@ -152,13 +152,14 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         return [row["id"] for row in rows]
 
     async def retry_dead_letters(
-        self, episode_ids: list[str], event_ids: list[str], now: int, moved_by: str,
+        self, episode_ids: list[str], block_heads: list[str], now: int, moved_by: str,
         upcast_types: list[str], task_id: str | None = None,
     ) -> Retried:  # fmt: skip
         """Flip the chosen episodes still dead to `retried`, requeue their jobs in place where
         the job's row is still there and its type is not in `upcast_types` (as the task
-        `task_id`'s, if one moves them), and write each one's event under its id in `event_ids`,
-        in one statement; take them off the tallies and their incidents' counts. A task's items
+        `task_id`'s, if one moves them), and write their events, a row a block named by its
+        first member's head in `block_heads` (domain/events.py `retried_event_ids`), in one
+        statement; take them off the tallies and their incidents' counts. A task's items
         leave `pending` in the same transaction: moved, or skipped (skip_redrive_items sets
         those whose dead letters the statement skipped, where its dialect marked them moved
         before its pick)."""
@@ -166,7 +167,7 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             return Retried([], [], [])
         rows = await self._rows(
             "retry_dead_letters", ids=self.executor.list_parameter(episode_ids),
-            event_ids=self.executor.list_parameter(event_ids), now=now, moved_by=moved_by,
+            event_ids=self.executor.list_parameter(block_heads), now=now, moved_by=moved_by,
             upcast_types=self.executor.list_parameter(upcast_types), task_id=task_id,
         )  # fmt: skip
         moved: list[MovedEpisode] = []

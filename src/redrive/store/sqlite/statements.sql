@@ -709,19 +709,19 @@ LIMIT :limit;
 -- `retried` (the exactly-once guard; BEGIN IMMEDIATE makes this the only writer), their jobs go
 -- back to their queues in place where the job's row is still in the jobs table (types in
 -- :upcast_types excepted: the caller upcasts those), carrying the redrive task :task_id if one
--- moves them, their queues exist, and each moved episode's `dead_letter.retried` event is
--- written under its id in :event_ids (the row domain.events.episode_event makes). A task
--- (:task_id) moves only the dead letters it still pins, and its items leave `pending` in the same
--- call: moved, or skipped (no longer dead). Returns the items marked (`skipped` those skipped;
--- without a task, the chosen episodes no longer dead), then one by one the moved episodes whose
--- job this call did not put back and every moved episode of a tenant with an active webhook
--- subscription (`requeued` saying whose job it put back; never the snapshot), the others counted
--- by tenant, queue, type, error type and incident (`requeued` rows), and the active webhook
--- subscriptions of the moved episodes' tenants. The pick is kept in a temporary table, read by
--- each statement after it.
+-- moves them, their queues exist, and the moved episodes' `dead_letter.retried` events are
+-- written, a row a block (:event_ids holds each chosen episode's block head; see PostgreSQL's
+-- statement). A task (:task_id) moves only the dead letters it still pins, and its items leave
+-- `pending` in the same call: moved, or skipped (no longer dead). Returns the items marked
+-- (`skipped` those skipped; without a task, the chosen episodes no longer dead), then one by
+-- one the moved episodes whose job this call did not put back and every moved episode of a
+-- tenant with an active webhook subscription (`requeued` saying whose job it put back; never
+-- the snapshot), the others counted by tenant, queue, type, error type and incident
+-- (`requeued` rows), and the active webhook subscriptions of the moved episodes' tenants. The
+-- pick is kept in a temporary table, read by each statement after it.
 CREATE TEMP TABLE IF NOT EXISTS retried_chunk (
     id TEXT PRIMARY KEY, job_id TEXT, tenant_id TEXT, queue TEXT, type TEXT, error_type TEXT,
-    incident_id TEXT, requeued INTEGER, discarded_at INTEGER, event_id TEXT
+    incident_id TEXT, requeued INTEGER, discarded_at INTEGER, event_id TEXT, place INTEGER
 );
 -- (The event ids by position in a table keyed by it: joined as a second json_each, SQLite
 -- scanned the whole array for every chosen id, 31 ms a chunk of 1,000.)
@@ -735,7 +735,7 @@ SELECT dead_letters.id, dead_letters.job_id, dead_letters.tenant_id, dead_letter
     EXISTS (SELECT 1 FROM jobs WHERE jobs.id = dead_letters.job_id
             AND jobs.state = 'discarded' AND jobs.dead_lettered)
     AND dead_letters.type NOT IN (SELECT value FROM json_each(:upcast_types)),
-    dead_letters.discarded_at, event.event_id
+    dead_letters.discarded_at, event.event_id, chosen.key
 FROM json_each(:ids) AS chosen
 JOIN temp.retried_event_ids AS event ON event.key = chosen.key
 JOIN dead_letters ON dead_letters.id = chosen.value
@@ -751,10 +751,23 @@ WHERE id IN (SELECT job_id FROM temp.retried_chunk WHERE requeued);
 INSERT INTO queues (name, tenant_id, created_at)
 SELECT DISTINCT queue, tenant_id, :now FROM temp.retried_chunk WHERE 1
 ON CONFLICT (tenant_id, name) DO NOTHING;
-INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-SELECT event_id, tenant_id, 'dead_letter.retried', queue, type, job_id, :now,
-    json_object('job_type', type, 'queue', queue, 'moved_by', :moved_by, 'episode_id', id)
-FROM temp.retried_chunk;
+-- A row a block of the moved episodes' events alike in tenant, queue and job type, among the
+-- same 4,096 chosen, named by its first member's block head, as PostgreSQL's statement writes
+-- them (see there).
+INSERT INTO events (id, tenant_id, type, queue, job_type, time, data, members, size)
+SELECT event_id, tenant_id, 'dead_letter.retried', queue, type, :now,
+    json_object('job_type', type, 'queue', queue, 'moved_by', :moved_by),
+    json_object('subjects', json(subjects), 'episodes', json(episodes)), size
+FROM (
+    SELECT event_id, tenant_id, queue, type, place, first_value(place) OVER block AS first,
+        json_group_array(job_id) OVER block AS subjects,
+        json_group_array(id) OVER block AS episodes, count(*) OVER block AS size
+    FROM temp.retried_chunk
+    WINDOW block AS (PARTITION BY tenant_id, queue, type, place / 4096 ORDER BY place
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+)
+WHERE place = first
+ORDER BY place;
 UPDATE redrive_task_items
 SET state = CASE WHEN dead_letter_id IN (SELECT id FROM temp.retried_chunk) THEN 'moved'
                  ELSE 'skipped' END
@@ -1081,14 +1094,16 @@ WHERE active AND tenant_id IN (SELECT value FROM json_each(:tenant_ids));
 -- name: select_events
 -- The events after :after_sequence (and, in that row, after the member at :after_position), in
 -- order: a row that keeps a block of alike events (`members`) is one event a member, each
--- with its `position` and `subject` (and `priority`, when the members' differ); a row without
--- is one event (its position null). Ordered by the row only: SQLite's nested loop reads a row's
+-- with its `position` and `subject` (and `priority`, when the members' differ, and
+-- `episode_id`, a retried dead letter's); a row without is one event (its position null).
+-- Ordered by the row only: SQLite's nested loop reads a row's
 -- members (json_each) in their order, where ordering by `m.key` too would sort the whole
 -- table first (a temporary b-tree) rather than stop at :limit.
 SELECT
     e.sequence, e.id, e.tenant_id, e.type, e.queue, e.job_type, e.time, e.data,
     COALESCE(m.value, e.subject) AS subject, m.key AS position,
-    e.members -> '$.priorities' ->> m.key AS priority
+    e.members -> '$.priorities' ->> m.key AS priority,
+    e.members -> '$.episodes' ->> m.key AS episode_id
 FROM events AS e
 LEFT JOIN json_each(e.members, '$.subjects') AS m
 WHERE (:tenant_id IS NULL OR e.tenant_id = :tenant_id)

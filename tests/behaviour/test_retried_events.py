@@ -1,0 +1,105 @@
+"""The events a bulk retry writes, on both stores: one outbox row for each run of alike events
+(tenant, queue and job type), which the feed, its cursor, the trim and webhook deliveries each
+see as every retried dead letter's own `dead_letter.retried` event."""
+
+from __future__ import annotations
+
+import pytest
+
+from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
+from redrive.ports import JobFilter, StoredEvent
+from redrive.service.dead_letters import BulkRequest
+from redrive.service.facade import Service
+from tests.behaviour.ojs_http import COUNT_EVENTS, count_rows
+from tests.behaviour.test_redrive_failures import by_queue, kill
+from tests.support.callers import CALLER
+from tests.support.clock import ManualClock
+
+pytestmark = pytest.mark.anyio
+RETRIED = "dead_letter.retried"
+
+
+async def feed(service: Service, after: str | None = None, **filters: str) -> list[StoredEvent]:
+    return await service.events.list(
+        CALLER, RETRIED, filters.get("queues"), filters.get("job_types"), after, 100
+    )
+
+
+async def retry_two_kinds(service: Service) -> dict[str, tuple[str, str]]:
+    """Five dead letters of one queue, of two job types, retried in one bulk retry; each job's
+    episode id and type by job id."""
+    charges = await kill(service, 3, "billing", "billing.charge")
+    refunds = await kill(service, 2, "billing", "billing.refund")
+    request = BulkRequest(by_queue("billing"), confirm=True)
+    assert (await service.dead_letters.bulk_retry(CALLER, request)).succeeded == 5
+    episodes: dict[str, tuple[str, str]] = {}
+    for job_id in [*charges, *refunds]:
+        (episode,) = await service.dead_letters.episodes(CALLER, job_id)
+        episodes[job_id] = (episode.id, episode.job.type)
+    return episodes
+
+
+async def test_a_bulk_retry_writes_a_row_a_kind_and_the_feed_shows_each_episode_s_event(
+    service: Service, clock: ManualClock
+) -> None:
+    episodes = await retry_two_kinds(service)
+    retried = f"{COUNT_EVENTS} WHERE type = '{RETRIED}'"
+    assert await count_rows(service, retried) == 5
+    rows = f"SELECT COUNT(*) FROM events WHERE type = '{RETRIED}'"
+    assert await count_rows(service, rows) == 2
+    events = await feed(service)
+    assert sorted(str(stored.event.subject) for stored in events) == sorted(episodes)
+    for stored in events:
+        episode_id, job_type = episodes[str(stored.event.subject)]
+        assert (stored.event.tenant_id, stored.event.queue, stored.event.job_type) == (
+            CALLER.tenant_id, "billing", job_type,
+        )  # fmt: skip
+        assert stored.event.data == {
+            "job_type": job_type,
+            "queue": "billing",
+            "moved_by": CALLER.actor,
+            "episode_id": episode_id,
+        }
+        assert stored.time == clock.now_ms()
+    ids = [stored.id for stored in events]
+    assert len(set(ids)) == len(ids)
+    for index, event_id in enumerate(ids):
+        assert [stored.id for stored in await feed(service, event_id)] == ids[index + 1 :]
+    refunds = await feed(service, job_types="billing.refund")
+    assert [stored.id for stored in refunds] == [
+        stored.id for stored in events if stored.event.job_type == "billing.refund"
+    ]
+    assert len(refunds) == 2
+
+
+async def test_a_bulk_retry_s_webhook_deliveries_carry_the_feed_s_events(
+    service: Service,
+) -> None:
+    subscription = SubscriptionRequest("https://example.test/hook", ("dead_letter.*",), None)
+    await service.webhooks.create(CALLER, subscription)
+    await retry_two_kinds(service)
+    events = await feed(service)
+    async with service.runtime.store.transaction(CALLER) as transaction:
+        deliveries, _ = await transaction.list_jobs(
+            CALLER.tenant_id, JobFilter(queue=WEBHOOK_QUEUE), 100, 0
+        )
+    sent = sorted(
+        (delivery.args[0]["event"]["id"], delivery.args[0]["event"]["subject"],
+         delivery.args[0]["event"]["data"]["episode_id"])
+        for delivery in deliveries
+        if delivery.args[0]["event"]["type"] == RETRIED
+    )  # fmt: skip
+    assert sent == sorted(
+        (stored.id, stored.event.subject, stored.event.data["episode_id"]) for stored in events
+    )
+    assert len(sent) == 5
+
+
+async def test_a_trim_counts_each_retried_event_of_a_row(
+    service: Service, clock: ManualClock
+) -> None:
+    await retry_two_kinds(service)
+    clock.advance(1)
+    async with service.runtime.store.transaction(CALLER) as transaction:
+        assert await transaction.delete_events_before(clock.now_ms()) >= 5
+    assert await feed(service) == []
