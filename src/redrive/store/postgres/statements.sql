@@ -917,7 +917,7 @@ WITH marked AS (
     -- chunk of 5,000's 168 ms of backend time.)
     INSERT INTO events (id, tenant_id, type, queue, job_type, time, data, members, size)
     SELECT
-        (array_agg(chosen.event_id ORDER BY chosen.place))[1], moved.tenant_id,
+        (CAST(:event_ids AS text[]))[min(chosen.place)], moved.tenant_id,
         'dead_letter.retried', moved.queue, moved.type, CAST(:now AS bigint),
         jsonb_build_object('job_type', moved.type, 'queue', moved.queue,
                            'moved_by', CAST(:moved_by AS text)),
@@ -925,8 +925,7 @@ WITH marked AS (
                            'episodes', jsonb_agg(moved.id ORDER BY chosen.place)),
         count(*)
     FROM moved
-    JOIN unnest(CAST(:ids AS text[]), CAST(:event_ids AS text[]))
-        WITH ORDINALITY AS chosen(id, event_id, place)
+    JOIN unnest(CAST(:ids AS text[])) WITH ORDINALITY AS chosen(id, place)
         ON chosen.id = moved.id
     GROUP BY moved.tenant_id, moved.queue, moved.type, (chosen.place - 1) / 4096
     ORDER BY min(chosen.place)
