@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from redrive.domain.dead_letter import MovedEpisode
+from redrive.domain.events import retried_event_ids
 from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
 from redrive.ports import JobFilter, StoredEvent
 from redrive.service.dead_letters import BulkRequest
@@ -103,3 +105,38 @@ async def test_a_trim_counts_each_retried_event_of_a_row(
     async with service.runtime.store.transaction(CALLER) as transaction:
         assert await transaction.delete_events_before(clock.now_ms()) >= 5
     assert await feed(service) == []
+
+
+async def test_a_chunk_past_a_block_s_4096_events_names_them_as_the_domain_does(
+    service: Service,
+) -> None:
+    """One chunk of 4,100 alike dead letters (the store's statement, as a bulk retry's chunk
+    calls it): two rows, split at the 4,096th chosen, whose events carry the ids
+    `retried_event_ids` gives the webhooks, in the chosen order."""
+    for _ in range(5):
+        await kill(service, 820)
+    async with service.runtime.store.transaction(CALLER) as transaction:
+        chosen = await transaction.dead_letter_ids(by_queue("billing"), 5000, [])
+        job_of = {dead.id: dead.job.id for dead in await transaction.dead_letters_by_id(chosen)}
+    job_ids = [job_of[episode_id] for episode_id in chosen]
+    now = service.runtime.now()
+    heads = service.runtime.block_heads(len(chosen), now)
+    async with service.runtime.store.transaction(CALLER) as transaction:
+        retried = await transaction.retry_dead_letters(chosen, heads, now, "ops", [])
+    assert retried.count == len(chosen)
+    rows = f"SELECT COUNT(*) FROM events WHERE type = '{RETRIED}'"
+    assert await count_rows(service, rows) == 2
+    events: list[StoredEvent] = []
+    while page := await service.events.list(
+        CALLER, RETRIED, None, None, events[-1].id if events else None, 1000
+    ):
+        events += page
+    assert [str(stored.event.subject) for stored in events] == job_ids
+    assert [stored.event.data["episode_id"] for stored in events] == chosen
+    moved = [
+        MovedEpisode(episode_id, job_id, CALLER.tenant_id, "billing", "billing.charge", None)
+        for episode_id, job_id in zip(chosen, job_ids, strict=True)
+    ]
+    ids = retried_event_ids(chosen, heads, moved)
+    assert [stored.id for stored in events] == [ids[episode_id] for episode_id in chosen]
+    assert [events[0].id, events[4096].id] == [heads[0], heads[4096]]
