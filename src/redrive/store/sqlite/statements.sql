@@ -1112,9 +1112,9 @@ WHERE active AND tenant_id IN (SELECT value FROM json_each(:tenant_ids));
 -- order: a row that keeps a block of alike events (`members`) is one event a member, each
 -- with its `position` and `subject` (and `priority`, when the members' differ, and
 -- `episode_id`, a retried dead letter's); a row without is one event (its position null).
--- Ordered by the row only: SQLite's nested loop reads a row's
--- members (json_each) in their order, where ordering by `m.key` too would sort the whole
--- table first (a temporary b-tree) rather than stop at :limit.
+-- Ordered by the row only: SQLite's nested loop reads a row's members (json_each) in their
+-- order, where ordering by `m.key` too would sort the whole table first (a temporary b-tree)
+-- rather than stop at :limit.
 SELECT
     e.sequence, e.id, e.tenant_id, e.type, e.queue, e.job_type, e.time, e.data,
     COALESCE(m.value, e.subject) AS subject, m.key AS position,
