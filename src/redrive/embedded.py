@@ -128,13 +128,18 @@ class Embedded:
         or an OJS envelope. Returns their ids, in order. A bad job raises InvalidRequest naming
         its index (`jobs[i]...`)."""
         with _collector_paused():
-            requests = read_envelopes([
-                job.to_envelope() if isinstance(job, JobSpec)
-                else job if isinstance(job, dict) else dict(job)
-                for job in jobs
-            ])  # fmt: skip
-            enqueued = await self.service.jobs.enqueue_batch(self.caller, requests)
-            return [job.id for job in enqueued]
+            return await self._enqueue_many(jobs)
+
+    async def _enqueue_many(self, jobs: Sequence[JobSpec | Mapping[str, Any]]) -> list[str]:
+        # The batch's requests and jobs are freed when this returns, before the collector
+        # resumes: held until then, its next young collection scanned them all (1.4 ms a call).
+        requests = read_envelopes([
+            job.to_envelope() if isinstance(job, JobSpec)
+            else job if isinstance(job, dict) else dict(job)
+            for job in jobs
+        ])  # fmt: skip
+        enqueued = await self.service.jobs.enqueue_batch(self.caller, requests)
+        return [job.id for job in enqueued]
 
     async def record_root_cause(
         self, incident_id: str, category: str, root_cause: str, fix_reference: str | None
