@@ -88,6 +88,35 @@ async def test_a_single_enqueue_writes_its_job_event_and_deliveries_once(
     assert sum(counts.values()) == 3 + 2
 
 
+async def test_a_batch_enqueue_writes_its_jobs_events_and_deliveries_once(
+    service: Service, store: Store
+) -> None:
+    """As one job's: with a subscription, the batch's statement run alone writes nothing and the
+    batch goes on in a transaction (deliveries too); without one, its statement alone writes it
+    all (a tenant's batch after one that found a subscription tries a transaction first)."""
+    subscription = SubscriptionRequest("https://example.test/hook", ("job.enqueued",), None)
+    made = await service.webhooks.create(ACME, subscription)
+    bodies = [{"type": "mail.send", "args": [index]} for index in range(2)]
+    listened = [
+        job
+        for _ in range(2)
+        for job in await service.jobs.enqueue_batch(ACME, list(map(read_envelope, bodies)))
+    ]
+    await service.webhooks.delete(ACME, made.subscription.id)
+    alone = [
+        job
+        for _ in range(2)
+        for job in await service.jobs.enqueue_batch(ACME, list(map(read_envelope, bodies)))
+    ]
+    async with store.transaction(ACME) as transaction:
+        events = await transaction.list_events(EventQuery("acme", None, None, None, None, 100))
+        counts = await transaction.count_jobs("acme", None)
+        deliveries = await transaction.count_jobs("acme", WEBHOOK_QUEUE)
+    assert [stored.event.subject for stored in events] == [job.id for job in [*listened, *alone]]
+    assert sum(deliveries.values()) == 4
+    assert sum(counts.values()) == 8 + 4
+
+
 async def test_a_single_duplicate_enqueue_writes_nothing(service: Service, store: Store) -> None:
     job = await service.jobs.enqueue(ACME, read_envelope({"type": "mail.send", "args": []}))
     again = {"type": "mail.send", "args": [], "id": job.id, "options": {"queue": "other"}}

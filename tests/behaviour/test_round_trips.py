@@ -77,16 +77,37 @@ async def test_an_enqueue_for_another_tenant_sets_the_session_tenant_first(
         await service.jobs.get(CALLER, enqueued.id)
 
 
-async def test_a_batch_enqueue_is_three_round_trips(wired: tuple[Service, Wire]) -> None:
+async def test_a_batch_enqueue_is_one_round_trip(wired: tuple[Service, Wire]) -> None:
+    """As one job's enqueue: its statement alone, in PostgreSQL's implicit transaction (no
+    BEGIN, no COMMIT)."""
     service, wire = wired
     await service.jobs.enqueue(CALLER, read_envelope(job()))
     requests = [read_envelope(job(queue)) for queue in ["mail", "sms", "mail", "push"] * 25]
     with wire.recording():
         jobs = await service.jobs.enqueue_batch(CALLER, requests)
-    assert wire.round_trips == 3, wire.messages
+    assert wire.round_trips == 1, wire.messages
     assert len(jobs) == 100
     queues = await service.queues.overview(CALLER)
     assert {queue.name for queue in queues} == {"mail", "sms", "push"}
+
+
+async def test_a_subscribed_tenant_s_batch_adds_the_transaction_for_its_deliveries(
+    wired: tuple[Service, Wire],
+) -> None:
+    """As one job's enqueue: the first batch tries its statement alone, which finds the
+    subscription and writes nothing, then a transaction; the next goes straight to one."""
+    service, wire = wired
+    await service.jobs.enqueue(CALLER, read_envelope(job()))
+    subscription = SubscriptionRequest("https://example.test/hook", ("job.enqueued",), None)
+    await service.webhooks.create(CALLER, subscription)
+    with wire.recording():
+        await service.jobs.enqueue_batch(CALLER, [read_envelope(job()) for _ in range(3)])
+    assert wire.round_trips == 5, wire.messages
+    with wire.recording():
+        await service.jobs.enqueue_batch(CALLER, [read_envelope(job()) for _ in range(3)])
+    assert wire.round_trips == 4, wire.messages
+    _, deliveries = await service.jobs.list(CALLER, JobFilter(queue=WEBHOOK_QUEUE), 10, 0)
+    assert deliveries == 6
 
 
 async def test_a_duplicate_enqueue_writes_nothing(wired: tuple[Service, Wire]) -> None:

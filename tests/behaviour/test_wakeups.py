@@ -160,3 +160,36 @@ async def test_an_enqueue_notifies_a_listening_connection_once_it_commits(
         finally:
             await listener.close()
             await store.close()
+
+
+@pytest.mark.postgres
+async def test_a_batch_enqueue_notifies_the_queues_of_its_available_jobs(
+    postgres_template: str,
+) -> None:
+    """A batch's NOTIFY goes out with its one statement too, once for each queue of an
+    available job: the scheduled job's queue is never heard."""
+    with database_from_template(postgres_template) as database_url:
+        store = await open_test_store(database_url)
+        listener = await asyncpg.connect(database_url)
+        heard: asyncio.Queue[str] = asyncio.Queue()
+        try:
+            await listener.add_listener(
+                "redrive_jobs",
+                lambda _connection, _pid, _channel, payload: heard.put_nowait(payload),
+            )
+            service = Service(Runtime(store))
+            later = {"queue": "later", "delay_until": "2099-01-01T00:00:00Z"}
+            bodies = [
+                {"type": "mail.send", "args": [], "options": later},
+                {"type": "mail.send", "args": [], "options": {"queue": "mail"}},
+                {"type": "sms.send", "args": [], "options": {"queue": "sms"}},
+                {"type": "mail.send", "args": [], "options": {"queue": "mail"}},
+            ]
+            await service.jobs.enqueue_batch(CALLER, [read_envelope(body) for body in bodies])
+            woken = {await asyncio.wait_for(heard.get(), PATIENCE_SECONDS) for _ in range(2)}
+            assert woken == {"mail", "sms"}
+            await asyncio.sleep(0.2)  # anything else the commit sent has arrived by now
+            assert heard.empty()
+        finally:
+            await listener.close()
+            await store.close()

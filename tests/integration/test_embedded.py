@@ -3,6 +3,10 @@ with no server, on both stores."""
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator, Mapping
+from typing import Any
+
 import pytest
 
 import redrive
@@ -53,6 +57,47 @@ async def test_bad_input_is_refused_and_writes_nothing(database_url: str) -> Non
             await jobs.retry_dead_letters({"colour": "red"})
         listed, total = await jobs.service.jobs.list(CALLER, JobFilter(), 10, 0)
         assert total == 1 and [job.id for job in listed] == [taken]
+
+
+class Recorded(Mapping[str, Any]):
+    """An envelope that records whether the cyclic collector runs while it is read."""
+
+    def __init__(self, body: dict[str, Any], seen: list[bool]) -> None:
+        self.body = body
+        self.seen = seen
+
+    def __getitem__(self, key: str) -> Any:
+        return self.body[key]
+
+    def __iter__(self) -> Iterator[str]:
+        self.seen.append(gc.isenabled())
+        return iter(self.body)
+
+    def __len__(self) -> int:
+        return len(self.body)
+
+
+async def test_enqueue_many_pauses_the_collector_and_leaves_it_as_it_was(
+    database_url: str,
+) -> None:
+    """The collector is paused while a batch is made, and enabled again after the call, whether
+    it succeeds or fails; one the caller paused stays paused."""
+    seen: list[bool] = []
+    async with redrive.Embedded(database_url, settings=Settings()) as jobs:
+        assert gc.isenabled()
+        await jobs.enqueue_many([Recorded({"type": "mail.send", "args": [1]}, seen)])
+        assert seen == [False] and gc.isenabled()
+        with pytest.raises(InvalidRequest):
+            await jobs.enqueue_many([Recorded({"type": "", "args": []}, seen)])
+        assert seen == [False, False] and gc.isenabled()
+        gc.disable()
+        try:
+            await jobs.enqueue_many([Recorded({"type": "mail.send", "args": [2]}, seen)])
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+        _, total = await jobs.service.jobs.list(CALLER, JobFilter(), 10, 0)
+        assert total == 2
 
 
 async def test_retry_dead_letters_by_filter(database_url: str) -> None:
