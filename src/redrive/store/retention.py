@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redrive.domain.dead_letter import ARCHIVED, PRUNED
-from redrive.domain.replay import ReplayRule
 from redrive.domain.retention import ArchiveRecord, PolicyRecord, RetentionPolicy
 from redrive.ports import PruneScope, ReplayRuleStore, RetentionStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import replay_rule_from_row, replay_rule_parameters
+
+if TYPE_CHECKING:
+    from redrive.domain.replay import ReplayRule
 
 
 def _policy(row: dict[str, Any]) -> PolicyRecord:
@@ -46,6 +47,8 @@ class SqlRetention(SqlBase, RetentionStore):
         each dead letter (status pruned, or archived); the rows as they were: whole rows when
         archiving (the history rows an age prune archives are deleted), the tally columns
         otherwise."""
+        from redrive.domain.dead_letter import ARCHIVED, PRUNED  # here: a producer prunes none
+
         kind = "oldest_dead_letters" if scope.by_count else "dead_letters_by_age"
         parameters = {**self._scope(scope), "limit": limit, "now": now, "moved_by": moved_by}
         if not scope.archive:
