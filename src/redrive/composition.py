@@ -109,6 +109,8 @@ async def open_ready_store(settings: Settings) -> tuple[Store, list[str]]:
 
 
 def classification_rules(settings: Settings) -> tuple[ClassificationRule, ...]:
+    if settings.classification_rules == []:  # none configured (the default): nothing to parse
+        return ()
     from redrive.domain.root_cause import parse_rules
 
     try:

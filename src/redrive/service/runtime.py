@@ -7,6 +7,7 @@ import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from redrive.domain.alerts import AlertConfig
 from redrive.domain.events import Event, alike_runs, enqueued_runs, event_envelope
@@ -17,12 +18,14 @@ from redrive.domain.job import Job
 from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 from redrive.domain.retention import RetentionPolicy
 from redrive.domain.retry import RetryPolicy
-from redrive.domain.root_cause import ClassificationRule
 from redrive.domain.secret_box import SecretBox
 from redrive.domain.upcasting import Upcasters
 from redrive.domain.webhook_delivery import DeliveryOptions, delivery_job
 from redrive.domain.webhooks import DELIVERY_TYPE, WEBHOOK_QUEUE, Listener, wants
 from redrive.ports import Archive, Clock, EventWrites, Store, StoredEvent
+
+if TYPE_CHECKING:
+    from redrive.domain.root_cause import ClassificationRule
 
 # The events a batch appends are assembled (no frozen __init__ setting each field).
 assemble_stored = Assembler(StoredEvent)

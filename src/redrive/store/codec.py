@@ -19,15 +19,15 @@ from redrive.domain.records import (
     sparse_retry_record,
 )
 from redrive.domain.retry import RetryPolicy
-from redrive.domain.root_cause import RootCause
 from redrive.ports import StoredEvent
 
 # Imported by the functions that make them: a producer that only enqueues never reads a dead
-# letter, an incident or a replay rule.
+# letter, an incident, a root cause or a replay rule.
 if TYPE_CHECKING:
     from redrive.domain.dead_letter import DeadLetter
     from redrive.domain.incident import Incident, IncidentEntry
     from redrive.domain.replay import ReplayRule
+    from redrive.domain.root_cause import RootCause
 
 JOB_COLUMNS = (
     "id", "tenant_id", "queue", "type", "state", "priority", "attempt", "timeout_ms",
@@ -448,6 +448,8 @@ def incident_from_row(row: dict[str, Any]) -> Incident:
 
 
 def root_cause_from_row(row: dict[str, Any]) -> RootCause:
+    from redrive.domain.root_cause import RootCause
+
     return RootCause(
         incident_id=row["incident_id"],
         tenant_id=row["tenant_id"],

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from redrive.domain.root_cause import RootCause, Unexplained
 from redrive.ports import IncidentStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import (
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
     from redrive.domain.dead_letter import DeadLetter
     from redrive.domain.dead_letter_filter import DeadLetterFilter
     from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, StateChange
+    from redrive.domain.root_cause import RootCause, Unexplained
     from redrive.domain.trend import Buckets
 
 
@@ -138,6 +138,8 @@ class SqlIncidents(SqlBase, IncidentStore):
             for value in (filters.incident_id, filters.queue, filters.type,
                           filters.type_prefix, filters.fingerprint)
         )  # fmt: skip
+        from redrive.domain.root_cause import Unexplained
+
         named = (
             "select_unexplained_incidents_by_error" if by_error else "select_unexplained_incidents"
         )
@@ -147,6 +149,8 @@ class SqlIncidents(SqlBase, IncidentStore):
     async def unexplained_among(
         self, incident_ids: list[str], tenant_id: str | None
     ) -> list[Unexplained]:
+        from redrive.domain.root_cause import Unexplained
+
         if not incident_ids:
             return []
         rows = await self._rows(
