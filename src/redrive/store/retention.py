@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from redrive.domain.retention import ArchiveRecord, PolicyRecord, RetentionPolicy
 from redrive.ports import PruneScope, ReplayRuleStore, RetentionStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import replay_rule_from_row, replay_rule_parameters
 
+# Imported where policies and archives are read: a producer reads neither.
 if TYPE_CHECKING:
     from redrive.domain.replay import ReplayRule
+    from redrive.domain.retention import ArchiveRecord, PolicyRecord
 
 
 def _policy(row: dict[str, Any]) -> PolicyRecord:
+    from redrive.domain.retention import PolicyRecord, RetentionPolicy
+
     return PolicyRecord(
         tenant_id=row["tenant_id"],
         queue=row["queue"],
@@ -29,6 +32,8 @@ def _policy(row: dict[str, Any]) -> PolicyRecord:
 
 
 def _archive(row: dict[str, Any]) -> ArchiveRecord:
+    from redrive.domain.retention import ArchiveRecord
+
     return ArchiveRecord(
         name=row["name"],
         tenant_id=row["tenant_id"],
