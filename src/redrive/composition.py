@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from redrive.domain.alerts import AlertConfig
     from redrive.domain.fingerprint import Fingerprinter
+    from redrive.domain.retention import RetentionPolicy
     from redrive.domain.root_cause import ClassificationRule
     from redrive.domain.secret_box import SecretBox
     from redrive.domain.upcasting import Upcasters
@@ -109,6 +110,8 @@ async def open_ready_store(settings: Settings) -> tuple[Store, list[str]]:
 
 
 def classification_rules(settings: Settings) -> tuple[ClassificationRule, ...]:
+    if settings.classification_rules == []:  # none configured (the default): nothing to parse
+        return ()
     from redrive.domain.root_cause import parse_rules
 
     try:
@@ -282,12 +285,11 @@ def alert_config(settings: Settings, secrets: Redactor) -> AlertConfig:
     return config
 
 
-def service_options(settings: Settings) -> ServiceOptions:
+def retention_policy(settings: Settings) -> RetentionPolicy:
     from redrive.domain.retention import RetentionPolicy, parse_policy_changes
-    from redrive.service.runtime import ServiceOptions
 
     try:
-        retention = parse_policy_changes(
+        return parse_policy_changes(
             {
                 "max_age": settings.dead_letter_max_age,
                 "max_count": settings.dead_letter_max_count,
@@ -297,6 +299,31 @@ def service_options(settings: Settings) -> ServiceOptions:
         ).applied_to(RetentionPolicy())
     except InvalidRequest as error:
         raise ConfigurationError(f"REDRIVE_DEAD_LETTER_*: {error.message}") from error
+
+
+# The settings each of these parses (the alert key is refused when the sensitive keys name it).
+# All at their defaults, the parse gives the service's own default (tests/unit/
+# test_service_settings.py checks it), so it is skipped: the service imports the rules when one
+# first needs them, and a producer never does.
+RETENTION_SETTINGS = (
+    "dead_letter_max_age", "dead_letter_max_count", "dead_letter_pruning_policy",
+    "dead_letter_min_age",
+)  # fmt: skip
+DELIVERY_SETTINGS = (
+    "webhook_timeout_seconds", "webhook_max_attempts", "webhook_first_retry",
+    "webhook_allow_private_targets",
+)  # fmt: skip
+ALERT_SETTINGS = ("alert_quiet_period", "alert_aggregate_key", "alert_thresholds", "sensitive_keys")
+
+
+def at_defaults(settings: Settings, names: tuple[str, ...]) -> bool:
+    return all(getattr(settings, name) == Settings.default_of(name) for name in names)
+
+
+def service_options(settings: Settings) -> ServiceOptions:
+    from redrive.service.runtime import ServiceOptions
+
+    retention = None if at_defaults(settings, RETENTION_SETTINGS) else retention_policy(settings)
     secrets = redactor(settings)
     return ServiceOptions(
         retention=retention,
@@ -309,13 +336,13 @@ def service_options(settings: Settings) -> ServiceOptions:
         redactor=secrets,
         fingerprinter=fingerprinter(settings, secrets),
         session_lifetime_ms=settings.dashboard_session_seconds * 1000,
-        webhooks=delivery_options(settings),
+        webhooks=None if at_defaults(settings, DELIVERY_SETTINGS) else delivery_options(settings),
         secret_box=secret_box(settings),
         webhook_log_retention_ms=settings.webhook_log_retention_seconds * 1000,
         redrive_max_rate=settings.redrive_max_rate,
         redrive_auto_close=settings.redrive_auto_close,
         upcasters=upcasters(settings),
-        alerts=alert_config(settings, secrets),
+        alerts=None if at_defaults(settings, ALERT_SETTINGS) else alert_config(settings, secrets),
         alert_interval_ms=settings.alert_interval_seconds * 1000,
         classification_rules=classification_rules(settings),
         strict_redrive=settings.strict_redrive,

@@ -19,13 +19,15 @@ def test_configured_alert_settings_reach_the_service(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("REDRIVE_ALERT_INTERVAL_SECONDS", "30")
     options = service_options(Settings())
     config = options.alerts
+    assert config is not None  # configured: parsed at start
     assert config.thresholds("acme", "billing").spike_minimum == 5
     assert config.thresholds("acme", "billing").type_count == 25
     assert config.thresholds("globex", "billing").spike_minimum == 20
     assert config.quiet_period_ms == 300_000 and options.alert_interval_ms == 30_000
     assert config.aggregate_path is not None and config.aggregate_path.text == "args.0.order_id"
     monkeypatch.setenv("REDRIVE_ALERT_AGGREGATE_KEY", "")
-    assert service_options(Settings()).alerts.aggregate_path is None
+    config = service_options(Settings()).alerts
+    assert config is not None and config.aggregate_path is None
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from redrive.composition import ConfigurationError, service_options
 from redrive.domain.errors import InvalidRequest, PoisonPill, RootCauseRequired
 from redrive.domain.root_cause import (
     MAX_LISTED,
@@ -17,6 +18,7 @@ from redrive.domain.root_cause import (
     record,
     refusal,
 )
+from redrive.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -111,3 +113,14 @@ def test_the_markdown_template_leaves_blanks_for_what_is_unknown() -> None:
         "- **Fix Applied**: [PR/Deployment reference]",
         "- **Redrive Date**: YYYY-MM-DD",
     ]
+
+
+def test_configured_classification_rules_are_checked_at_start_up_and_none_is_no_rules() -> None:
+    """No rules configured (the default) is parsed as none without loading the rules' parser;
+    a configured rule is still parsed, and refused, when the service's options are built."""
+    assert service_options(Settings()).classification_rules == ()
+    rules = [{"class": "business", "type": "billing.charge"}]
+    (rule,) = service_options(Settings(classification_rules=rules)).classification_rules
+    assert (rule.classification, rule.type) == ("business", "billing.charge")
+    with pytest.raises(ConfigurationError, match=r"REDRIVE_CLASSIFICATION_RULES"):
+        service_options(Settings(classification_rules=[{"class": "nonsense"}]))

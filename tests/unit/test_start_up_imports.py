@@ -120,6 +120,33 @@ def test_an_embedded_producer_enqueues_with_only_its_stores_driver(database_url:
     # Retrying dead letters loads their service, its filter and its audit; enqueuing does not,
     # nor the HTTP client's models (a JobSpec's retry policy may be one, or a mapping).
     assert not {"redrive.service.dead_letters", "redrive.client.models"} & loaded
+    assert not set(NOT_ENQUEUING) & loaded
+    # Nor the secret detectors' patterns: a redactor compiles them when it first redacts.
+    assert "redrive.domain.redaction" in loaded and "redrive.domain.secret_patterns" not in loaded
+
+
+# What an enqueue never reads or writes: dead letters and their incidents, audit records, keys
+# and sessions, legal holds, redrive tasks, replay rules, job schemas, root causes, alert rules,
+# webhook deliveries, retention policies (with the secret detectors, a third of a producer's
+# open-enqueue-close instructions on SQLite, callgrind, when they were loaded at start).
+NOT_ENQUEUING = (
+    "redrive.domain.dead_letter", "redrive.domain.incident", "redrive.domain.trend",
+    "redrive.domain.dead_letter_filter", "redrive.domain.audit", "redrive.domain.keys",
+    "redrive.domain.sessions", "redrive.domain.legal_hold", "redrive.domain.redrive",
+    "redrive.domain.replay", "redrive.domain.job_schemas", "redrive.service.audit",
+    "redrive.domain.root_cause", "redrive.domain.alerts", "redrive.domain.webhook_delivery",
+    "redrive.domain.retention", "redrive.domain.cursor",
+)  # fmt: skip
+
+
+def test_the_store_imports_the_domain_of_a_use_case_when_it_runs() -> None:
+    """Every store has every use-case's methods; the domain modules they build records with
+    are imported by those methods, so the store and the events load none of them."""
+    loaded = modules_after(
+        "import redrive.store.transaction, redrive.store.sqlite.store, redrive.domain.events"
+    )
+    assert "redrive.store.dead_letters" in loaded  # the probe did load the store's methods
+    assert not set(NOT_ENQUEUING) & loaded
 
 
 def test_a_job_specs_retry_policy_is_the_clients_or_a_mapping() -> None:

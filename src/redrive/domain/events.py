@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redrive.domain.alerts import Alert
-from redrive.domain.dead_letter import MovedEpisode
 from redrive.domain.durations import format_timestamp
 from redrive.domain.frozen import Assembler
 from redrive.domain.identifiers import (
@@ -18,8 +16,14 @@ from redrive.domain.identifiers import (
     in_block,
     position_in_block,
 )  # fmt: skip
-from redrive.domain.incident import Incident, IncidentEntry
 from redrive.domain.job import SCHEDULED, Job
+
+# Named for the builders' types only: a producer that only enqueues (its events built here)
+# loads neither the dead-letter, incident nor alert rules.
+if TYPE_CHECKING:
+    from redrive.domain.alerts import Alert
+    from redrive.domain.dead_letter import MovedEpisode
+    from redrive.domain.incident import Incident, IncidentEntry
 
 # Every event type the server emits: webhook subscriptions name these, or a prefix of them
 # (`dead_letter.*`), or `*`. A new kind of event is one more line here.

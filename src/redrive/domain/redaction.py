@@ -6,24 +6,16 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
-from typing import Any
+from functools import cached_property, lru_cache
+from typing import TYPE_CHECKING, Any
 
 from redrive.domain.errors import InvalidRequest
-from redrive.domain.secret_patterns import (
-    AFTER_KEYS,
-    BEFORE_KEYS,
-    CONFIGURED_KEY_KIND,
-    PEM_BEGIN,
-    PEM_BODY_LINE,
-    PEM_END,
-    SENSITIVE_KEYS,
-    Detector,
-    key_value_detector,
-    named_group,
-    normal_key,
-    whole,
-)
+from redrive.domain.secret_keys import CONFIGURED_KEY_KIND, SENSITIVE_KEYS, normal_key
+
+# The detectors are compiled when a redactor first redacts (`Redactor.detectors`): a producer
+# builds one at start-up and never redacts.
+if TYPE_CHECKING:
+    from redrive.domain.secret_patterns import Detector
 
 MARKER_PREFIX = "[redacted:"
 MASK_PREFIX = "[masked:"
@@ -41,6 +33,8 @@ def marker(kind: str) -> str:
 
 
 def _compile(kind: str, pattern: str) -> Detector:
+    from redrive.domain.secret_patterns import Detector, named_group, whole
+
     if not KIND_NAME.fullmatch(kind):
         raise InvalidRequest(
             f"redaction kind {kind!r} must be lowercase letters, digits and _",
@@ -73,14 +67,17 @@ class Redactor:
         self.key_kinds = (*SENSITIVE_KEYS, *extra_keys)
         self._suffixes = tuple((normal_key(words), kind) for words, kind in self.key_kinds)
         self._known_keys: dict[str, str | None] = {}
-        configured = [_compile(kind, pattern) for kind, pattern in (patterns or {}).items()]
-        self.detectors: tuple[Detector, ...] = (
-            *configured,
-            *BEFORE_KEYS,
-            key_value_detector(self.key_kind),
-            *AFTER_KEYS,
-        )
+        # Compiled here: a configured pattern is checked at start-up.
+        self._configured = [_compile(kind, pattern) for kind, pattern in (patterns or {}).items()]
         self._remembered = lru_cache(maxsize=REMEMBERED_TEXTS)(self._redact_text)
+
+    @cached_property
+    def detectors(self) -> tuple[Detector, ...]:
+        """The configured detectors, then the built-in ones (the key-value one asks this
+        redactor's key names), in the order they run."""
+        from redrive.domain.secret_patterns import AFTER_KEYS, BEFORE_KEYS, key_value_detector
+
+        return (*self._configured, *BEFORE_KEYS, key_value_detector(self.key_kind), *AFTER_KEYS)
 
     def key_kind(self, key: str) -> str | None:
         """The kind of secret a key's value is, when its name says it holds one."""
@@ -144,6 +141,8 @@ class Redactor:
         backtrace sent as an array of lines) go with it, up to its END line."""
         if all(isinstance(item, str) for item in items) and not self.redact("\n".join(items))[1]:
             return list(items)  # one pass over the whole backtrace finds nothing: done
+        from redrive.domain.secret_patterns import PEM_END  # here: an item may hold a secret
+
         result: list[Any] = []
         inside_key = False
         for item in items:
@@ -202,10 +201,14 @@ def _substitute(found: Detector, text: str, counts: Counter[str]) -> str:
 
 
 def _continues_key(line: str) -> bool:
+    from redrive.domain.secret_patterns import PEM_BODY_LINE, PEM_END
+
     return PEM_END.search(line) is not None or PEM_BODY_LINE.fullmatch(line) is not None
 
 
 def _opens_key(text: str) -> bool:
+    from redrive.domain.secret_patterns import PEM_BEGIN, PEM_END
+
     begin = PEM_BEGIN.search(text)
     return begin is not None and PEM_END.search(text, begin.end()) is None
 

@@ -1,4 +1,5 @@
-"""The built-in secret detectors: compiled patterns, checksums and the key names that name secrets.
+"""The built-in secret detectors: compiled patterns and checksums (domain/secret_keys.py has the
+key names that name secrets).
 
 Checksums come from python-stdnum (pure Python, typed, kept in step with the IBAN registry's
 country lengths), imported when a candidate needs checking: its utilities load ssl, socket and
@@ -17,42 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-# (words of a key name, kind): a key names a secret when, lowercased with separators removed, it
-# ends with one of these (`db_password`, `clientSecret`, `X-Api-Key`). First match decides.
-SENSITIVE_KEYS: tuple[tuple[str, str], ...] = (
-    ("aws secret access key", "aws_secret"),
-    ("aws secret key", "aws_secret"),
-    ("aws secret", "aws_secret"),
-    ("secret access key", "aws_secret"),
-    ("password", "password"),
-    ("passwd", "password"),
-    ("passphrase", "password"),
-    ("pwd", "password"),
-    ("api key", "api_key"),
-    ("access key", "api_key"),
-    ("authorization", "bearer"),
-    ("cookie", "cookie"),
-    ("private key", "private_key"),
-    ("secret key", "secret"),
-    ("secret", "secret"),
-    ("token", "secret"),
-    ("credentials", "secret"),
-    ("credential", "secret"),
-    ("session id", "secret"),
-)
-CONFIGURED_KEY_KIND = "secret"
-KEY_SEPARATORS = re.compile(r"[\s_.\-]+")
-
-
-def normal_key(key: str) -> str:
-    """`X-Api-Key`, `api_key` and `apiKey` all read `xapikey`/`apikey`."""
-    return KEY_SEPARATORS.sub("", key).lower()
-
-
-def key_words_pattern(words: str) -> str:
-    """A key's words as a regex that accepts any separator (or none) between them."""
-    return r"[\s_.\-]?".join(re.escape(word) for word in KEY_SEPARATORS.split(words.lower()))
-
+from redrive.domain.secret_keys import normal_key
 
 Decide = Callable[[re.Match[str]], tuple[str, int, int] | None]
 

@@ -51,7 +51,7 @@ class AlertService:
         minutes per queue, the previous day only for queues that could be spiking, the tallies
         per job type, and the aggregate keys of recent dead letters (and of open aggregate
         alerts)."""
-        config = self.runtime.options.alerts
+        config = self.runtime.alerts
         window_start = now - SPIKE_WINDOW_MS
         arrivals = await transaction.dead_letter_arrivals(
             now - config.quiet_period_ms, window_start
@@ -71,7 +71,7 @@ class AlertService:
         """One evaluation across tenants (the sweeper runs it as SYSTEM behind the alerts lock):
         fire, refresh and resolve, announcing and logging each fire and resolution."""
         observed = await self.observe(transaction, now)
-        decisions = evaluate(observed, await transaction.open_alerts(), self.runtime.options.alerts)
+        decisions = evaluate(observed, await transaction.open_alerts(), self.runtime.alerts)
         fired: list[Alert] = []
         for condition in decisions.fired:
             alert = new_alert(f"alr_{self.runtime.new_id(now)}", condition, now)

@@ -162,7 +162,7 @@ async def record_failures(
         fingerprint = runtime.options.fingerprinter.fingerprint(job)
         dead = new_dead_letter(
             episode_id, job, reason, now, fingerprint,
-            aggregate_key(runtime.options.alerts, job, runtime.options.redactor),
+            aggregate_key(runtime.alerts, job, runtime.options.redactor),
         )  # fmt: skip
         found.append((dead, fingerprint))
         runtime.metrics.dead_letter_added[(dead.job.queue, dead.job.type)] += 1

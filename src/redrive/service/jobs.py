@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from redrive.domain import job as states
 from redrive.domain import lifecycle
-from redrive.domain.audit import Action
 from redrive.domain.caller import Caller
 from redrive.domain.envelope import EnqueueContext, JobRequest, new_job, new_jobs
 from redrive.domain.errors import Duplicate, InvalidRequest, NotFound
@@ -14,20 +15,28 @@ from redrive.domain.events import enqueued_event, job_event
 from redrive.domain.job import Job
 from redrive.ports import JobFilter, StoredEvent, Transaction
 from redrive.service import visibility
-from redrive.service.audit import AuditService
 from redrive.service.runtime import Runtime
 
-# The operator's job changes the audit log records, by the lifecycle action's name.
-AUDITED = {"cancel": Action.JOB_CANCEL, "activate": Action.JOB_ACTIVATE}
+if TYPE_CHECKING:
+    from redrive.service.audit import AuditService
+
+# The operator's job changes the audit log records, by the lifecycle action's name (the Action
+# member's): the audit modules are imported when one is recorded, not by a producer enqueuing.
+AUDITED = {"cancel": "JOB_CANCEL", "activate": "JOB_ACTIVATE"}
 
 
 class JobService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.audit = AuditService(runtime)
         # The tenants (None: a caller spanning them) whose last enqueue found a webhook
         # subscription: their enqueues go straight to a transaction.
         self.listened: set[str | None] = set()
+
+    @cached_property
+    def audit(self) -> AuditService:
+        from redrive.service.audit import AuditService
+
+        return AuditService(self.runtime)
 
     def _context(self, caller: Caller, now: int) -> EnqueueContext:
         # Positional, in the fields' order (now_ms, generated_id, tenant, default_retry).
@@ -159,7 +168,9 @@ class JobService:
             if changed.state == states.AVAILABLE:
                 await transaction.notify({changed.queue})
             target = {"job_id": job_id, "state_before": job.state}
-            await self.audit.record(caller, transaction, AUDITED[action], target, 1)
+            from redrive.domain.audit import Action
+
+            await self.audit.record(caller, transaction, Action[AUDITED[action]], target, 1)
         return job, changed
 
     async def cancel(self, caller: Caller, job_id: str) -> tuple[Job, str]:

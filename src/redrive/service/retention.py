@@ -82,7 +82,7 @@ class RetentionService:
     async def policies(self, caller: Caller) -> Policies:
         async with self.runtime.store.transaction(SYSTEM) as transaction:  # global data
             stored = await transaction.dead_letter_policies(POLICY_TENANT)
-        global_policy = self.runtime.options.retention
+        global_policy = self.runtime.retention_policy
         queues: dict[str, RetentionPolicy] = {}
         for record in stored:
             if record.queue == GLOBAL:

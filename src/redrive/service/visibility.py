@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from redrive.domain.caller import Caller, Role
-from redrive.domain.dead_letter import DeadLetter
-from redrive.domain.job import Job
-from redrive.domain.records import CronRecord
-from redrive.domain.redaction import Redactor
+
+if TYPE_CHECKING:
+    from redrive.domain.dead_letter import DeadLetter
+    from redrive.domain.job import Job
+    from redrive.domain.records import CronRecord
+    from redrive.domain.redaction import Redactor
 
 # Args are what a redrive needs, so they are stored as sent; only these roles see them so.
 MASKED_ROLES = frozenset({Role.VIEWER})

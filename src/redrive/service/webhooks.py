@@ -87,7 +87,7 @@ class WebhookService:
     @property
     def delivery_options(self) -> DeliveryOptions:
         """How deliveries are sent: the timeout, and whether private targets are allowed."""
-        return self.runtime.options.webhooks
+        return self.runtime.deliveries
 
     def _box(self) -> SecretBox:
         box = self.runtime.options.secret_box
@@ -186,7 +186,7 @@ class WebhookService:
         request = FetchRequest(
             queues=[WEBHOOK_QUEUE],
             count=limit,
-            visibility_timeout_ms=self.runtime.options.webhooks.lease_ms,
+            visibility_timeout_ms=self.runtime.deliveries.lease_ms,
         )
         jobs = await self.workers.fetch(WEBHOOK_CALLER, request)
         if not jobs:

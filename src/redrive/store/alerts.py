@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redrive.domain.alerts import Alert, AlertQuery, Arrivals, GroupCount
 from redrive.ports import AlertStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import dump
 
+# Imported where alerts are evaluated or read: a producer or worker never does either.
+if TYPE_CHECKING:
+    from redrive.domain.alerts import Alert, AlertQuery, Arrivals, GroupCount
+
 
 def alert_from_row(row: dict[str, Any]) -> Alert:
+    from redrive.domain.alerts import Alert
+
     return Alert(**{name: row[name] for name in Alert.__dataclass_fields__})
 
 
 def _groups(rows: list[dict[str, Any]]) -> list[GroupCount]:
+    from redrive.domain.alerts import GroupCount
+
     return [
         GroupCount(row["tenant_id"], row["queue"], str(row["key"]), int(row["count"]))
         for row in rows
@@ -23,6 +30,8 @@ def _groups(rows: list[dict[str, Any]]) -> list[GroupCount]:
 
 class SqlAlerts(SqlBase, AlertStore):
     async def dead_letter_arrivals(self, quiet_start: int, window_start: int) -> list[Arrivals]:
+        from redrive.domain.alerts import Arrivals
+
         rows = await self._rows(
             "select_dead_letter_arrivals",
             since=min(quiet_start, window_start),

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redrive.domain.audit import GENESIS, AuditQuery, AuditRecord, ChainHead
 from redrive.ports import AuditStore
 from redrive.store.base import SqlBase
 
+# Imported where records are read or written: a producer that only enqueues audits nothing.
+if TYPE_CHECKING:
+    from redrive.domain.audit import AuditQuery, AuditRecord, ChainHead
+
 
 def _record(row: dict[str, Any]) -> AuditRecord:
+    from redrive.domain.audit import AuditRecord
+
     return AuditRecord(
         id=row["id"],
         tenant_id=row["tenant_id"],
@@ -30,11 +35,15 @@ def _record(row: dict[str, Any]) -> AuditRecord:
 
 
 def _head(row: dict[str, Any]) -> ChainHead:
+    from redrive.domain.audit import ChainHead
+
     return ChainHead(row["tenant_id"], int(row["seq"]), row["hash"])
 
 
 class SqlAudit(SqlBase, AuditStore):
     async def lock_audit_head(self, tenant_id: str) -> ChainHead:
+        from redrive.domain.audit import GENESIS
+
         rows = await self._rows("lock_audit_head", tenant_id=tenant_id, genesis=GENESIS)
         return _head(rows[0])
 

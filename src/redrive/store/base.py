@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from redrive.domain.dead_letter import DEAD
-from redrive.domain.job import Job
 from redrive.store.codec import dump
+
+if TYPE_CHECKING:
+    from redrive.domain.job import Job
 
 
 class Executor(Protocol):
@@ -119,6 +120,8 @@ class SqlBase:
         incidents' now-dead counts, each in one statement when the transaction finishes. A
         row without a status was dead (what the moves out of `dead` return); a row with a count
         stands for that many episodes alike."""
+        from redrive.domain.dead_letter import DEAD  # here: a producer that enqueues needs none
+
         for row in rows:
             if row.get("status", DEAD) == DEAD:
                 group = (row["tenant_id"], row["queue"], row["type"], row["error_type"] or "")

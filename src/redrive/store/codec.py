@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from operator import attrgetter, itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from redrive.domain.dead_letter import DeadLetter
 from redrive.domain.events import Event, block_event_id, enqueued_event_type, event_block_id
 from redrive.domain.identifiers import SERIES_COUNTER
-from redrive.domain.incident import Incident, IncidentEntry
 from redrive.domain.job import Job, assemble_job
 from redrive.domain.records import (
     job_from_record,
@@ -20,10 +18,16 @@ from redrive.domain.records import (
     sparse_job_record,
     sparse_retry_record,
 )
-from redrive.domain.replay import ReplayRule
 from redrive.domain.retry import RetryPolicy
-from redrive.domain.root_cause import RootCause
 from redrive.ports import StoredEvent
+
+# Imported by the functions that make them: a producer that only enqueues never reads a dead
+# letter, an incident, a root cause or a replay rule.
+if TYPE_CHECKING:
+    from redrive.domain.dead_letter import DeadLetter
+    from redrive.domain.incident import Incident, IncidentEntry
+    from redrive.domain.replay import ReplayRule
+    from redrive.domain.root_cause import RootCause
 
 JOB_COLUMNS = (
     "id", "tenant_id", "queue", "type", "state", "priority", "attempt", "timeout_ms",
@@ -390,6 +394,8 @@ def dead_letter_record(dead_letter: DeadLetter) -> dict[str, Any]:
 
 
 def dead_letter_from_row(row: dict[str, Any]) -> DeadLetter:
+    from redrive.domain.dead_letter import DeadLetter
+
     return DeadLetter(
         id=row["id"],
         job=job_from_record(load(row["job"])),
@@ -416,6 +422,8 @@ def incident_entry_record(entry: IncidentEntry) -> dict[str, Any]:
 
 
 def incident_from_row(row: dict[str, Any]) -> Incident:
+    from redrive.domain.incident import Incident
+
     return Incident(
         id=row["id"],
         tenant_id=row["tenant_id"],
@@ -440,6 +448,8 @@ def incident_from_row(row: dict[str, Any]) -> Incident:
 
 
 def root_cause_from_row(row: dict[str, Any]) -> RootCause:
+    from redrive.domain.root_cause import RootCause
+
     return RootCause(
         incident_id=row["incident_id"],
         tenant_id=row["tenant_id"],
@@ -528,6 +538,8 @@ def replay_rule_parameters(rule: ReplayRule) -> dict[str, Any]:
 
 
 def replay_rule_from_row(row: dict[str, Any]) -> ReplayRule:
+    from redrive.domain.replay import ReplayRule
+
     return ReplayRule(
         id=row["id"],
         tenant_id=row["tenant_id"],

@@ -5,18 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redrive.domain.dead_letter import (
-    DEAD,
-    TOMBSTONES,
-    DeadLetter,
-    DeadLetterStats,
-    MovedEpisode,
-    RequeuedGroup,
-)
-from redrive.domain.dead_letter_filter import DeadLetterFilter
-from redrive.domain.incident import Incident, IncidentEntry
 from redrive.domain.webhooks import Listener
 from redrive.ports import DeadLetterStore, Page, Retried
 from redrive.store.base import SqlBase
@@ -29,18 +19,29 @@ from redrive.store.codec import (
     load,
 )
 
+# The dead-letter and incident modules are imported by the methods that use them: every
+# process's store has these methods, a producer that only enqueues never calls them.
+if TYPE_CHECKING:
+    from redrive.domain.dead_letter import DeadLetter, DeadLetterStats, MovedEpisode
+    from redrive.domain.dead_letter_filter import DeadLetterFilter
+    from redrive.domain.incident import Incident, IncidentEntry
+
 
 def filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
     """Every filter attribute, bound by its own name (the SQL fragment names each one)."""
-    return {item.name: getattr(filters, item.name) for item in fields(DeadLetterFilter)}
+    return {item.name: getattr(filters, item.name) for item in fields(filters)}
 
 
 def _tombstones(filters: DeadLetterFilter) -> bool:
     """Whether the filter reads tombstones, which have a table (and statements) of their own."""
+    from redrive.domain.dead_letter import TOMBSTONES
+
     return filters.status in TOMBSTONES
 
 
 def _tally_row(dead: DeadLetter) -> dict[str, Any]:
+    from redrive.domain.dead_letter import DEAD
+
     job = dead.job
     return {
         "tenant_id": job.tenant_id,
@@ -128,6 +129,8 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         """Flip up to `limit` dead episodes matching the filter (newest first) to `status` in
         one statement and take them off the tallies and their incidents' counts; returns those
         this call moved."""
+        from redrive.domain.dead_letter import MovedEpisode
+
         parameters = filter_parameters(filters)
         del parameters["status"]  # the filter selects dead episodes; :moved_to is where they go
         rows = await self._rows(
@@ -163,6 +166,8 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         leave `pending` in the same transaction: moved, or skipped (skip_redrive_items sets
         those whose dead letters the statement skipped, where its dialect marked them moved
         before its pick)."""
+        from redrive.domain.dead_letter import MovedEpisode, RequeuedGroup
+
         if not episode_ids:
             return Retried([], [], [])
         rows = await self._rows(
@@ -247,6 +252,8 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         return changed == 1
 
     async def dead_letter_stats(self, tenant_id: str | None) -> DeadLetterStats:
+        from redrive.domain.dead_letter import DeadLetterStats
+
         rows = await self._rows("select_dead_letter_tallies", tenant_id=tenant_id)
         times = (await self._rows("dead_letter_time_range", tenant_id=tenant_id))[0]
         return DeadLetterStats(

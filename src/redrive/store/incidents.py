@@ -5,12 +5,8 @@ from before incidents (entering dead letters add to their incidents in store/dea
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
-from redrive.domain.dead_letter import DeadLetter
-from redrive.domain.dead_letter_filter import DeadLetterFilter
-from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, Sort, StateChange
-from redrive.domain.root_cause import RootCause, Unexplained
-from redrive.domain.trend import Buckets
 from redrive.ports import IncidentStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import (
@@ -21,6 +17,15 @@ from redrive.store.codec import (
     root_cause_from_row,
 )
 from redrive.store.dead_letters import filter_parameters
+
+# Named for the types only (the rows become records in store/codec.py): a producer that only
+# enqueues loads no incident module.
+if TYPE_CHECKING:
+    from redrive.domain.dead_letter import DeadLetter
+    from redrive.domain.dead_letter_filter import DeadLetterFilter
+    from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, StateChange
+    from redrive.domain.root_cause import RootCause, Unexplained
+    from redrive.domain.trend import Buckets
 
 
 class SqlIncidents(SqlBase, IncidentStore):
@@ -33,6 +38,8 @@ class SqlIncidents(SqlBase, IncidentStore):
         return [incident_from_row(row) for row in found]
 
     async def list_incidents(self, query: IncidentQuery) -> list[Incident]:
+        from redrive.domain.incident import Sort
+
         states = None if query.states is None else list(query.states)
         ordered = (
             "select_incidents_by_count" if query.sort == Sort.COUNT else "select_incidents_recent"
@@ -131,6 +138,8 @@ class SqlIncidents(SqlBase, IncidentStore):
             for value in (filters.incident_id, filters.queue, filters.type,
                           filters.type_prefix, filters.fingerprint)
         )  # fmt: skip
+        from redrive.domain.root_cause import Unexplained
+
         named = (
             "select_unexplained_incidents_by_error" if by_error else "select_unexplained_incidents"
         )
@@ -140,6 +149,8 @@ class SqlIncidents(SqlBase, IncidentStore):
     async def unexplained_among(
         self, incident_ids: list[str], tenant_id: str | None
     ) -> list[Unexplained]:
+        from redrive.domain.root_cause import Unexplained
+
         if not incident_ids:
             return []
         rows = await self._rows(

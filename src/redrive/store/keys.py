@@ -3,16 +3,21 @@ key or a session token itself."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redrive.domain.caller import Role
-from redrive.domain.keys import ApiKey
-from redrive.domain.sessions import DashboardSession
 from redrive.ports import KeyStore, SessionStore, StoredKey, StoredSession
 from redrive.store.base import SqlBase
 
+if TYPE_CHECKING:
+    from redrive.domain.keys import ApiKey
+    from redrive.domain.sessions import DashboardSession
+
 
 def _key(row: dict[str, Any]) -> StoredKey:
+    # Here, not with the module: an embedded producer or worker reads no key.
+    from redrive.domain.keys import ApiKey
+
     key = ApiKey(
         id=row["id"],
         tenant_id=row["tenant_id"],
@@ -73,6 +78,8 @@ class SqlSessions(SqlBase, SessionStore):
         rows = await self._rows("select_dashboard_session", token_hash=token_hash)
         if not rows:
             return None
+        from redrive.domain.sessions import DashboardSession
+
         row = rows[0]
         key = _key(row).key
         session = DashboardSession(

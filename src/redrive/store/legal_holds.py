@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redrive.domain.dead_letter_filter import DeadLetterFilter
-from redrive.domain.legal_hold import LegalHold
 from redrive.ports import LegalHoldStore
 from redrive.store.base import SqlBase
 from redrive.store.dead_letters import filter_parameters
 
+# Imported where holds are read: a producer or worker never reads one.
+if TYPE_CHECKING:
+    from redrive.domain.dead_letter_filter import DeadLetterFilter
+    from redrive.domain.legal_hold import LegalHold
+
 
 def _hold(row: dict[str, Any]) -> LegalHold:
+    from redrive.domain.legal_hold import LegalHold
+
     return LegalHold(
         id=row["id"],
         tenant_id=row["tenant_id"],

@@ -4,25 +4,23 @@ of a batch, and the outcomes of the jobs they redrove."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redrive.domain.dead_letter import DeadLetter
-from redrive.domain.dead_letter_filter import DeadLetterFilter
-from redrive.domain.redrive import (
-    DEAD_AGAIN,
-    SUCCEEDED,
-    ItemOutcome,
-    RedriveFailure,
-    RedriveOutcome,
-    RedriveTask,
-)
 from redrive.ports import RedriveTaskStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import dead_letter_from_row, dump, load
 from redrive.store.dead_letters import filter_parameters
 
+# Imported where tasks are read or their outcomes counted: a producer never runs one.
+if TYPE_CHECKING:
+    from redrive.domain.dead_letter import DeadLetter
+    from redrive.domain.dead_letter_filter import DeadLetterFilter
+    from redrive.domain.redrive import ItemOutcome, RedriveFailure, RedriveOutcome, RedriveTask
+
 
 def task_from_row(row: dict[str, Any]) -> RedriveTask:
+    from redrive.domain.redrive import RedriveFailure, RedriveTask
+
     return RedriveTask(
         id=row["id"],
         tenant_id=row["tenant_id"],
@@ -172,6 +170,8 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
     async def record_redrive_outcomes(
         self, outcomes: list[RedriveOutcome]
     ) -> tuple[list[ItemOutcome], list[RedriveTask]]:
+        from redrive.domain.redrive import DEAD_AGAIN, SUCCEEDED, ItemOutcome
+
         if not outcomes:
             return [], []
         rows = await self._rows("record_redrive_outcomes", rows=dump([vars(o) for o in outcomes]))

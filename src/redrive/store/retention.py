@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redrive.domain.dead_letter import ARCHIVED, PRUNED
-from redrive.domain.replay import ReplayRule
-from redrive.domain.retention import ArchiveRecord, PolicyRecord, RetentionPolicy
 from redrive.ports import PruneScope, ReplayRuleStore, RetentionStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import replay_rule_from_row, replay_rule_parameters
 
+# Imported where policies and archives are read: a producer reads neither.
+if TYPE_CHECKING:
+    from redrive.domain.replay import ReplayRule
+    from redrive.domain.retention import ArchiveRecord, PolicyRecord
+
 
 def _policy(row: dict[str, Any]) -> PolicyRecord:
+    from redrive.domain.retention import PolicyRecord, RetentionPolicy
+
     return PolicyRecord(
         tenant_id=row["tenant_id"],
         queue=row["queue"],
@@ -28,6 +32,8 @@ def _policy(row: dict[str, Any]) -> PolicyRecord:
 
 
 def _archive(row: dict[str, Any]) -> ArchiveRecord:
+    from redrive.domain.retention import ArchiveRecord
+
     return ArchiveRecord(
         name=row["name"],
         tenant_id=row["tenant_id"],
@@ -46,6 +52,8 @@ class SqlRetention(SqlBase, RetentionStore):
         each dead letter (status pruned, or archived); the rows as they were: whole rows when
         archiving (the history rows an age prune archives are deleted), the tally columns
         otherwise."""
+        from redrive.domain.dead_letter import ARCHIVED, PRUNED  # here: a producer prunes none
+
         kind = "oldest_dead_letters" if scope.by_count else "dead_letters_by_age"
         parameters = {**self._scope(scope), "limit": limit, "now": now, "moved_by": moved_by}
         if not scope.archive:

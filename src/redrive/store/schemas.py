@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redrive.domain.job_schemas import JobSchema
 from redrive.ports import SchemaStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import dump, load
 
+# Imported where a schema is read: jobs of a type without one are enqueued without it.
+if TYPE_CHECKING:
+    from redrive.domain.job_schemas import JobSchema
+
 
 def _schema(row: dict[str, Any]) -> JobSchema:
+    from redrive.domain.job_schemas import JobSchema
+
     return JobSchema(
         tenant_id=row["tenant_id"],
         type=row["type"],

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redrive.domain.webhook_delivery import DeliveryQuery, DeliveryRecord, DeliveryStatus
 from redrive.domain.webhooks import SealedSecrets, Subscription
 from redrive.ports import StoredSubscription, WebhookStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import dump, load
+
+# Imported where the delivery log is read: a producer never reads it.
+if TYPE_CHECKING:
+    from redrive.domain.webhook_delivery import DeliveryQuery, DeliveryRecord
 
 
 def _stored(row: dict[str, Any]) -> StoredSubscription:
@@ -48,6 +51,8 @@ def _parameters(stored: StoredSubscription) -> dict[str, Any]:
 
 
 def _record(row: dict[str, Any]) -> DeliveryRecord:
+    from redrive.domain.webhook_delivery import DeliveryRecord, DeliveryStatus
+
     return DeliveryRecord(
         id=row["id"],
         tenant_id=row["tenant_id"],
