@@ -168,3 +168,30 @@ async def test_a_nack_after_the_lease_was_reaped_is_refused(
     assert (outcome.state, outcome.problem) == (None, "conflict")
     assert await service.dead_letters.get(CALLER, job_id) == reaped
     await source.close()
+
+
+async def test_nacks_sharing_one_error_document_are_each_recorded(service: Service) -> None:
+    """An embedded worker's jobs that failed alike share one error document (parsed once a
+    batch): each job still records the failure as its own; a document the server would refuse
+    refuses every nack that carries it, and only those."""
+    source = EmbeddedJobSource(service)
+    await enqueue(service, 4)
+    claimed = await source.fetch(["default"], 4, 0, WORKER_ID)
+    broken: dict[str, Any] = {"code": "handler_error", "type": "SmtpError", "message": [1]}
+    errors: list[dict[str, Any]] = [ERROR, broken, ERROR, broken]
+    failures = [
+        Failure(job["id"], job["lease_token"], error)
+        for job, error in zip(claimed, errors, strict=True)
+    ]
+    nacked = await source.nack(failures, WORKER_ID)
+    assert [outcome.state for outcome in nacked] == ["retryable", None, "retryable", None]
+    assert [outcome.problem for outcome in nacked] == [None, "invalid_request"] * 2
+    for job in (claimed[0], claimed[2]):
+        recorded = await service.jobs.get(CALLER, job["id"])
+        assert recorded.state == "retryable"
+        assert [(e["type"], e["message"], e["attempt"]) for e in recorded.errors] == [
+            ("SmtpError", "refused", 1)
+        ]
+    for job in (claimed[1], claimed[3]):
+        assert await state_of(service, job["id"]) == "active"
+    await source.close()

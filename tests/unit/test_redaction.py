@@ -231,3 +231,16 @@ def test_a_batch_of_failures_is_redacted_each_as_alone_equal_ones_once() -> None
     assert redacted[2].retryable is False
     assert redacted[3].redactions == {"email": 1, "password": 1, "url_credentials": 1}
     assert lifecycle.redact_failures([], DEFAULT_REDACTOR) == []
+
+
+def test_one_failure_given_twice_is_redacted_once() -> None:
+    """An embedded worker's nacks of jobs that failed alike carry one parsed failure."""
+    details = {"backtrace": ["Traceback", "at db (dsn=postgres://u:p@db/x)"]}
+    message = "login as ana@example.com"
+    shared = lifecycle.Failure("handler_error", message, "AuthError", True, details)
+    other = lifecycle.Failure("handler_error", "plain", "AuthError", True, None)
+    redacted = lifecycle.redact_failures([shared, other, shared], DEFAULT_REDACTOR)
+    assert redacted[0] is redacted[2]
+    assert redacted[0] == lifecycle.redact_failure(shared, DEFAULT_REDACTOR)
+    assert redacted[0].redactions == {"email": 1, "url_credentials": 1}
+    assert redacted[1] == lifecycle.redact_failure(other, DEFAULT_REDACTOR)

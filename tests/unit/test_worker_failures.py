@@ -123,12 +123,47 @@ def test_a_backtrace_reads_as_python_prints_it(call: Callable[[], None]) -> None
 
 
 def test_a_failure_repeated_reads_as_python_prints_each() -> None:
-    """The last line is remembered by type and message; a note added to one of them shows."""
+    """Documents are remembered by type, message and frames; a note added to one shows."""
     noted = caught(lambda: inner(1))
     noted.add_note("second try")
     for error in (caught(lambda: inner(1)), caught(lambda: inner(1)), noted):
         assert backtrace_lines(error) == python_backtrace(error)[-MAX_BACKTRACE_LINES:]
+        expected = python_backtrace(error)[-MAX_BACKTRACE_LINES:]
+        assert error_document(error)["details"]["backtrace"] == expected
     assert backtrace_lines(noted)[-1] == "second try"
+    assert error_document(noted)["details"]["backtrace"][-1] == "second try"
+
+
+def fail_at(line: int) -> None:
+    if line == 1:
+        raise LookupError("no such customer")
+    raise LookupError("no such customer")
+
+
+def fail_first() -> None:
+    fail_at(1)
+
+
+def fail_second() -> None:
+    fail_at(2)
+
+
+def test_failures_alike_share_one_document() -> None:
+    """The same type, message and frames: one document for both. Another message, another
+    line raising it, or a chain that shows a cause each make their own."""
+    first, second = caught(fail_first), caught(fail_first)
+    assert first is not second
+    assert error_document(first) is error_document(second)
+    other_line = caught(fail_second)
+    assert error_document(other_line) is not error_document(first)
+    assert error_document(other_line)["details"]["backtrace"] == python_backtrace(other_line)
+    assert error_document(first)["details"]["backtrace"] == python_backtrace(first)
+    other_message = raised(LookupError("no such order"))
+    assert error_document(other_message)["message"] == "no such order"
+    assert error_document(raised(LookupError("no such customer"))) is not error_document(first)
+    one, two = caught(chained), caught(chained)
+    assert error_document(one) is not error_document(two)
+    assert error_document(one) == error_document(two)
 
 
 def test_the_backtrace_shows_the_source_of_each_frame() -> None:

@@ -183,13 +183,19 @@ def redact_failures(failures: Sequence[Failure], redactor: Redactor) -> list[Fai
     Equal means the same `repr` of every field: values parsed from JSON, so no two different
     failures share one."""
     done: dict[str, Failure] = {}
+    # The same failure given again (an embedded worker's nacks share one per document): its
+    # redaction found without writing its repr again.
+    by_identity: dict[int, Failure] = {}
     redacted = []
     for failure in failures:
-        key = repr((failure.code, failure.message, failure.type, failure.retryable,
-                    failure.details, failure.redactions))  # fmt: skip
-        found = done.get(key)
+        found = by_identity.get(id(failure))
         if found is None:
-            found = done[key] = redact_failure(failure, redactor)
+            key = repr((failure.code, failure.message, failure.type, failure.retryable,
+                        failure.details, failure.redactions))  # fmt: skip
+            found = done.get(key)
+            if found is None:
+                found = done[key] = redact_failure(failure, redactor)
+            by_identity[id(failure)] = found
         redacted.append(found)
     return redacted
 

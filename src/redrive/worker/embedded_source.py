@@ -81,12 +81,19 @@ class EmbeddedJobSource:
 
     async def nack(self, failures: list[Failure], worker_id: str) -> list[Outcome]:
         requests: list[NackRequest | OjsError] = []
+        # Each document parsed once: the jobs that failed alike share theirs (error_document).
+        parsed_by_document: dict[int, lifecycle.Failure | OjsError] = {}
         for failure in failures:
             held = self._held.pop(failure.job_id, None)
-            try:
-                parsed = lifecycle.parse_failure(failure.error)
-            except OjsError as error:  # the runtime built an error the server would refuse
-                requests.append(error)
+            parsed = parsed_by_document.get(id(failure.error))
+            if parsed is None:
+                try:
+                    parsed = lifecycle.parse_failure(failure.error)
+                except OjsError as error:  # the runtime built an error the server would refuse
+                    parsed = error
+                parsed_by_document[id(failure.error)] = parsed
+            if isinstance(parsed, OjsError):
+                requests.append(parsed)
                 continue
             requests.append(
                 NackRequest(

@@ -94,32 +94,6 @@ def _plain_frame_lines(frames: TracebackType | None) -> list[str] | None:
     return lines
 
 
-# The last line(s) of a traceback by exception type and message, as format_exception_only gives
-# them: it builds a TracebackException each call, a third of a failed attempt's error document,
-# and a handler that keeps failing fails the same way. Bounded: emptied when full.
-EXCEPTION_LINES_REMEMBERED = 256
-_exception_lines: dict[tuple[type[BaseException], str], list[str]] = {}
-
-
-def _exception_only(error: BaseException) -> list[str]:
-    """`traceback.format_exception_only` of `error`, remembered by its type and message where
-    they are all it reads (no notes, not a SyntaxError, whose location it prints too)."""
-    kind = type(error)
-    if isinstance(error, SyntaxError) or getattr(error, "__notes__", None) is not None:
-        return traceback.format_exception_only(kind, error)
-    try:
-        key = (kind, str(error))
-    except Exception:  # a broken __str__: traceback says so in its own words
-        return traceback.format_exception_only(kind, error)
-    lines = _exception_lines.get(key)
-    if lines is None:
-        lines = traceback.format_exception_only(kind, error)
-        if len(_exception_lines) >= EXCEPTION_LINES_REMEMBERED:
-            _exception_lines.clear()
-        _exception_lines[key] = lines
-    return lines
-
-
 def _formatted(error: BaseException) -> str:
     frames = _handler_frames(error)
     shows_chain = error.__cause__ is not None or (
@@ -128,7 +102,7 @@ def _formatted(error: BaseException) -> str:
     if frames is not None and not shows_chain and not isinstance(error, BaseExceptionGroup):
         frame_lines = _plain_frame_lines(frames)
         if frame_lines is not None:
-            only = _exception_only(error)
+            only = traceback.format_exception_only(type(error), error)
             return "".join(["Traceback (most recent call last):\n", *frame_lines, *only])
     summary = traceback.TracebackException(type(error), error, frames)
     _without_carets(summary, set())
@@ -146,7 +120,53 @@ def _message(error: BaseException) -> str:
     return text[:MAX_MESSAGE_CHARACTERS]
 
 
+# Whole error documents by what makes them: the exception's type and message and the handler
+# frames it passed (code and line each). A handler that fails job after job the same way gets
+# the one document, shared (read-only: the nack's parse and redaction copy what they change),
+# and the nack parses it once a batch. Bounded: emptied when full.
+DOCUMENTS_REMEMBERED = 256
+_documents: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+def _document_key(error: BaseException) -> tuple[Any, ...] | None:
+    """What `error`'s document is made of, or None where more goes into it (a chained or
+    grouped exception, notes, a SyntaxError's location, a broken `__str__`)."""
+    if (
+        error.__cause__ is not None
+        or (error.__context__ is not None and not error.__suppress_context__)
+        or isinstance(error, BaseExceptionGroup | SyntaxError)
+        or getattr(error, "__notes__", None) is not None
+    ):
+        return None
+    try:
+        message = str(error)
+    except Exception:
+        return None
+    key: list[Any] = [type(error), message]
+    frames = _handler_frames(error)
+    while frames is not None:
+        key.append(frames.tb_frame.f_code)
+        key.append(frames.tb_lineno)
+        frames = frames.tb_next
+    return tuple(key)
+
+
 def error_document(error: BaseException) -> dict[str, Any]:
+    """The nack `error` for an exception a handler raised, shared by the failures it is the
+    same for (see DOCUMENTS_REMEMBERED): not to be changed."""
+    key = _document_key(error)
+    if key is None:
+        return _new_document(error)
+    document = _documents.get(key)
+    if document is None:
+        document = _new_document(error)
+        if len(_documents) >= DOCUMENTS_REMEMBERED:
+            _documents.clear()
+        _documents[key] = document
+    return document
+
+
+def _new_document(error: BaseException) -> dict[str, Any]:
     """The nack `error` for an exception a handler raised.
 
     `type` is the exception's class name (`details.error_class` the module-qualified one, so

@@ -243,7 +243,8 @@ class Worker:
             return
         running = Running(payload, token, heartbeat_seconds(payload))
         self._running[job_id] = running
-        self._note_heartbeat(payload)
+        if running.heartbeat_seconds < self._heartbeat_interval:
+            self._wake_heartbeat.set()
         task = asyncio.create_task(self._execute(job_id, payload, registered))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
