@@ -76,27 +76,19 @@ class JobService:
         return bool(written.listeners)
 
     async def enqueue(self, caller: Caller, request: JobRequest) -> Job:
-        """One statement that commits by itself (on PostgreSQL one round trip). A webhook
-        subscription listening to the tenant's events makes it write nothing; the enqueue then
-        runs in a transaction that queues the deliveries too, and so do the tenant's next ones
-        until one finds no subscription (`listened` is only a hint: either way is safe)."""
+        """One statement that commits by itself (on PostgreSQL one round trip), as
+        `_insert_alone_first` tells."""
         now = self.runtime.now()
         job = new_job(request, self._context(caller, now))
-        tenant = caller.tenant_scope
-        if tenant not in self.listened:
-            async with self.runtime.store.transaction(caller, one_statement=True) as transaction:
-                if not await self._insert(transaction, [job], now, alone=True):
-                    return job
-            self.listened.add(tenant)
-        async with self.runtime.store.transaction(caller) as transaction:
-            if not await self._insert(transaction, [job], now):
-                self.listened.discard(tenant)
+        await self._insert_alone_first(caller, [job], now)
         return job
 
     async def _insert_alone_first(self, caller: Caller, jobs: list[Job], now: int) -> None:
         """The jobs in a unit of one statement (on PostgreSQL one round trip, no BEGIN or
         COMMIT), unless the tenant's last enqueue found a webhook subscription: then, or when
-        this one finds one (it wrote nothing), in a transaction that queues the deliveries."""
+        this one finds one (it wrote nothing), in a transaction that queues the deliveries; so
+        do the tenant's next ones until one finds no subscription (`listened` is only a hint:
+        either way is safe)."""
         tenant = caller.tenant_scope
         if tenant not in self.listened:
             async with self.runtime.store.transaction(caller, one_statement=True) as transaction:
