@@ -281,11 +281,12 @@ class WebhookService:
         return record
 
     async def wait_for_work(self, timeout: float) -> None:
-        """Wait for deliveries: queued by any process while a subscription is active; else only
-        by this process (no other can queue one: a delivery made due by a redrive or by its
-        retry's time, or one queued for a subscription made meanwhile, is found at the next
-        look, after `timeout`). Then the store needs no LISTEN connection for it, which would
-        cost PostgreSQL and this process CPU on every enqueue of every replica."""
+        """Wait for deliveries: queued by any process while a subscription is active; else for
+        this process's own commits only (with no subscription no process queues one; a delivery
+        made due by a redrive or by its retry's time, or queued by another process for a
+        subscription made meanwhile, is found at the next look, after `timeout`). Then the
+        store needs no LISTEN connection for the loop, which would cost PostgreSQL and this
+        process CPU on every enqueue of every replica."""
         store = self.runtime.store
         async with store.transaction(WEBHOOK_CALLER) as transaction:
             subscribed = await transaction.any_active_subscription()
