@@ -1,4 +1,5 @@
-"""Long-poll fetch (`wait_ms`) wakes when work arrives, in the same process or another replica."""
+"""Long-poll fetch (`wait_ms`) wakes when work arrives, in the same process or another replica; the
+webhook delivery loop listens for other replicas only while a subscription is active."""
 
 from __future__ import annotations
 
@@ -9,11 +10,16 @@ import psycopg
 import pytest
 
 from redrive.api.worker_requests import fetch_request
+from redrive.domain.caller import Caller, Role
 from redrive.domain.envelope import read_envelope
+from redrive.domain.webhooks import SubscriptionChanges, SubscriptionRequest
+from redrive.ports import Store
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
+from redrive.service.webhooks import WEBHOOK_CALLER
 from tests.conftest import open_test_store
 from tests.support.callers import CALLER
+from tests.support.options import service_options
 from tests.support.postgres import database_from_template
 
 pytestmark = pytest.mark.anyio
@@ -21,6 +27,7 @@ pytestmark = pytest.mark.anyio
 # Far longer than the wake-up needs; the test fails if the fetch only returns at its deadline.
 WAIT_MS = 20_000
 PATIENCE_SECONDS = 10
+ACME = Caller.for_tenant("acme", "test", Role.ADMIN)
 
 
 async def test_waiting_fetch_wakes_on_enqueue(service: Service) -> None:
@@ -193,3 +200,63 @@ async def test_a_batch_enqueue_notifies_the_queues_of_its_available_jobs(
         finally:
             await listener.close()
             await store.close()
+
+
+async def test_a_commit_wakes_this_process_s_local_waiters(service: Service, store: Store) -> None:
+    """`wait_for_local_work` hears this process's own commits, with no LISTEN connection: an
+    enqueue of one job and a batch (on PostgreSQL each statement commits alone)."""
+    for payload in ({"queue": "mail"}, None):
+        waiting = asyncio.create_task(store.wait_for_local_work(["mail"], WAIT_MS / 1000))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        envelope = {"type": "mail.send", "args": [], "options": {"queue": "mail"}}
+        if payload is None:
+            await service.jobs.enqueue_batch(CALLER, [read_envelope(envelope)] * 2)
+        else:
+            await service.jobs.enqueue(CALLER, read_envelope(envelope))
+        assert await asyncio.wait_for(waiting, PATIENCE_SECONDS) is True
+
+
+async def test_a_delivery_queued_here_wakes_the_delivery_loop_before_it_listens(
+    service: Service,
+) -> None:
+    """With no active subscription the delivery loop waits for this process's commits only; a
+    subscription made here and a job enqueued for it wake it at once (the delivery queued with
+    the job), not at its next look."""
+    waiting = asyncio.create_task(service.webhooks.wait_for_work(WAIT_MS / 1000))
+    await asyncio.sleep(0.2)
+    assert not waiting.done()
+    request = SubscriptionRequest("http://127.0.0.1:9/hook", ("job.enqueued",), None)
+    await service.webhooks.create(ACME, request)
+    await service.jobs.enqueue(ACME, read_envelope({"type": "mail.send", "args": []}))
+    await asyncio.wait_for(waiting, PATIENCE_SECONDS)
+    assert len(await service.webhooks.claim(10)) == 1
+
+
+@pytest.mark.postgres
+async def test_the_delivery_loop_listens_only_while_a_subscription_is_active(
+    postgres_template: str,
+) -> None:
+    """Every NOTIFY wakes each listening backend of the database, so a server with no
+    subscription keeps no LISTEN connection for its delivery loop: it opens once one exists."""
+    with database_from_template(postgres_template) as database_url:
+        store = await open_test_store(database_url)
+        try:
+            service = Service(Runtime(store, options=service_options()))
+            await service.webhooks.wait_for_work(0.05)
+            assert listening_backends(database_url) == 0
+            request = SubscriptionRequest("http://127.0.0.1:9/hook", ("job.enqueued",), None)
+            made = await service.webhooks.create(ACME, request)
+            await service.webhooks.wait_for_work(0.05)
+            await asyncio.sleep(0.1)
+            assert listening_backends(database_url) == 1
+            inactive = SubscriptionChanges(active=False)
+            await service.webhooks.update(ACME, made.subscription.id, inactive)
+            assert not await _any_active(service)
+        finally:
+            await store.close()
+
+
+async def _any_active(service: Service) -> bool:
+    async with service.runtime.store.transaction(WEBHOOK_CALLER) as transaction:
+        return await transaction.any_active_subscription()

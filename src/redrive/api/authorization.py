@@ -29,7 +29,7 @@ async def authorize(request: Request) -> None:
         request.state.policy = policy
         return
     if not request.app.state.auth_required:
-        request.state.caller = open_caller(request)
+        request.scope.setdefault("state", {})["caller"] = open_caller(request)
         return
     if policy.permission is None:
         return
@@ -42,7 +42,7 @@ async def authorize(request: Request) -> None:
     except Forbidden as refusal:
         await _record_refusal(request, key, refusal)
         raise
-    request.state.caller = caller
+    request.scope.setdefault("state", {})["caller"] = caller
 
 
 async def _record_refusal(request: Request, key: ApiKey, refusal: Forbidden) -> None:

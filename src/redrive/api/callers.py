@@ -12,18 +12,19 @@ from dataclasses import replace
 
 from starlette.requests import Request
 
+from redrive.api.http import header
 from redrive.domain.caller import Caller, Role
 from redrive.domain.envelope import validate_tenant
 from redrive.domain.errors import NotFound
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.keys import ApiKey, caller_of_key
 
-TENANT_HEADER = "x-ojs-tenant"
+TENANT_HEADER = b"x-ojs-tenant"
 ACTOR = "api"
 
 
 def chosen_tenant(request: Request) -> str | None:
-    value = request.headers.get(TENANT_HEADER)
+    value = header(request, TENANT_HEADER)
     return validate_tenant(value) if value else None
 
 
@@ -38,7 +39,9 @@ def key_caller(request: Request, key: ApiKey) -> Caller:
 
 
 def caller_of(request: Request) -> Caller:
-    caller: Caller = request.state.caller
+    """The caller `authorize` made, kept in the request's state (read from the scope's dict,
+    as `request.state.caller` would, without Starlette's State object around it)."""
+    caller: Caller = request.scope["state"]["caller"]
     return caller
 
 
@@ -54,5 +57,5 @@ def caller_for_tenant(request: Request, tenant_id: str) -> Caller:
 
 
 def _request_id(request: Request) -> str | None:
-    value = getattr(request.state, "request_id", None)
+    value = request.scope.get("state", {}).get("request_id")
     return value if isinstance(value, str) else None

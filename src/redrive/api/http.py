@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from redrive.domain.errors import InvalidPayload, InvalidRequest
@@ -33,14 +33,45 @@ def ojs(content: Any, status_code: int = 200, headers: dict[str, str] | None = N
     return OjsResponse(content, status_code=status_code, headers=headers)
 
 
+def header(request: Request, name: bytes) -> str | None:
+    """The first value of a request header (`name` in lower case), as `request.headers.get`
+    reads it, from the ASGI scope's list (names in lower case) without building Starlette's
+    Headers for the request: a request to an exact route reads one or two headers."""
+    for key, value in request.scope["headers"]:
+        if key == name:
+            text: str = value.decode("latin-1")
+            return text
+    return None
+
+
+async def body_of(request: Request) -> bytes:
+    """The request's body, as `request.body()` reads it (and then keeps for it), without its
+    asynchronous generator of chunks: a body comes in one message but for the largest."""
+    if hasattr(request, "_body") or request._stream_consumed:  # read: Starlette's own answer
+        return await request.body()
+    chunks: list[bytes] = []
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.request":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        elif message["type"] == "http.disconnect":
+            request._is_disconnected = True
+            raise ClientDisconnect()
+    request._stream_consumed = True
+    body = request._body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return body
+
+
 async def read_json(request: Request, required: bool = True) -> Any:
     """The parsed body. Empty → None when optional; malformed or wrong type → 400."""
-    raw = await request.body()
+    raw = await body_of(request)
     if not raw.strip():
         if required:
             raise InvalidPayload("the request body is empty; send a JSON object")
         return None
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    media_type = (header(request, b"content-type") or "").split(";")[0].strip().lower()
     if media_type and media_type not in ACCEPTED_MEDIA_TYPES:
         raise InvalidPayload(
             f"unsupported content type {media_type!r}; send {OJS_MEDIA_TYPE}",

@@ -281,7 +281,19 @@ class WebhookService:
         return record
 
     async def wait_for_work(self, timeout: float) -> None:
-        await self.runtime.store.wait_for_work([WEBHOOK_QUEUE], timeout)
+        """Wait for deliveries: queued by any process while a subscription is active; else for
+        this process's own commits only (with no subscription no process queues one; a delivery
+        made due by a redrive or by its retry's time, or queued by another process for a
+        subscription made meanwhile, is found at the next look, after `timeout`). Then the
+        store needs no LISTEN connection for the loop, which would cost PostgreSQL and this
+        process CPU on every enqueue of every replica."""
+        store = self.runtime.store
+        async with store.transaction(WEBHOOK_CALLER) as transaction:
+            subscribed = await transaction.any_active_subscription()
+        if subscribed:
+            await store.wait_for_work([WEBHOOK_QUEUE], timeout)
+        else:
+            await store.wait_for_local_work([WEBHOOK_QUEUE], timeout)
 
 
 async def _stored(

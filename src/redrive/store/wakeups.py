@@ -14,6 +14,8 @@ class Wakeups:
         self._waiters: list[tuple[frozenset[str], asyncio.Event]] = []
 
     def signal(self, queues: Iterable[str]) -> None:
+        if not self._waiters:
+            return
         names = set(queues)
         if not names:
             return

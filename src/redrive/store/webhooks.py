@@ -90,6 +90,10 @@ class SqlWebhooks(SqlBase, WebhookStore):
         rows = await self._rows("select_webhook_subscriptions", tenant_id=tenant_id)
         return [_stored(row).subscription for row in rows]
 
+    async def any_active_subscription(self) -> bool:
+        rows = await self._rows("any_active_webhook_subscription")
+        return bool(rows[0]["active"])
+
     async def delete_subscription(self, subscription_id: str, tenant_id: str | None) -> bool:
         rows = await self._rows(
             "delete_webhook_subscription", id=subscription_id, tenant_id=tenant_id

@@ -1467,6 +1467,9 @@ SELECT * FROM webhook_subscriptions
 WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 ORDER BY tenant_id, created_at, id;
 
+-- name: any_active_webhook_subscription
+SELECT EXISTS (SELECT FROM webhook_subscriptions WHERE active) AS active;
+
 -- name: delete_webhook_subscription
 -- The subscription and its delivery log; its id comes back if it was there.
 WITH gone AS (

@@ -1305,6 +1305,9 @@ WHERE id = :id AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
 SELECT * FROM webhook_subscriptions WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
 ORDER BY tenant_id, created_at, id;
 
+-- name: any_active_webhook_subscription
+SELECT EXISTS (SELECT 1 FROM webhook_subscriptions WHERE active) AS active;
+
 -- name: delete_webhook_subscription
 -- The subscription and its delivery log; its id comes back if it was there.
 DELETE FROM webhook_deliveries

@@ -499,6 +499,10 @@ class SqliteStore:
     async def wait_for_work(self, queues: list[str], timeout: float) -> bool:
         return await self.wakeups.wait(queues, timeout)
 
+    async def wait_for_local_work(self, queues: list[str], timeout: float) -> bool:
+        """The same wait: this store's wake-ups are this process's own commits either way."""
+        return await self.wakeups.wait(queues, timeout)
+
     async def migrate(self, until: str | None = None) -> list[str]:
         """Apply the migrations not applied yet, in order; with `until` (a version, the file's
         name without .sql) only up to and including that one, as tests build older schemas."""
