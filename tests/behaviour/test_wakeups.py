@@ -4,6 +4,8 @@ webhook delivery loop listens for other replicas only while a subscription is ac
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import asyncpg
 import psycopg
@@ -28,6 +30,26 @@ pytestmark = pytest.mark.anyio
 WAIT_MS = 20_000
 PATIENCE_SECONDS = 10
 ACME = Caller.for_tenant("acme", "test", Role.ADMIN)
+Payloads = asyncio.Queue[str]
+
+
+@asynccontextmanager
+async def listening_service(postgres_template: str) -> AsyncIterator[tuple[Service, Payloads]]:
+    """A service on a fresh copy of the template, and what a LISTEN on `redrive_jobs` on a
+    connection of its own hears, payload by payload."""
+    with database_from_template(postgres_template) as database_url:
+        store = await open_test_store(database_url)
+        listener = await asyncpg.connect(database_url)
+        heard: Payloads = asyncio.Queue()
+        try:
+            await listener.add_listener(
+                "redrive_jobs",
+                lambda _connection, _pid, _channel, payload: heard.put_nowait(payload),
+            )
+            yield Service(Runtime(store)), heard
+        finally:
+            await listener.close()
+            await store.close()
 
 
 async def test_waiting_fetch_wakes_on_enqueue(service: Service) -> None:
@@ -145,28 +167,15 @@ async def test_an_enqueue_notifies_a_listening_connection_once_it_commits(
     available job only: a LISTEN on a connection of its own hears the available job's queue
     and nothing for the scheduled one enqueued before it (notifications arrive in commit
     order; no re-check stands in for them here)."""
-    with database_from_template(postgres_template) as database_url:
-        store = await open_test_store(database_url)
-        listener = await asyncpg.connect(database_url)
-        heard: asyncio.Queue[str] = asyncio.Queue()
-        try:
-            await listener.add_listener(
-                "redrive_jobs",
-                lambda _connection, _pid, _channel, payload: heard.put_nowait(payload),
-            )
-            service = Service(Runtime(store))
-            later = {"queue": "later", "delay_until": "2099-01-01T00:00:00Z"}
-            await service.jobs.enqueue(
-                CALLER, read_envelope({"type": "mail.send", "args": [], "options": later})
-            )
-            await service.jobs.enqueue(
-                CALLER,
-                read_envelope({"type": "mail.send", "args": [], "options": {"queue": "mail"}}),
-            )
-            assert await asyncio.wait_for(heard.get(), PATIENCE_SECONDS) == "mail"
-        finally:
-            await listener.close()
-            await store.close()
+    async with listening_service(postgres_template) as (service, heard):
+        later = {"queue": "later", "delay_until": "2099-01-01T00:00:00Z"}
+        await service.jobs.enqueue(
+            CALLER, read_envelope({"type": "mail.send", "args": [], "options": later})
+        )
+        await service.jobs.enqueue(
+            CALLER, read_envelope({"type": "mail.send", "args": [], "options": {"queue": "mail"}})
+        )
+        assert await asyncio.wait_for(heard.get(), PATIENCE_SECONDS) == "mail"
 
 
 @pytest.mark.postgres
@@ -175,31 +184,19 @@ async def test_a_batch_enqueue_notifies_the_queues_of_its_available_jobs(
 ) -> None:
     """A batch's NOTIFY goes out with its one statement too, once for each queue of an
     available job: the scheduled job's queue is never heard."""
-    with database_from_template(postgres_template) as database_url:
-        store = await open_test_store(database_url)
-        listener = await asyncpg.connect(database_url)
-        heard: asyncio.Queue[str] = asyncio.Queue()
-        try:
-            await listener.add_listener(
-                "redrive_jobs",
-                lambda _connection, _pid, _channel, payload: heard.put_nowait(payload),
-            )
-            service = Service(Runtime(store))
-            later = {"queue": "later", "delay_until": "2099-01-01T00:00:00Z"}
-            bodies = [
-                {"type": "mail.send", "args": [], "options": later},
-                {"type": "mail.send", "args": [], "options": {"queue": "mail"}},
-                {"type": "sms.send", "args": [], "options": {"queue": "sms"}},
-                {"type": "mail.send", "args": [], "options": {"queue": "mail"}},
-            ]
-            await service.jobs.enqueue_batch(CALLER, [read_envelope(body) for body in bodies])
-            woken = {await asyncio.wait_for(heard.get(), PATIENCE_SECONDS) for _ in range(2)}
-            assert woken == {"mail", "sms"}
-            await asyncio.sleep(0.2)  # anything else the commit sent has arrived by now
-            assert heard.empty()
-        finally:
-            await listener.close()
-            await store.close()
+    async with listening_service(postgres_template) as (service, heard):
+        later = {"queue": "later", "delay_until": "2099-01-01T00:00:00Z"}
+        bodies = [
+            {"type": "mail.send", "args": [], "options": later},
+            {"type": "mail.send", "args": [], "options": {"queue": "mail"}},
+            {"type": "sms.send", "args": [], "options": {"queue": "sms"}},
+            {"type": "mail.send", "args": [], "options": {"queue": "mail"}},
+        ]
+        await service.jobs.enqueue_batch(CALLER, [read_envelope(body) for body in bodies])
+        woken = {await asyncio.wait_for(heard.get(), PATIENCE_SECONDS) for _ in range(2)}
+        assert woken == {"mail", "sms"}
+        await asyncio.sleep(0.2)  # anything else the commit sent has arrived by now
+        assert heard.empty()
 
 
 async def test_a_commit_wakes_this_process_s_local_waiters(service: Service, store: Store) -> None:

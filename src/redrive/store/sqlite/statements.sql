@@ -761,21 +761,14 @@ ON CONFLICT (tenant_id, name) DO NOTHING;
 INSERT INTO events (id, tenant_id, type, queue, job_type, time, data, members, size)
 SELECT event_id, tenant_id, 'dead_letter.retried', queue, type, :now,
     json_object('job_type', type, 'queue', queue, 'moved_by', :moved_by),
-    json_object(
-        'subjects', json((
-            SELECT json_group_array(job_id) FROM (
-                SELECT member.job_id FROM temp.retried_chunk AS member
-                WHERE member.tenant_id = head.tenant_id AND member.queue = head.queue
-                  AND member.type = head.type AND member.place >= head.first
-                  AND member.place / 4096 = head.first / 4096
-                ORDER BY member.place))),
-        'episodes', json((
-            SELECT json_group_array(id) FROM (
-                SELECT member.id FROM temp.retried_chunk AS member
-                WHERE member.tenant_id = head.tenant_id AND member.queue = head.queue
-                  AND member.type = head.type AND member.place >= head.first
-                  AND member.place / 4096 = head.first / 4096
-                ORDER BY member.place)))),
+    json((
+        SELECT json_object('subjects', json_group_array(job_id), 'episodes', json_group_array(id))
+        FROM (
+            SELECT member.job_id, member.id FROM temp.retried_chunk AS member
+            WHERE member.tenant_id = head.tenant_id AND member.queue = head.queue
+              AND member.type = head.type AND member.place >= head.first
+              AND member.place / 4096 = head.first / 4096
+            ORDER BY member.place))),
     size
 FROM (
     -- (event_id: the first member's, the row min() takes its other bare columns from.)
