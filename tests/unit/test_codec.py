@@ -177,6 +177,33 @@ def test_a_batch_s_shared_columns_are_sent_once() -> None:
         assert merged == {**expected, "event_block": event_ids[0]}
 
 
+def test_a_batch_of_alike_jobs_sends_every_column_once() -> None:
+    """Jobs alike in every column but their id and envelope (a producer's batch): each record is
+    its id and envelope alone, and the shared columns are a one-job enqueue's, the event's type
+    among them only when the jobs have events."""
+    from dataclasses import replace
+
+    from redrive.domain.job import Job
+    from redrive.store.codec import new_job_parameters, new_job_records
+
+    base = Job(id="j1", tenant_id="t", type="a.b", queue="q", args=[1], state="scheduled",
+               created_at=5, scheduled_at=9, timeout_ms=7)  # fmt: skip
+    jobs = [base, replace(base, id="j2", args=[2]), replace(base, id="j3", args=[3])]
+    event_ids = [f"evt_{id_}" for id_ in uuid7_blocks(5, [3], random.Random(1))]
+    one = new_job_parameters(base, event_ids[0], 0, False)
+    expected = {
+        key: value for key, value in one.items() if value is not None and key not in
+        ("id", "now", "alone", "envelope", "event_id")
+    }  # fmt: skip
+    shared, records = new_job_records(jobs, event_ids)
+    assert shared == {**expected, "event_block": event_ids[0]}
+    assert shared["event_type"] == "job.scheduled" and shared["run_at"] == 9
+    assert [set(record) for record in records] == [{"id", "envelope"}] * 3
+    assert [record["envelope"]["args"] for record in records] == [[1], [2], [3]]
+    shared, records = new_job_records(jobs, None)
+    assert shared == {key: value for key, value in expected.items() if key != "event_type"}
+
+
 def test_each_job_of_a_batch_of_blocks_names_its_block() -> None:
     """Two runs (two blocks of event ids): each record names its block; event_blocks makes a
     row of each, its members in order, the priorities kept apart only where they differ."""

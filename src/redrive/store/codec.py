@@ -162,23 +162,51 @@ class _RetryRecords:
 
 
 BLOCK_SIZE = len(SERIES_COUNTER)  # the most events one block of ids names
-# A new job's columns (and its event's type) as enqueue_jobs reads them, each with how it is read
-# from the job: a batch's jobs mostly share all of these, and a value they all share is sent once.
-NEW_JOB_COLUMNS: tuple[tuple[str, Callable[[Job], Any]], ...] = (
-    ("tenant_id", attrgetter("tenant_id")),
-    ("queue", attrgetter("queue")),
-    ("type", attrgetter("type")),
-    ("state", attrgetter("state")),
-    ("priority", attrgetter("priority")),
-    ("max_attempts", attrgetter("retry.max_attempts")),
-    ("timeout_ms", attrgetter("timeout_ms")),
-    ("visibility_timeout_ms", attrgetter("visibility_timeout_ms")),
-    ("created_at", attrgetter("created_at")),
-    ("enqueued_at", attrgetter("enqueued_at")),
-    ("scheduled_at", attrgetter("scheduled_at")),
-    ("expires_at", attrgetter("expires_at")),
-    ("run_at", attrgetter("run_at")),
-)
+# A new job's columns as enqueue_jobs reads them, each with the attribute of the job it is read
+# from (its event's type follows its state): a batch's jobs mostly share all of these, and a
+# value they all share is sent once.
+NEW_JOB_COLUMNS = (
+    ("tenant_id", "tenant_id"), ("queue", "queue"), ("type", "type"), ("state", "state"),
+    ("priority", "priority"), ("max_attempts", "retry.max_attempts"),
+    ("timeout_ms", "timeout_ms"), ("visibility_timeout_ms", "visibility_timeout_ms"),
+    ("created_at", "created_at"), ("enqueued_at", "enqueued_at"),
+    ("scheduled_at", "scheduled_at"), ("expires_at", "expires_at"), ("run_at", "run_at"),
+)  # fmt: skip
+# All of a job's NEW_JOB_COLUMNS in one call, as a tuple.
+_new_job_values = attrgetter(*(path for _, path in NEW_JOB_COLUMNS))
+
+
+def _shared_columns(
+    jobs: list[Job], with_event_type: bool
+) -> tuple[dict[str, Any], list[tuple[str, Callable[[Job], Any]]]]:
+    """The columns (of NEW_JOB_COLUMNS and, `with_event_type`, the event's type) whose value
+    every job of the batch has (null ones left out), and how to read each other one. A batch
+    whose jobs agree in all of them (a producer's) is found in one pass over the jobs, not a
+    pass a column (14 passes: ~1 ms of a batch of 1,000)."""
+    values = list(map(_new_job_values, jobs))
+    if values and values.count(values[0]) == len(values):
+        shared = {
+            column: value
+            for (column, _), value in zip(NEW_JOB_COLUMNS, values[0], strict=True)
+            if value is not None
+        }
+        if with_event_type:
+            shared["event_type"] = enqueued_event_type(jobs[0])
+        return shared, []
+    columns: list[tuple[str, Callable[[Job], Any]]] = [
+        (column, attrgetter(path)) for column, path in NEW_JOB_COLUMNS
+    ]
+    if with_event_type:
+        columns.append(("event_type", enqueued_event_type))
+    shared = {}
+    own: list[tuple[str, Callable[[Job], Any]]] = []
+    for column, read in columns:
+        found = set(map(read, jobs))
+        if len(found) > 1:
+            own.append((column, read))
+        elif found and (value := found.pop()) is not None:
+            shared[column] = value
+    return shared, own
 
 
 def new_job_records(
@@ -193,17 +221,7 @@ def new_job_records(
     and envelope: its rows are ~136 bytes a job (190 with an event id in each), not 517 with
     every column in every record (the server's JSON parse is proportional), its retry policies
     encoded once."""
-    columns = NEW_JOB_COLUMNS
-    if event_ids is not None:
-        columns = (*columns, ("event_type", enqueued_event_type))
-    shared: dict[str, Any] = {}
-    own: list[tuple[str, Callable[[Job], Any]]] = []
-    for column, read in columns:
-        values = set(map(read, jobs))
-        if len(values) > 1:
-            own.append((column, read))
-        elif values and (value := values.pop()) is not None:
-            shared[column] = value
+    shared, own = _shared_columns(jobs, event_ids is not None)
     blocks = None
     if event_ids:
         last = len(event_ids) - 1

@@ -52,6 +52,11 @@ RETURNING id;
 -- transaction). With :alone (the statement is its unit's only one and commits by itself), a
 -- listener means nothing is written (the caller enqueues again in a transaction) and the
 -- statement sends the wake-ups of the available jobs it inserted itself (rows of kind `woken`).
+-- A block's rows are grouped by the block alone (its jobs are alike in tenant, event type,
+-- queue and job type: `enqueued_runs`), and its arrays made as arrays, then JSON: grouping on
+-- the five columns sorted every row by all five first, and jsonb_agg costs more than
+-- array_agg and one to_jsonb; the same rows (backend CPU of a statement of 1,000, perf
+-- task-clock, 5 interleaved runs of 60: 13.5 -> 12.2 ms).
 WITH shared AS MATERIALIZED (
     SELECT s.* FROM jsonb_to_record(CAST(:rows AS jsonb) -> 'shared') AS s(
         tenant_id text, queue text, type text, state text, priority integer,
@@ -105,19 +110,20 @@ WITH shared AS MATERIALIZED (
 ), added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, time, data, members, size)
     SELECT
-        event_block, tenant_id, event_type, queue, type, CAST(:now AS bigint),
-        jsonb_build_object('job_type', type, 'queue', queue) || CASE
+        event_block, min(tenant_id), min(event_type), min(queue), min(type),
+        CAST(:now AS bigint),
+        jsonb_build_object('job_type', min(type), 'queue', min(queue)) || CASE
             WHEN min(priority) = max(priority) THEN jsonb_build_object('priority', min(priority))
             ELSE CAST('{}' AS jsonb)
         END,
-        jsonb_build_object('subjects', jsonb_agg(id ORDER BY position)) || CASE
+        jsonb_build_object('subjects', to_jsonb(array_agg(id ORDER BY position))) || CASE
             WHEN min(priority) = max(priority) THEN CAST('{}' AS jsonb)
-            ELSE jsonb_build_object('priorities', jsonb_agg(priority ORDER BY position))
+            ELSE jsonb_build_object('priorities', to_jsonb(array_agg(priority ORDER BY position)))
         END,
         count(*)
     FROM r
     WHERE event_block IS NOT NULL AND EXISTS (SELECT FROM inserted)
-    GROUP BY event_block, tenant_id, event_type, queue, type
+    GROUP BY event_block
     ORDER BY min(position)
 ), woken AS (
     SELECT queue, pg_notify('redrive_jobs', queue) FROM (
