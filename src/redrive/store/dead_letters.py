@@ -172,7 +172,7 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             return Retried([], [], [])
         rows = await self._rows(
             "retry_dead_letters", ids=self.executor.list_parameter(episode_ids),
-            event_ids=self.executor.list_parameter(block_heads), now=now, moved_by=moved_by,
+            block_heads=self.executor.list_parameter(block_heads), now=now, moved_by=moved_by,
             upcast_types=self.executor.list_parameter(upcast_types), task_id=task_id,
         )  # fmt: skip
         moved: list[MovedEpisode] = []

@@ -850,7 +850,7 @@ LIMIT :limit;
 -- for), their jobs go back to their queues in place where the job's row is still in the jobs
 -- table (types in :upcast_types excepted: the caller upcasts those), carrying the redrive task
 -- :task_id if one moves them (else keeping the id they had), their queues exist, and the moved
--- episodes' `dead_letter.retried` events are written, a row a block (see `added`; :event_ids
+-- episodes' `dead_letter.retried` events are written, a row a block (see `added`; :block_heads
 -- holds each chosen episode's block head; the events domain.events.episode_event makes, ids as
 -- domain.events.retried_event_ids; a test keeps them in step). A task (:task_id) moves only
 -- the dead letters it still pins (a cancel let go of the rest): its items still pending leave
@@ -923,12 +923,12 @@ WITH marked AS (
     -- chunk of 5,000's 168 ms of backend time.)
     INSERT INTO events (id, tenant_id, type, queue, job_type, time, data, members, size)
     SELECT
-        (CAST(:event_ids AS text[]))[min(chosen.place)], moved.tenant_id,
+        (CAST(:block_heads AS text[]))[min(chosen.place)], moved.tenant_id,
         'dead_letter.retried', moved.queue, moved.type, CAST(:now AS bigint),
         jsonb_build_object('job_type', moved.type, 'queue', moved.queue,
                            'moved_by', CAST(:moved_by AS text)),
-        jsonb_build_object('subjects', jsonb_agg(moved.job_id ORDER BY chosen.place),
-                           'episodes', jsonb_agg(moved.id ORDER BY chosen.place)),
+        jsonb_build_object('subjects', to_jsonb(array_agg(moved.job_id ORDER BY chosen.place)),
+                           'episodes', to_jsonb(array_agg(moved.id ORDER BY chosen.place))),
         count(*)
     FROM moved
     JOIN unnest(CAST(:ids AS text[])) WITH ORDINALITY AS chosen(id, place)

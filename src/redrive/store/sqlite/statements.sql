@@ -710,7 +710,7 @@ LIMIT :limit;
 -- back to their queues in place where the job's row is still in the jobs table (types in
 -- :upcast_types excepted: the caller upcasts those), carrying the redrive task :task_id if one
 -- moves them, their queues exist, and the moved episodes' `dead_letter.retried` events are
--- written, a row a block (:event_ids holds each chosen episode's block head; see PostgreSQL's
+-- written, a row a block (:block_heads holds each chosen episode's block head; see PostgreSQL's
 -- statement). A task (:task_id) moves only the dead letters it still pins, and its items leave
 -- `pending` in the same call: moved, or skipped (no longer dead). Returns the items marked
 -- (`skipped` those skipped; without a task, the chosen episodes no longer dead), then one by
@@ -730,7 +730,7 @@ CREATE TEMP TABLE IF NOT EXISTS retried_event_ids (key INTEGER PRIMARY KEY, even
 CREATE INDEX IF NOT EXISTS temp.retried_chunk_runs ON retried_chunk (tenant_id, queue, type, place);
 DELETE FROM temp.retried_chunk;
 DELETE FROM temp.retried_event_ids;
-INSERT INTO temp.retried_event_ids SELECT key, value FROM json_each(:event_ids);
+INSERT INTO temp.retried_event_ids SELECT key, value FROM json_each(:block_heads);
 INSERT INTO temp.retried_chunk
 SELECT dead_letters.id, dead_letters.job_id, dead_letters.tenant_id, dead_letters.queue,
     dead_letters.type, dead_letters.error_type, dead_letters.incident_id,
