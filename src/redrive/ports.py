@@ -199,7 +199,12 @@ class JobStore(Protocol):
     async def insert_job(self, job: Job) -> bool: ...
     async def insert_jobs(self, jobs: list[Job]) -> set[str]: ...
     async def enqueue_jobs(
-        self, jobs: list[Job], event_ids: list[str] | None, now: int, alone: bool = False
+        self,
+        jobs: list[Job],
+        event_ids: list[str] | None,
+        now: int,
+        alone: bool = False,
+        queue_known: bool = False,
     ) -> Enqueued:
         """New jobs (as `new_job` makes them: never claimed), their queues and, with
         `event_ids` (one per job), each job's `enqueued_event` under its id. An id that exists
@@ -209,7 +214,9 @@ class JobStore(Protocol):
         statement of a unit of one statement (`Store.transaction(one_statement=True)`), which
         commits it by itself: then nothing is written when the events have a listener (the
         caller enqueues again in a transaction, which queues the deliveries), and the wake-ups
-        of the available jobs go out with it."""
+        of the available jobs go out with it. `queue_known`: the one job's queue row exists
+        (the caller saw it committed; queue rows are never deleted), so it is not written; a
+        batch writes its queues' rows whatever it says."""
         ...
 
     async def upsert_job(self, job: Job) -> None: ...

@@ -164,6 +164,7 @@ class Service:
             await transaction.reset()
         self.runtime.metrics = Metrics()
         self.workers.forget_visits()
+        self.jobs.known_queues.clear()
 
     @property
     def test_hooks(self) -> bool:

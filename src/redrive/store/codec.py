@@ -290,8 +290,11 @@ def _retry_record(policy: RetryPolicy) -> dict[str, Any]:
     return record
 
 
-def new_job_parameters(job: Job, event_id: str | None, now: int, alone: bool) -> dict[str, Any]:
-    """A new job as the parameters of enqueue_job (all of them, `now` and `alone` too):
+def new_job_parameters(
+    job: Job, event_id: str | None, now: int, alone: bool, queue_known: bool
+) -> dict[str, Any]:
+    """A new job as the parameters of enqueue_job (all of them, `now`, `alone` and
+    `queue_known` too):
     new_job_records' record of it, every column present (null or not), its envelope encoded,
     and its event's id and type (both null without `event_id`)."""
     return {
@@ -314,6 +317,7 @@ def new_job_parameters(job: Job, event_id: str | None, now: int, alone: bool) ->
         "event_type": None if event_id is None else enqueued_event_type(job),
         "now": now,
         "alone": alone,
+        "queue_known": queue_known,
     }
 
 

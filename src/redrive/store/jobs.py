@@ -52,14 +52,19 @@ class SqlJobs(SqlBase, JobStore):
         return {row["id"] for row in rows}
 
     async def enqueue_jobs(
-        self, jobs: list[Job], event_ids: list[str] | None, now: int, alone: bool = False
+        self,
+        jobs: list[Job],
+        event_ids: list[str] | None,
+        now: int,
+        alone: bool = False,
+        queue_known: bool = False,
     ) -> Enqueued:
         """The jobs' queues, the jobs (existing ids skipped) and their events in one statement:
         on PostgreSQL one round trip, sent with the transaction's BEGIN (or, `alone`, all of
         its unit: see the port)."""
         if len(jobs) == 1:  # a producer's one job a call: its columns as parameters
             event_id = None if event_ids is None else event_ids[0]
-            parameters = new_job_parameters(jobs[0], event_id, now, alone)
+            parameters = new_job_parameters(jobs[0], event_id, now, alone, queue_known)
             try:
                 rows = await self.executor.rows("enqueue_job", parameters)
             except Duplicate:  # PostgreSQL's plain insert failed: the id is this job's

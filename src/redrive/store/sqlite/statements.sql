@@ -72,10 +72,11 @@ WHERE active AND tenant_id IN (SELECT value ->> '$.tenant_id' FROM json_each(:ro
 
 -- name: enqueue_job
 -- enqueue_jobs for one job, its columns (and its event's id and type) parameters of their own:
--- the same rows written and the same rows back, without a JSON array to build and parse.
+-- the same rows written and the same rows back, without a JSON array to build and parse. The
+-- queue's row only when the producer has not seen it committed (:queue_known false).
 INSERT INTO queues (name, tenant_id, created_at)
 SELECT :queue, :tenant_id, :now
-WHERE NOT (:alone AND :event_id IS NOT NULL AND EXISTS (
+WHERE NOT :queue_known AND NOT (:alone AND :event_id IS NOT NULL AND EXISTS (
     SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :tenant_id
 ))
 ON CONFLICT (tenant_id, name) DO NOTHING;
