@@ -8,6 +8,7 @@ import pytest
 from redrive.domain.caller import SYSTEM
 from redrive.domain.envelope import EnqueueContext, new_job, read_envelope
 from redrive.domain.records import QueueRecord
+from redrive.service import jobs as jobs_module
 from redrive.service.facade import Service
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
@@ -66,3 +67,14 @@ async def test_a_known_queue_is_not_written(service: Service, clock: ManualClock
     async with service.runtime.store.transaction(CALLER) as transaction:
         stored = await transaction.get_job(job.id, CALLER.tenant_id)
     assert stored is not None and stored.queue == "mail"
+
+
+async def test_the_known_queues_are_forgotten_past_their_limit(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jobs_module, "KNOWN_QUEUES_LIMIT", 2)
+    for queue in ("a", "b", "c"):
+        await enqueue(service, queue)
+    assert service.jobs.known_queues == {(CALLER.tenant_id, "c")}
+    await enqueue(service, "a")
+    assert sorted(row.name for row in await queue_rows(service)) == ["a", "b", "c"]

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 # The operator's job changes the audit log records, by the lifecycle action's name (the Action
 # member's): the audit modules are imported when one is recorded, not by a producer enqueuing.
 AUDITED = {"cancel": "JOB_CANCEL", "activate": "JOB_ACTIVATE"}
+# At most this many known queues are kept (then forgotten all at once, to be written again):
+# a producer of ever new queue names must not grow the set without end.
+KNOWN_QUEUES_LIMIT = 4_096
 
 
 class JobService:
@@ -90,8 +93,11 @@ class JobService:
         now = self.runtime.now()
         job = new_job(request, self._context(caller, now))
         queue = (job.tenant_id, job.queue)
-        await self._insert_alone_first(caller, [job], now, queue in self.known_queues)
-        self.known_queues.add(queue)  # committed: the statement wrote it, or it was there
+        known = self.known_queues
+        await self._insert_alone_first(caller, [job], now, queue in known)
+        if len(known) >= KNOWN_QUEUES_LIMIT:
+            known.clear()
+        known.add(queue)  # committed: the statement wrote it, or it was there
         return job
 
     async def _insert_alone_first(
