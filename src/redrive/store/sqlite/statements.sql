@@ -244,8 +244,8 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
 -- active webhook subscription (`listened`): the caller emits those (and queues their
 -- deliveries). The events are written first (nothing runs between them and the update in the
 -- transaction), as the jobs will be once claimed. The claimed rows are read back after the
--- update rather than by a RETURNING clause, which SQLite collects in a scratch b-tree before it
--- gives the first: 17 -> 9 us a job of 200 claimed, the rows read back included.
+-- update, not by a RETURNING clause, which SQLite collects in a scratch b-tree before it gives
+-- the first: the whole claim of 200 jobs, events included, 24.6 -> 20.6 us a job.
 CREATE TEMP TABLE IF NOT EXISTS claimed (sequence INTEGER PRIMARY KEY);
 DELETE FROM temp.claimed;
 INSERT INTO temp.claimed (sequence)
