@@ -70,9 +70,10 @@ async def test_an_ack_writes_the_job_and_event_the_domain_makes(
     assert {event.time for event in stored} == {now}
 
 
-async def events_of(service: Service, kind: str) -> list[Any]:
+async def events_of(service: Service, kind: str, queues: tuple[str, ...] = (QUEUE,)) -> list[Any]:
     async with service.runtime.store.transaction(SYSTEM) as transaction:
-        stored = await transaction.list_events(EventQuery(None, None, [kind], [QUEUE], None, 100))
+        query = EventQuery(None, None, [kind], list(queues), None, 100)
+        stored = await transaction.list_events(query)
     return [event.event for event in stored]
 
 
@@ -92,6 +93,23 @@ async def test_a_claim_writes_the_started_events_the_domain_makes(
     assert await events_of(service, "job.started") == [started_event(job) for job in claimed]
     _, deliveries = await service.jobs.list(CALLER, JobFilter(queue=WEBHOOK_QUEUE), 10, 0)
     assert deliveries == (len(claimed) if subscribed else 0)
+
+
+async def test_the_claims_of_one_fetch_take_each_queue_s_own_jobs_once(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """A fetch over several queues claims each in turn in one transaction (on SQLite each claim
+    keeps its pick in the same temporary table): every job once, as its queue's claim took it,
+    each with its one `job.started` event, in claim order."""
+    first = [(await enqueue(client, "claim.job", [i], queue="first"))["id"] for i in range(3)]
+    second = [(await enqueue(client, "claim.job", [i], queue="second"))["id"] for i in range(2)]
+    claimed = await service.workers.fetch(CALLER, FetchRequest(["first", "second"], 10, "w1"))
+    assert [job.id for job in claimed] == first + second
+    assert [job.queue for job in claimed] == ["first"] * 3 + ["second"] * 2
+    assert all(job.state == "active" and job.attempt == 1 for job in claimed)
+    started = await events_of(service, "job.started", ("first", "second"))
+    assert started == [started_event(job) for job in claimed]
+    assert await service.workers.fetch(CALLER, FetchRequest(["first", "second"], 10, "w1")) == []
 
 
 @pytest.mark.parametrize("alike", [True, False])

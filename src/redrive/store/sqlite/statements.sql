@@ -235,8 +235,21 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:state IS NULL OR state = :state)
   AND (:type IS NULL OR type = :type);
 
--- fragment: claim_pick
--- The jobs a claim takes: up to :limit available ones of :queue, by priority, then age.
+-- name: claim_jobs
+-- Up to :limit available jobs of :queue, by priority, then age, kept in a temporary table (their
+-- sequences) that the events, the update and the rows returned read: nothing is claimed from a
+-- queue the caller's tenant paused (a caller spanning every tenant, :tenant_id NULL: one any
+-- tenant paused, as its claim would take that tenant's jobs too). Each job claimed gets its
+-- `job.started` event (ids from :event_ids, which holds :limit), made from its columns as
+-- domain/events.py `started_event` makes it, in the order of the claim, unless its tenant has an
+-- active webhook subscription (`listened`): the caller emits those (and queues their
+-- deliveries). The events are written first (nothing runs between them and the update in the
+-- transaction), as the jobs will be once claimed. The claimed rows are read back after the
+-- update, not by a RETURNING clause, which SQLite collects in a scratch b-tree before it gives
+-- the first: the whole claim of 200 jobs, events included, 24.6 -> 20.6 us a job.
+CREATE TEMP TABLE IF NOT EXISTS claimed (sequence INTEGER PRIMARY KEY);
+DELETE FROM temp.claimed;
+INSERT INTO temp.claimed (sequence)
 SELECT sequence FROM jobs
 WHERE queue = :queue AND state = 'available'
   AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
@@ -247,16 +260,7 @@ WHERE queue = :queue AND state = 'available'
         AND (:tenant_id IS NULL OR queues.tenant_id = :tenant_id)
   )
 ORDER BY priority DESC, sequence
-LIMIT :limit
-
--- name: claim_jobs
--- Nothing is claimed from a queue the caller's tenant paused (a caller spanning every tenant,
--- :tenant_id NULL: one any tenant paused, as its claim would take that tenant's jobs too). Each
--- job claimed gets its `job.started` event (ids from :event_ids, which holds :limit), made from
--- its columns as domain/events.py `started_event` makes it, in the order of the claim, unless
--- its tenant has an active webhook subscription (`listened`): the caller emits those (and
--- queues their deliveries). The events are written first, from the same pick (nothing runs
--- between the two in the transaction), as the jobs will be once claimed.
+LIMIT :limit;
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
 SELECT
     json_extract(:event_ids, '$[' || (row_number() OVER (ORDER BY priority DESC, sequence) - 1) || ']'),
@@ -266,7 +270,7 @@ SELECT
         ELSE json_object('job_type', type, 'queue', queue, 'worker_id', :worker_id, 'attempt', attempt + 1)
     END
 FROM jobs
-WHERE sequence IN ({claim_pick})
+WHERE sequence IN (SELECT sequence FROM temp.claimed)
   AND tenant_id NOT IN (SELECT tenant_id FROM webhook_subscriptions WHERE active)
 ORDER BY priority DESC, sequence;
 UPDATE jobs SET
@@ -275,8 +279,9 @@ UPDATE jobs SET
     lease_expires_at = :now + COALESCE(:visibility_timeout_ms, visibility_timeout_ms),
     timeout_at = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :now + timeout_ms END,
     run_at = NULL, next_attempt_at = NULL
-WHERE sequence IN ({claim_pick})
-RETURNING *, tenant_id IN (SELECT tenant_id FROM webhook_subscriptions WHERE active) AS listened;
+WHERE sequence IN (SELECT sequence FROM temp.claimed);
+SELECT *, tenant_id IN (SELECT tenant_id FROM webhook_subscriptions WHERE active) AS listened
+FROM jobs WHERE sequence IN (SELECT sequence FROM temp.claimed);
 
 -- name: promote_due_jobs
 -- Due jobs of :queues (a JSON array; every queue when NULL) become available.
