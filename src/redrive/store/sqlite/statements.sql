@@ -698,7 +698,8 @@ RETURNING id;
 -- name: select_dead_letter_ids
 -- The ids of the dead episodes matching the filter, newest first, up to :limit, but for those
 -- :excluded (a bulk retry's earlier rounds skipped them): the set a bulk retry's round moves.
-SELECT id FROM dead_letters
+-- A row an id, as `ids` (PostgreSQL's statement returns them all in one row, comma-separated).
+SELECT id AS ids FROM dead_letters
 WHERE status = 'dead' AND {dead_letter_filter}
   AND id NOT IN (SELECT value FROM json_each(:excluded))
 ORDER BY discarded_at DESC, id DESC
