@@ -1561,11 +1561,16 @@ RETURNING *;
 
 -- name: select_pending_redrive_items
 -- The task's next dead letters to move, by id after :after (the write transaction holds off every
--- other writer).
-SELECT dead_letter_id, job_id FROM redrive_task_items
-WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
-ORDER BY dead_letter_id
-LIMIT :limit;
+-- other writer). One row: their ids and their jobs' ids, two JSON arrays in step, as
+-- PostgreSQL's (each aggregate reads the same rows in the same turn; their order is the
+-- subquery's in practice, and the caller's cursor takes the largest id either way).
+SELECT json_group_array(dead_letter_id) AS dead_letter_ids, json_group_array(job_id) AS job_ids
+FROM (
+    SELECT dead_letter_id, job_id FROM redrive_task_items
+    WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
+    ORDER BY dead_letter_id
+    LIMIT :limit
+);
 
 -- name: select_pending_redrive_dead_letters
 -- The dead letters a task still pins of these types, by id after :after (a dry run of their
