@@ -485,8 +485,7 @@ class RedriveTaskStore(Protocol):
         self, task_id: str, limit: int, after: str = ""
     ) -> dict[str, str]:
         """The task's next pinned dead letters to move, by episode id after `after`: their job
-        ids by episode id, in order (SQLite's in the order it read them: a caller's cursor
-        takes the largest)."""
+        ids by episode id, in order."""
         ...
 
     async def pending_redrive_dead_letters(

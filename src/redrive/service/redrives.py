@@ -282,7 +282,7 @@ class RedriveService:
                         if current is not None and current.state == redrive.RUNNING
                         else {}  # paused (or ended) meanwhile: its lanes stop here
                     )
-                    after = max(items, default=after)  # the largest id read: the next one after it
+                    after = next(reversed(items), after)
                 taken -= take - len(items)
                 if items:  # the pace after every chunk taken so far (the task keeps the latest)
                     paced_until = redrive.paced_after(task, now, taken)

@@ -1562,8 +1562,8 @@ RETURNING *;
 -- name: select_pending_redrive_items
 -- The task's next dead letters to move, by id after :after (the write transaction holds off every
 -- other writer). One row: their ids and their jobs' ids, two JSON arrays in step, as
--- PostgreSQL's (each aggregate reads the same rows in the same turn; their order is the
--- subquery's in practice, and the caller's cursor takes the largest id either way).
+-- PostgreSQL's (each aggregate reads the same rows in the same turn, in the subquery's order;
+-- SQLite 3.40 has no ORDER BY in an aggregate). Only PostgreSQL's write lanes page by the last.
 SELECT json_group_array(dead_letter_id) AS dead_letter_ids, json_group_array(job_id) AS job_ids
 FROM (
     SELECT dead_letter_id, job_id FROM redrive_task_items
