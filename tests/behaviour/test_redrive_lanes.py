@@ -236,3 +236,22 @@ async def test_a_start_waits_for_a_pin_in_flight_and_leaves_out_what_it_pinned(
         assert not starting.done()  # it waits for the other pin to commit
     task = await starting
     assert task.to_move == 50  # never one pinned twice
+
+
+async def test_a_task_reads_its_pending_items_by_id_after_its_cursor_each_with_its_job(
+    service: Service, clock: ManualClock
+) -> None:
+    """A task's next pending dead letters (one row of two arrays on both stores): in id order
+    after the cursor, each paired with its own job, up to the limit; none past the last."""
+    job_ids = await kill(service, 5)
+    task = await service.redrives.start(CALLER, RedriveRequest(by_queue("billing")))
+    async with service.runtime.store.transaction(CALLER) as transaction:
+        every = await transaction.pending_redrive_items(task.id, 10)
+        dead = await transaction.dead_letters_by_id(list(every))
+        after_first = await transaction.pending_redrive_items(task.id, 2, min(every))
+        past_last = await transaction.pending_redrive_items(task.id, 10, max(every))
+    assert list(every) == sorted(every)
+    assert every == {letter.id: letter.job.id for letter in dead}
+    assert sorted(every.values()) == sorted(job_ids)
+    assert list(after_first) == sorted(every)[1:3]
+    assert past_last == {}

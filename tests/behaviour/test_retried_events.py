@@ -140,3 +140,24 @@ async def test_a_chunk_past_a_block_s_4096_events_names_them_as_the_domain_does(
     ids = retried_event_ids(chosen, heads, moved)
     assert [stored.id for stored in events] == [ids[episode_id] for episode_id in chosen]
     assert [events[0].id, events[4096].id] == [heads[0], heads[4096]]
+
+
+async def test_a_retry_reads_the_ids_it_moves_newest_first_then_by_id(
+    service: Service, clock: ManualClock
+) -> None:
+    """The ids a bulk retry's round reads (one row of them on PostgreSQL): every match, newest
+    first and by id among those of one moment, up to the limit, but for those excluded; none
+    for a filter nothing matches."""
+    await kill(service, 3)
+    clock.advance(5)
+    await kill(service, 3)
+    async with service.runtime.store.transaction(CALLER) as transaction:
+        chosen = await transaction.dead_letter_ids(by_queue("billing"), 100, [])
+        dead = await transaction.dead_letters_by_id(chosen)
+        newest = await transaction.dead_letter_ids(by_queue("billing"), 2, chosen[:1])
+        none = await transaction.dead_letter_ids(by_queue("nothing"), 100, [])
+    order = sorted(dead, key=lambda letter: (letter.discarded_at, letter.id), reverse=True)
+    assert chosen == [letter.id for letter in order]
+    assert len(chosen) == 6
+    assert newest == chosen[1:3]
+    assert none == []

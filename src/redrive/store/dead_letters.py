@@ -145,14 +145,15 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         self, filters: DeadLetterFilter, limit: int, excluded: list[str]
     ) -> list[str]:
         """The ids of up to `limit` dead episodes matching the filter, newest first, but for
-        those `excluded`."""
+        those `excluded`. Each row's `ids` holds one or more, comma-separated (ids redrive
+        made hold no comma; see the executor's ids_parameter)."""
         parameters = filter_parameters(filters)
         del parameters["status"]  # the statement selects dead episodes
         rows = await self._rows(
             "select_dead_letter_ids", limit=limit,
             excluded=self.executor.list_parameter(excluded), **parameters,
         )  # fmt: skip
-        return [row["id"] for row in rows]
+        return [episode for row in rows if row["ids"] for episode in row["ids"].split(",")]
 
     async def retry_dead_letters(
         self, episode_ids: list[str], block_heads: list[str], now: int, moved_by: str,
@@ -171,8 +172,8 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         if not episode_ids:
             return Retried([], [], [])
         rows = await self._rows(
-            "retry_dead_letters", ids=self.executor.list_parameter(episode_ids),
-            block_heads=self.executor.list_parameter(block_heads), now=now, moved_by=moved_by,
+            "retry_dead_letters", ids=self.executor.ids_parameter(episode_ids),
+            block_heads=self.executor.ids_parameter(block_heads), now=now, moved_by=moved_by,
             upcast_types=self.executor.list_parameter(upcast_types), task_id=task_id,
         )  # fmt: skip
         moved: list[MovedEpisode] = []

@@ -121,10 +121,12 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
     async def pending_redrive_items(
         self, task_id: str, limit: int, after: str = ""
     ) -> dict[str, str]:
-        rows = await self._rows(
+        """The task's next pending dead letters after `after` (by id), each with its job's id."""
+        (row,) = await self._rows(
             "select_pending_redrive_items", task_id=task_id, limit=limit, after=after
         )
-        return {row["dead_letter_id"]: row["job_id"] for row in rows}
+        episodes, jobs = load(row["dead_letter_ids"]) or [], load(row["job_ids"]) or []
+        return dict(zip(episodes, jobs, strict=True))
 
     async def pending_redrive_dead_letters(
         self, task_id: str, job_types: list[str], after: str, limit: int

@@ -840,12 +840,15 @@ RETURNING id;
 -- :excluded (a bulk retry's earlier rounds skipped them): the set a bulk retry's round moves,
 -- read once. (Picked by filter per chunk instead, each chunk sorted every match left: planned
 -- without statistics, the pick read the tenant's index and sorted, so 100,000 took 5 million
--- rows read and sorted.)
-SELECT id FROM dead_letters
-WHERE status = 'dead' AND {dead_letter_filter}
-  AND id <> ALL(CAST(:excluded AS text[]))
-ORDER BY discarded_at DESC, id DESC
-LIMIT :limit;
+-- rows read and sorted.) One row, `ids` their comma-separated text (20,000 ids as rows took
+-- 28 ms of the caller's CPU to read, as one text 4).
+SELECT array_to_string(ARRAY(
+    SELECT id FROM dead_letters
+    WHERE status = 'dead' AND {dead_letter_filter}
+      AND id <> ALL(CAST(:excluded AS text[]))
+    ORDER BY discarded_at DESC, id DESC
+    LIMIT :limit
+), ',') AS ids;
 
 -- name: retry_dead_letters
 -- A chunk of a retry in one statement: the chosen episodes (:ids) still dead leave `dead` for
@@ -865,7 +868,8 @@ LIMIT :limit;
 -- counted by tenant, queue, type, error type and incident (`requeued` rows: their callers only
 -- count them, and 20,000 rows one by one took 0.1 s of a producer's CPU to read and count), the
 -- active webhook subscriptions of the moved episodes' tenants, and the chosen episodes (a task's:
--- the items marked) it skipped. The pick is materialised (see move_dead_letters).
+-- the items marked) it skipped. The pick is materialised (see move_dead_letters). :ids and
+-- :block_heads come as their ids' comma-separated text (the executor's ids_parameter).
 WITH marked AS (
     -- (One write that is also the pending check: the pick's probe of each item, then its
     -- update, cost 3.6 + 7.7 ms of backend CPU a chunk of 1,000. Each item found by key, then
@@ -875,7 +879,7 @@ WITH marked AS (
     -- state guard.)
     UPDATE redrive_task_items SET state = 'moved'
     WHERE ctid = ANY(ARRAY(
-        SELECT pending.ctid FROM unnest(CAST(:ids AS text[])) AS chosen(id)
+        SELECT pending.ctid FROM unnest(string_to_array(CAST(:ids AS text), ',')) AS chosen(id)
         CROSS JOIN LATERAL (
             SELECT ctid FROM redrive_task_items AS item
             WHERE item.task_id = :task_id AND item.dead_letter_id = chosen.id
@@ -886,7 +890,7 @@ WITH marked AS (
     )) AND state = 'pending'
     RETURNING dead_letter_id
 ), chosen AS (
-    SELECT id FROM unnest(CAST(:ids AS text[])) AS chosen(id)
+    SELECT id FROM unnest(string_to_array(CAST(:ids AS text), ',')) AS chosen(id)
     WHERE CAST(:task_id AS text) IS NULL
     UNION ALL
     SELECT dead_letter_id FROM marked
@@ -926,7 +930,7 @@ WITH marked AS (
     -- chunk of 5,000's 168 ms of backend time.)
     INSERT INTO events (id, tenant_id, type, queue, job_type, time, data, members, size)
     SELECT
-        (CAST(:block_heads AS text[]))[min(chosen.place)], moved.tenant_id,
+        (string_to_array(CAST(:block_heads AS text), ','))[min(chosen.place)], moved.tenant_id,
         'dead_letter.retried', moved.queue, moved.type, CAST(:now AS bigint),
         jsonb_build_object('job_type', moved.type, 'queue', moved.queue,
                            'moved_by', CAST(:moved_by AS text)),
@@ -934,7 +938,7 @@ WITH marked AS (
                            'episodes', to_jsonb(array_agg(moved.id ORDER BY chosen.place))),
         count(*)
     FROM moved
-    JOIN unnest(CAST(:ids AS text[])) WITH ORDINALITY AS chosen(id, place)
+    JOIN unnest(string_to_array(CAST(:ids AS text), ',')) WITH ORDINALITY AS chosen(id, place)
         ON chosen.id = moved.id
     GROUP BY moved.tenant_id, moved.queue, moved.type, (chosen.place - 1) / 4096
     ORDER BY min(chosen.place)
@@ -1763,11 +1767,17 @@ RETURNING *;
 -- name: select_pending_redrive_items
 -- The task's next dead letters to move, by id after :after. Not locked: one transaction at a time
 -- advances the tasks (the advisory lock of RedriveService.advance), and its write lanes read
--- their chunks one after the other.
-SELECT dead_letter_id, job_id FROM redrive_task_items
-WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
-ORDER BY dead_letter_id
-LIMIT :limit;
+-- their chunks one after the other. One row: their ids and their jobs' ids, two JSON arrays in
+-- step (a chunk's 5,000 rows, each made a dict, took the server 8 ms of CPU to read; the
+-- arrays, 1 ms).
+SELECT json_agg(dead_letter_id ORDER BY dead_letter_id) AS dead_letter_ids,
+    json_agg(job_id ORDER BY dead_letter_id) AS job_ids
+FROM (
+    SELECT dead_letter_id, job_id FROM redrive_task_items
+    WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
+    ORDER BY dead_letter_id
+    LIMIT :limit
+) AS next;
 
 -- name: select_pending_redrive_dead_letters
 -- The dead letters a task still pins of these types, by id after :after (a dry run of their

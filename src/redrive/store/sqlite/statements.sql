@@ -704,7 +704,8 @@ RETURNING id;
 -- name: select_dead_letter_ids
 -- The ids of the dead episodes matching the filter, newest first, up to :limit, but for those
 -- :excluded (a bulk retry's earlier rounds skipped them): the set a bulk retry's round moves.
-SELECT id FROM dead_letters
+-- A row an id, as `ids` (PostgreSQL's statement returns them all in one row, comma-separated).
+SELECT id AS ids FROM dead_letters
 WHERE status = 'dead' AND {dead_letter_filter}
   AND id NOT IN (SELECT value FROM json_each(:excluded))
 ORDER BY discarded_at DESC, id DESC
@@ -1566,11 +1567,16 @@ RETURNING *;
 
 -- name: select_pending_redrive_items
 -- The task's next dead letters to move, by id after :after (the write transaction holds off every
--- other writer).
-SELECT dead_letter_id, job_id FROM redrive_task_items
-WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
-ORDER BY dead_letter_id
-LIMIT :limit;
+-- other writer). One row: their ids and their jobs' ids, two JSON arrays in step, as
+-- PostgreSQL's (each aggregate reads the same rows in the same turn, in the subquery's order;
+-- SQLite 3.40 has no ORDER BY in an aggregate). Only PostgreSQL's write lanes page by the last.
+SELECT json_group_array(dead_letter_id) AS dead_letter_ids, json_group_array(job_id) AS job_ids
+FROM (
+    SELECT dead_letter_id, job_id FROM redrive_task_items
+    WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
+    ORDER BY dead_letter_id
+    LIMIT :limit
+);
 
 -- name: select_pending_redrive_dead_letters
 -- The dead letters a task still pins of these types, by id after :after (a dry run of their

@@ -274,6 +274,9 @@ class SqliteExecutor:
     def list_parameter(self, values: list[str] | None) -> Any:
         return None if values is None else json.dumps(values)
 
+    def ids_parameter(self, ids: list[str]) -> Any:
+        return self.list_parameter(ids)
+
     def records_parameter(self, records: list[dict[str, Any]]) -> Any:
         return Records(records)
 
