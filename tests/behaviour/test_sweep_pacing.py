@@ -1,13 +1,23 @@
 """The sweep loop's pacing: retention trims with nothing to trim back off (up to 2 s), trims
-that find work run every sweep again, and the other tasks and an unpaced sweep run every time."""
+that find work run every sweep again, the finished prune waits until its oldest job can be due,
+and the other tasks and an unpaced sweep run every time."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
 from redrive.domain.envelope import read_envelope
+from redrive.service.attempts import AckRequest
 from redrive.service.facade import Service
-from redrive.service.sweeper import FIRST_BACKOFF_MS, PACED_TASKS, TRIM_BACKOFF_MS
+from redrive.service.sweeper import (
+    FINISHED_RECHECK_MS,
+    FIRST_BACKOFF_MS,
+    PACED_TASKS,
+    TRIM_BACKOFF_MS,
+)
+from redrive.service.workers import FetchRequest
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
 
@@ -45,3 +55,34 @@ async def test_a_trim_that_finds_work_runs_every_sweep_again(
     assert (await sweeper.sweep(paced=True))["events"] == 1
     assert sweeper.backoff_ms["events"] == 0
     assert "events" in await sweeper.sweep(paced=True)
+
+
+async def test_an_idle_finished_prune_waits_for_the_recheck_not_the_backoff(
+    service: Service, clock: ManualClock
+) -> None:
+    sweeper = service.sweeper
+    assert (await sweeper.sweep(paced=True))["finished"] == 0  # no finished job: none is due
+    clock.advance(4 * TRIM_BACKOFF_MS)
+    assert "finished" not in await sweeper.sweep(paced=True)
+    clock.advance(FINISHED_RECHECK_MS - 4 * TRIM_BACKOFF_MS)
+    assert "finished" in await sweeper.sweep(paced=True)
+
+
+async def test_the_finished_prune_runs_when_its_oldest_job_comes_due(
+    service: Service, clock: ManualClock
+) -> None:
+    retention = 60_000
+    service.runtime.options = replace(service.runtime.options, finished_job_retention_ms=retention)
+    sweeper = service.sweeper
+    await service.jobs.enqueue(CALLER, read_envelope({"type": "t", "args": []}))
+    (job,) = await service.workers.fetch(CALLER, FetchRequest(["default"], 1, "w1"))
+    await service.workers.ack_many(CALLER, [AckRequest(job.id, None, job.lease_token, None)])
+    completed_at = clock.now_ms()
+    clock.advance(10_000)
+    assert (await sweeper.sweep(paced=True))["finished"] == 0
+    assert sweeper.due_at["finished"] == completed_at + retention
+    clock.advance(retention - 10_000 - 1)  # the old pacing read the table every 2 s meanwhile
+    assert "finished" not in await sweeper.sweep(paced=True)
+    clock.advance(1 + TRIM_BACKOFF_MS)
+    assert (await sweeper.sweep(paced=True))["finished"] == 1
+    assert sweeper.due_at["finished"] == clock.now_ms() + retention  # none left: from now

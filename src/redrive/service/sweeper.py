@@ -50,6 +50,8 @@ Task = Callable[[Transaction, int], Awaitable[int]]
 PACED_TASKS = frozenset({"events", "finished", "webhook_log"})
 TRIM_BACKOFF_MS = 2_000
 FIRST_BACKOFF_MS = 400
+# The longest an idle finished prune waits before it reads the jobs table again.
+FINISHED_RECHECK_MS = 3_600_000
 
 
 class Sweeper:
@@ -75,6 +77,9 @@ class Sweeper:
         self.next_backfill_at = runtime.now()
         self.backoff_ms: dict[str, int] = {}
         self.next_run_at: dict[str, int] = {}
+        # A paced task's own lower bound on its next run (the finished prune's, when nothing
+        # can be due before it), whatever its backoff says.
+        self.due_at: dict[str, int] = {}
         self.tasks: dict[str, Task] = {
             "promote": self._promote,
             "expire": self._expire,
@@ -111,7 +116,7 @@ class Sweeper:
         backoff = self.backoff_ms.get(name, 0)
         backoff = 0 if moved > 0 else min(TRIM_BACKOFF_MS, max(FIRST_BACKOFF_MS, 2 * backoff))
         self.backoff_ms[name] = backoff
-        self.next_run_at[name] = self.runtime.now() + backoff
+        self.next_run_at[name] = max(self.runtime.now() + backoff, self.due_at.get(name, 0))
 
     async def evaluate_alerts(self) -> Evaluation | None:
         """Evaluate the alert rules once (None where another replica holds the lock); the next
@@ -171,9 +176,23 @@ class Sweeper:
 
     async def _prune_finished_jobs(self, transaction: JobStore, now: int) -> int:
         """Completed, cancelled and discarded jobs leave the hot table after their retention.
-        A dead job's history stays in the dead-letter table, which answers GET for it."""
-        cutoff = now - self.runtime.options.finished_job_retention_ms
-        return await transaction.prune_finished_jobs(cutoff, BATCH)
+        A dead job's history stays in the dead-letter table, which answers GET for it. Finding
+        them reads the whole table (an index for it would cost every ack), so once none is due
+        the paced sweep leaves the prune until the oldest one left can be (`due_at`), at most
+        FINISHED_RECHECK_MS on: a job finishes at its replica's now, so none finishing later
+        is due sooner. Before, an idle prune read the table every 2 s."""
+        retention = self.runtime.options.finished_job_retention_ms
+        oldest = await transaction.oldest_finished_at()
+        removed = 0
+        if oldest is not None and oldest < now - retention:
+            removed = await transaction.prune_finished_jobs(now - retention, BATCH)
+            if removed == BATCH:  # more may be due: the next sweep goes on
+                self.due_at["finished"] = now
+                return removed
+            oldest = await transaction.oldest_finished_at()
+        since = now if oldest is None else min(oldest, now)
+        self.due_at["finished"] = min(since + retention, now + FINISHED_RECHECK_MS)
+        return removed
 
     async def _trim_events(self, transaction: EventStore, now: int) -> int:
         return await transaction.delete_events_before(now - self.runtime.options.event_retention_ms)

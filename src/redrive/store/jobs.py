@@ -240,3 +240,7 @@ class SqlJobs(SqlBase, JobStore):
 
     async def prune_finished_jobs(self, before: int, limit: int) -> int:
         return await self._run("prune_finished_jobs", before=before, limit=limit)
+
+    async def oldest_finished_at(self) -> int | None:
+        oldest = (await self._rows("select_oldest_finished_at"))[0]["oldest"]
+        return None if oldest is None else int(oldest)

@@ -322,6 +322,13 @@ DELETE FROM jobs WHERE sequence IN (
     LIMIT :limit
 );
 
+-- name: select_oldest_finished_at
+-- When the longest-finished job still kept finished (NULL when none is): the sweeper's finished
+-- prune sleeps until then plus the retention, as nothing can be due before.
+SELECT min(CASE state WHEN 'completed' THEN completed_at WHEN 'cancelled' THEN cancelled_at
+                      ELSE discarded_at END) AS oldest
+FROM jobs WHERE state IN ('completed', 'cancelled', 'discarded');
+
 -- name: ensure_queue
 INSERT INTO queues (name, tenant_id, created_at) VALUES (:name, :tenant_id, :now)
 ON CONFLICT (tenant_id, name) DO NOTHING;
