@@ -32,9 +32,7 @@ class StarlettesHeaders(Response):
         ({"b": 2}, 200, {"content-length": "3", "X-A": "b"}),
     ],
 )
-def test_headers_are_starlettes(
-    content: Any, status: int, headers: dict[str, str] | None
-) -> None:
+def test_headers_are_starlettes(content: Any, status: int, headers: dict[str, str] | None) -> None:
     ours = ojs(content, status, headers)
     theirs = StarlettesHeaders(content, status_code=status, headers=headers)
     assert ours.raw_headers == theirs.raw_headers
