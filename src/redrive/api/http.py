@@ -108,7 +108,9 @@ async def read_json(request: Request, required: bool = True) -> Any:
     # A backslash first: finding one byte is memchr; b"\\u" in 120 KB of a batch without one
     # took 125 us (a search for two stops at every "u"). Escapes are looked for in the bytes: in
     # UTF-8 they are the text's; a body in UTF-16 or UTF-32 (NUL bytes) is always checked.
-    if b"\\" in raw and (b"\\u" in raw or b"\x00" in raw):
+    # (`find`, not `in`: `bytes in bytes` first tries the needle as an integer, a TypeError
+    # raised, formatted and dropped each time: 1,900 instructions, `find` 200.)
+    if raw.find(b"\\") != -1 and (raw.find(b"\\u") != -1 or raw.find(b"\x00") != -1):
         _check_strings(value)
     return value
 
@@ -142,7 +144,7 @@ def _decoded(raw: bytes) -> Any:
     19 or more digits (maybe an integer beyond 64 bits, which orjson reads as a float) goes to
     DECODER, which keeps them exact (found as store/codec.py `load` finds them: every digit
     turned into 0, then one substring test)."""
-    if LONG_DIGITS not in raw.translate(DIGITS_AS_ZERO):
+    if raw.translate(DIGITS_AS_ZERO).find(LONG_DIGITS) == -1:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
