@@ -124,6 +124,32 @@ async def test_no_answer_within_the_timeout_is_unreachable(
             await client.health()
 
 
+async def test_a_connections_one_timer_keeps_each_requests_own_deadline(
+    scripted: Start,
+) -> None:
+    """The timer armed for the first request's deadline fires early for a later request, which
+    then gets its whole timeout; a shorter timeout than the armed timer's is kept too."""
+    server = await scripted(lambda request: sized())
+    loop = asyncio.get_running_loop()
+    async with Client(server.url, timeout=0.5) as client:
+        await client.health()  # the connection's timer: due in 0.5 s
+        await asyncio.sleep(0.3)
+        server.hang = True
+        started = loop.time()
+        with pytest.raises(UnreachableError, match="TimeoutError"):
+            await client.health()  # due 0.5 s from now, after the timer's first time
+        assert loop.time() - started >= 0.45
+    server.hang = False
+    async with Client(server.url, timeout=30) as client:
+        await client.health()  # the timer: due in 30 s
+        server.hang = True
+        started = loop.time()
+        with pytest.raises(UnreachableError, match="TimeoutError"):
+            await client._request("GET", "/ojs/v1/health", timeout=0.2)
+        assert loop.time() - started < 5
+    assert server.connections == 2
+
+
 async def test_a_refused_connection_and_a_malformed_answer_are_unreachable(
     scripted: Start,
 ) -> None:

@@ -124,3 +124,20 @@ def test_every_included_router_is_built_when_the_app_starts() -> None:
     assert all(getattr(route, built) is None for route in included)
     app.build_routes()
     assert all(getattr(route, built) is not None for route in included)
+
+
+def test_the_apps_state_values_are_plain_attributes_kept_in_step_with_its_items() -> None:
+    """Read per request (the service, whether auth is on): found without State.__getattr__,
+    whichever way a value is set or removed."""
+    service = cast(Service, object())
+    app = create_app(service, auth_required=True)
+    assert vars(app.state)["service"] is service and vars(app.state)["auth_required"] is True
+    app.state["extra"] = 1
+    assert vars(app.state)["extra"] == 1 and app.state.extra == 1
+    app.state.extra = 2
+    assert app.state["extra"] == 2
+    del app.state["extra"]
+    assert "extra" not in vars(app.state) and "extra" not in list(app.state)
+    app.state.other = 3
+    del app.state.other
+    assert not hasattr(app.state, "other") and len(app.state) == 2

@@ -22,7 +22,7 @@ SAME = [
 
 @pytest.mark.parametrize("text", SAME)
 def test_a_body_reads_as_the_standard_library_reads_it(text: str) -> None:
-    value = _decoded(text.encode(), text)
+    value = _decoded(text.encode())
     expected = DECODER.decode(text)
     assert value == expected
     assert repr(value) == repr(expected)  # the same types: an integer stays an integer
@@ -31,14 +31,14 @@ def test_a_body_reads_as_the_standard_library_reads_it(text: str) -> None:
 @pytest.mark.parametrize("text", ["[NaN]", "[Infinity]", "[1e400]", "[-1e400]"])
 def test_what_json_numbers_cannot_be_is_refused(text: str) -> None:
     with pytest.raises(InvalidPayload):
-        _decoded(text.encode(), text)
+        _decoded(text.encode())
 
 
 def test_bad_json_is_refused_as_the_standard_library_refuses_it() -> None:
     with pytest.raises(ValueError, match="Expecting value"):
-        _decoded(b"[1,]", "[1,]")
+        _decoded(b"[1,]")
 
 
 def test_a_body_that_is_not_utf8_bytes_is_read_from_its_text() -> None:
-    value: Any = _decoded(None, '{"n": 1.0}')
+    value: Any = _decoded('{"n": 1.0}'.encode("utf-16"))
     assert value == {"n": 1.0} and not math.isnan(value["n"])

@@ -26,7 +26,7 @@ class ProtocolHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given_id, given_version, given_length = _protocol_headers(scope["headers"])
+        given_id, given_version, given_length, chunked = _protocol_headers(scope["headers"])
         request_id = given_id.decode("latin-1") or new_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
         extra = [(b"ojs-version", b"1.0"), (b"x-request-id", request_id.encode("latin-1"))]
@@ -39,29 +39,30 @@ class ProtocolHeaders:
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 
-        problem = self._refusal(given_version, given_length)
+        declared = _length(given_length)
+        problem = self._refusal(given_version, declared)
         if problem is not None:
             response = error_response(problem, request_id)
             await response(scope, receive, send_with_headers)
             return
+        # A declared length within the cap (a larger one is refused above) bounds the body: the
+        # server's parser hands on no more than it. Only a body without one is counted here.
+        if declared is None or chunked:
+            receive = self._limited(receive)
         try:
-            await self.app(scope, self._limited(receive), send_with_headers)
+            await self.app(scope, receive, send_with_headers)
         except Exception:
             log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
             if started:
                 raise
             await unexpected_response(request_id)(scope, receive, send_with_headers)
 
-    def _refusal(self, given_version: bytes, given_length: bytes) -> OjsError | None:
+    def _refusal(self, given_version: bytes, declared: int | None) -> OjsError | None:
         """An unsupported OJS-Version, or a declared body over the cap."""
         version = (given_version or b"1.0").decode("latin-1").strip()
-        try:
-            declared = int(given_length or 0)
-        except ValueError:
-            declared = 0
         if version and not version.startswith("1."):
             return Unsupported(f"OJS-Version {version!r} is not supported; this server speaks 1.0")
-        if declared > self.max_body_bytes:
+        if declared is not None and declared > self.max_body_bytes:
             return PayloadTooLarge(f"the body is larger than {self.max_body_bytes} bytes")
         return None
 
@@ -81,11 +82,25 @@ class ProtocolHeaders:
         return limited_receive
 
 
-def _protocol_headers(headers: Iterable[tuple[bytes, bytes]]) -> tuple[bytes, bytes, bytes]:
+def _length(given: bytes) -> int | None:
+    """A declared Content-Length; None when there is none or it is not a length."""
+    if not given:
+        return None
+    try:
+        declared = int(given)
+    except ValueError:
+        return None
+    return declared if declared >= 0 else None
+
+
+def _protocol_headers(
+    headers: Iterable[tuple[bytes, bytes]],
+) -> tuple[bytes, bytes, bytes, bool]:
     """X-Request-Id, OJS-Version and Content-Length (empty when absent; the last of a repeated
-    one counts), in one pass rather than a dict of every header: ASGI servers give the names in
-    lower case."""
+    one counts), and whether a Transfer-Encoding is given, in one pass rather than a dict of
+    every header: ASGI servers give the names in lower case."""
     request_id = version = length = b""
+    encoded = False
     for name, value in headers:
         if name == b"x-request-id":
             request_id = value
@@ -93,4 +108,6 @@ def _protocol_headers(headers: Iterable[tuple[bytes, bytes]]) -> tuple[bytes, by
             version = value
         elif name == b"content-length":
             length = value
-    return request_id, version, length
+        elif name == b"transfer-encoding":
+            encoded = True
+    return request_id, version, length, encoded

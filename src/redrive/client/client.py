@@ -22,6 +22,7 @@ from redrive.client.requests import (
     JobSpec,
     Moment,
     bulk_body,
+    envelope,
     filter_params,
     override_document,
 )
@@ -184,14 +185,11 @@ class Client(
     ) -> Job:
         """Enqueue one job. `delay` (seconds, timedelta or ISO 8601 duration) and `scheduled_at`
         (aware datetime or RFC 3339) schedule it; `extra` adds top-level envelope keys."""
-        spec = JobSpec(
-            type=type, args=args, queue=queue, priority=priority, meta=meta,
-            scheduled_at=scheduled_at, delay=delay, expires_at=expires_at, retry=retry,
-            timeout_ms=timeout_ms, visibility_timeout_ms=visibility_timeout_ms, unique=unique,
-            tags=tags, pending=pending, metadata=metadata, schema=schema, id=id,
-            extra=extra or {},
+        body = envelope(
+            type, args, queue, priority, meta, scheduled_at, delay, expires_at, retry, timeout_ms,
+            visibility_timeout_ms, unique, tags, pending, metadata, schema, id, extra,
         )  # fmt: skip
-        payload = await self._request("POST", JOBS, spec.to_envelope())
+        payload = await self._request("POST", JOBS, body)
         return Job.from_document(document_of(payload, "job"))
 
     async def enqueue_many(self, jobs: Sequence[JobSpec | Mapping[str, Any]]) -> list[Job]:

@@ -93,33 +93,50 @@ class JobSpec:
 
     def to_envelope(self) -> dict[str, Any]:
         """The OJS enqueue body; unset options are left out so the server's defaults apply."""
-        if self.scheduled_at is not None and self.delay is not None:
-            raise invalid("delay", "give scheduled_at or delay, not both")
-        options: dict[str, Any] = {
-            "queue": self.queue,
-            "priority": self.priority,
-            "timeout_ms": self.timeout_ms,
-            "visibility_timeout_ms": self.visibility_timeout_ms,
-            "expires_at": None
-            if self.expires_at is None
-            else timestamp(self.expires_at, "expires_at"),
-            "retry": None if self.retry is None else retry_document(self.retry),
-            "unique": None if self.unique is None else dict(self.unique),
-            "tags": self.tags,
-            "pending": True if self.pending else None,
-            "metadata": None if self.metadata is None else dict(self.metadata),
-        }
-        if self.scheduled_at is not None:
-            options["scheduled_at"] = timestamp(self.scheduled_at, "scheduled_at")
-        if self.delay is not None:
-            options["scheduled_at"] = relative(self.delay)
-        body: dict[str, Any] = {**self.extra, "type": self.type, "args": list(self.args or [])}
-        optional = {"id": self.id, "meta": self.meta, "schema": self.schema}
-        body.update({key: value for key, value in optional.items() if value is not None})
-        kept = {key: value for key, value in options.items() if value is not None}
-        if kept:
-            body["options"] = kept
-        return body
+        return envelope(
+            self.type, self.args, self.queue, self.priority, self.meta, self.scheduled_at,
+            self.delay, self.expires_at, self.retry, self.timeout_ms, self.visibility_timeout_ms,
+            self.unique, self.tags, self.pending, self.metadata, self.schema, self.id, self.extra,
+        )  # fmt: skip
+
+
+def envelope(
+    type: str, args: list[Any] | None = None, queue: str | None = None,
+    priority: int | None = None, meta: dict[str, Any] | None = None,
+    scheduled_at: Moment | None = None, delay: Delay | None = None,
+    expires_at: Moment | None = None, retry: RetryPolicy | Mapping[str, Any] | None = None,
+    timeout_ms: int | None = None, visibility_timeout_ms: int | None = None,
+    unique: Mapping[str, Any] | None = None, tags: list[str] | None = None,
+    pending: bool = False, metadata: Mapping[str, Any] | None = None, schema: str | None = None,
+    id: str | None = None, extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """A JobSpec's envelope from its fields (`Client.enqueue` writes one without building the
+    frozen JobSpec, whose eighteen fields cost more than writing the envelope does)."""
+    if scheduled_at is not None and delay is not None:
+        raise invalid("delay", "give scheduled_at or delay, not both")
+    options: dict[str, Any] = {
+        "queue": queue,
+        "priority": priority,
+        "timeout_ms": timeout_ms,
+        "visibility_timeout_ms": visibility_timeout_ms,
+        "expires_at": None if expires_at is None else timestamp(expires_at, "expires_at"),
+        "retry": None if retry is None else retry_document(retry),
+        "unique": None if unique is None else dict(unique),
+        "tags": tags,
+        "pending": True if pending else None,
+        "metadata": None if metadata is None else dict(metadata),
+    }
+    if scheduled_at is not None:
+        options["scheduled_at"] = timestamp(scheduled_at, "scheduled_at")
+    if delay is not None:
+        options["scheduled_at"] = relative(delay)
+    body: dict[str, Any] = {**(extra or {}), "type": type, "args": list(args or [])}
+    optional = {"id": id, "meta": meta, "schema": schema}
+    body.update({key: value for key, value in optional.items() if value is not None})
+    kept = {key: value for key, value in options.items() if value is not None}
+    if kept:
+        body["options"] = kept
+    return body
 
 
 @dataclass(frozen=True)
