@@ -114,7 +114,13 @@ async def run_embedded(worker: Worker, settings: Settings) -> None:
     try:
         service = build_service(store, settings)
         maintenance = asyncio.create_task(maintain(service, settings))
-        maintenance.add_done_callback(lambda task: task.cancelled() or worker.stop())
+
+        def stop_if_failed(task: asyncio.Task[None]) -> None:
+            """The maintenance ends only by an error: the worker stops, and it is raised."""
+            if not task.cancelled() and task.exception() is not None:
+                worker.stop()
+
+        maintenance.add_done_callback(stop_if_failed)
         try:
             worker.install_signal_handlers()
             await worker.run(EmbeddedJobSource(service))
