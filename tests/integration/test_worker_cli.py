@@ -65,4 +65,5 @@ def test_an_embedded_worker_stops_with_the_error_that_ended_its_maintenance(
     monkeypatch.setattr(command, "maintain", failing)
     settings = Settings(database_url=f"sqlite:///{tmp_path}/redrive.db")
     with pytest.raises(RuntimeError, match="the sweep could not start"):
-        asyncio.run(asyncio.wait_for(command.run_embedded(Worker(queues=["default"]), settings), 30))
+        worker = Worker(queues=["default"])
+        asyncio.run(asyncio.wait_for(command.run_embedded(worker, settings), 30))
