@@ -44,3 +44,26 @@ def test_bad_input_is_a_clear_error(arguments: list[str], message: str, tmp_path
     assert result.returncode == 2, result.stderr
     assert message in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
+
+
+def test_an_embedded_worker_stops_with_the_error_that_ended_its_maintenance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep and deliveries run in a task started after the worker: should that task end by
+    an error, the worker does not go on without them."""
+    import asyncio
+    import importlib
+
+    from redrive.service.facade import Service
+    from redrive.settings import Settings
+    from redrive.worker import Worker
+
+    async def failing(service: Service, settings: Settings) -> None:
+        raise RuntimeError("the sweep could not start")
+
+    command = importlib.import_module("redrive.cli.worker")  # the module, not its command
+    monkeypatch.setattr(command, "maintain", failing)
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/redrive.db")
+    with pytest.raises(RuntimeError, match="the sweep could not start"):
+        worker = Worker(queues=["default"])
+        asyncio.run(asyncio.wait_for(command.run_embedded(worker, settings), 30))

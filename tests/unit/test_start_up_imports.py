@@ -231,3 +231,57 @@ def test_the_command_lines_help_lists_every_command_in_order() -> None:
         "serve", "migrate", "enqueue", "worker", "version", "dlq", "jobs", "queues", "keys",
         "audit", "incidents", "holds", "alerts", "webhooks", "redrives",
     ]  # fmt: skip
+
+
+# What an embedded worker's first claims and acks never use: its sweep and webhook deliveries
+# (the sweeper imports every use-case it drives) start a sweep interval after the worker, and
+# the dead-letter, incident, alert, redrive and audit modules are imported by a failure, a
+# redriven job or a worker directive (a fifth of the worker's start-up instructions).
+NOT_CLAIMING = (
+    "redrive.maintenance.loop", "redrive.maintenance.webhooks", "redrive.service.sweeper",
+    "redrive.service.webhooks", "redrive.service.alerts", "redrive.service.audit",
+    "redrive.service.incidents", "redrive.service.redrives", "redrive.domain.dead_letter",
+    "redrive.domain.incident", "redrive.domain.alerts", "redrive.domain.redrive",
+    "redrive.domain.audit",
+)  # fmt: skip
+EMBEDDED_WORKER = """
+import asyncio, datetime, json, sys, redrive
+from redrive.cli.worker import run_embedded
+from redrive.settings import Settings
+from redrive.worker import Worker
+
+worker = Worker(queues=["default"])
+at_first_job: list[str] = []
+
+@worker.handler("mail.send")
+async def send(job):
+    at_first_job.extend(sys.modules)
+
+@worker.handler("mail.later")
+async def later(job):
+    worker.stop()  # it ran: the sweep promoted it once it fell due
+
+async def main():
+    due = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=0.1)
+    async with redrive.Embedded({url!r}) as jobs:
+        await jobs.enqueue("mail.send", ["ada"])
+        await jobs.enqueue("mail.later", ["ada"], options={{"scheduled_at": due.isoformat()}})
+    await run_embedded(worker, Settings(database_url={url!r}, sweep_interval_ms=1000))
+
+asyncio.run(asyncio.wait_for(main(), 30))
+print(json.dumps([sorted(at_first_job), sorted(sys.modules)]))
+"""
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_an_embedded_worker_claims_and_acks_before_its_sweep_imports(database_url: str) -> None:
+    output = subprocess.run(
+        [sys.executable, "-c", EMBEDDED_WORKER.format(url=database_url)],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    at_first_job, at_exit = (set(modules) for modules in json.loads(output.splitlines()[-1]))
+    assert "redrive.worker.embedded_source" in at_first_job  # it did claim in this process
+    assert not set(NOT_CLAIMING) & at_first_job
+    assert {"redrive.service.sweeper", "redrive.maintenance.webhooks"} <= at_exit

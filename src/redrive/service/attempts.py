@@ -4,20 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from redrive.domain import lifecycle
-from redrive.domain.alerts import aggregate_key
 from redrive.domain.caller import Caller
-from redrive.domain.dead_letter import DeadLetter, new_dead_letter
 from redrive.domain.errors import InvalidRequest, NotFound, OjsError
 from redrive.domain.events import arrival_events, batch_failure_events, completion_event
-from redrive.domain.fingerprint import Fingerprint
 from redrive.domain.frozen import Assembler
-from redrive.domain.incident import entries_of
 from redrive.domain.job import AVAILABLE, Job
-from redrive.domain.redrive import DEAD_AGAIN, SUCCEEDED, RedriveOutcome
-from redrive.domain.webhooks import Listener
 from redrive.ports import (
     AttemptWrites,
     CompletedJob,
@@ -28,6 +22,14 @@ from redrive.ports import (
 )
 from redrive.service.runtime import Runtime
 from redrive.service.verification import verify
+
+# The dead-letter, incident, alert and redrive modules are imported where a failure or a
+# redriven job needs them: an embedded worker acking its first jobs loads none of them (they
+# were a fifth of its start-up instructions; its sweep imports them a sweep interval later).
+if TYPE_CHECKING:
+    from redrive.domain.dead_letter import DeadLetter
+    from redrive.domain.fingerprint import Fingerprint
+    from redrive.domain.webhooks import Listener
 
 # Each ack's record for the store, assembled (no frozen __init__ setting each of its fields).
 assemble_completion = Assembler(Completion)
@@ -147,6 +149,11 @@ async def record_failures(
     """Write failed attempts, the dead letters of those that died (fingerprinted, and added to
     their incidents) and their events, in one transaction; returns the ids written (the others
     lost a race)."""
+    from redrive.domain.alerts import aggregate_key
+    from redrive.domain.dead_letter import new_dead_letter
+    from redrive.domain.incident import entries_of
+    from redrive.domain.redrive import DEAD_AGAIN, RedriveOutcome
+
     written = await transaction.update_jobs(
         [JobChange(outcome.job, job.state, job.lease_token) for job, outcome in failures]
     )
@@ -268,12 +275,15 @@ async def _acknowledge(
             for job in completed
         ]  # fmt: skip
         await runtime.queue_deliveries(transaction, list(listeners.values()), stored, now)
-    redriven = [
-        RedriveOutcome(task_id, job.id, SUCCEEDED)
-        for job in completed
-        if (task_id := job.redrive_task_id) is not None
-    ]
-    await verify(runtime, transaction, redriven, now)
+    if any(job.redrive_task_id is not None for job in completed):
+        from redrive.domain.redrive import SUCCEEDED, RedriveOutcome
+
+        redriven = [
+            RedriveOutcome(task_id, job.id, SUCCEEDED)
+            for job in completed
+            if (task_id := job.redrive_task_id) is not None
+        ]
+        await verify(runtime, transaction, redriven, now)
     outcomes: list[Acknowledgement] = []
     for request in requests:
         if isinstance(request, OjsError):

@@ -4,10 +4,14 @@ same way, and (if set) resolve the incident of a task whose every redriven job s
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from redrive.domain.events import Event, incident_event
-from redrive.domain.redrive import RedriveOutcome, closure, regression
 from redrive.ports import AttemptWrites
 from redrive.service.runtime import Runtime
+
+if TYPE_CHECKING:  # the redrive module is imported when a redriven job ends: most never do
+    from redrive.domain.redrive import RedriveOutcome
 
 
 async def verify(
@@ -17,6 +21,8 @@ async def verify(
     only for the few outcomes that change one. Nothing at all for jobs no task redrove."""
     if not outcomes:
         return
+    from redrive.domain.redrive import closure, regression
+
     items, tasks = await transaction.record_redrive_outcomes(outcomes)
     for item in items:
         counter = (

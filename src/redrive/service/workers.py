@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from redrive.domain import lifecycle
-from redrive.domain.audit import Action
 from redrive.domain.caller import Caller
 from redrive.domain.errors import Conflict, InvalidRequest, NotFound, OjsError
 from redrive.domain.events import started_event
 from redrive.domain.job import Job
-from redrive.domain.records import WorkerRecord
 from redrive.ports import Claim, JobChange
 from redrive.service.attempts import (
     Acknowledgement,
@@ -25,8 +24,12 @@ from redrive.service.attempts import (
     single,
     without_repeats,
 )
-from redrive.service.audit import AuditService
 from redrive.service.runtime import Runtime
+
+# The audit is imported when a directive is set (an operator's act): a worker claiming and
+# acking never records one.
+if TYPE_CHECKING:
+    from redrive.domain.records import WorkerRecord
 
 DIRECTIVES = ("quiet", "terminate")
 MAX_WAIT_MS = 30_000
@@ -69,7 +72,6 @@ class Heartbeat:
 class WorkerService:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.audit = AuditService(runtime)
         # (tenant, worker) -> when this service last recorded its visit, and the count then.
         self._visits: dict[tuple[str, str], tuple[int, int]] = {}
 
@@ -196,6 +198,9 @@ class WorkerService:
 
     async def set_directive(self, caller: Caller, worker_id: str, directive: str | None) -> None:
         """Tell the caller's tenant's worker of this id to go quiet, terminate or run again."""
+        from redrive.domain.audit import Action
+        from redrive.service.audit import AuditService
+
         async with self.runtime.store.transaction(caller) as transaction:
             changed = await transaction.set_worker_directive(
                 worker_id, caller.tenant_scope, directive
@@ -203,7 +208,9 @@ class WorkerService:
             if not changed:
                 raise NotFound("worker", worker_id)
             target = {"worker_id": worker_id, "directive": directive}
-            await self.audit.record(caller, transaction, Action.WORKER_DIRECTIVE, target, changed)
+            await AuditService(self.runtime).record(
+                caller, transaction, Action.WORKER_DIRECTIVE, target, changed
+            )
 
     async def list(self, caller: Caller) -> list[WorkerRecord]:
         tenant = caller.tenant_scope
