@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from redrive.domain import lifecycle
 from redrive.domain.caller import Caller
 from redrive.domain.errors import Conflict, InvalidRequest, NotFound, OjsError
 from redrive.domain.events import started_event
 from redrive.domain.job import Job
+from redrive.domain.records import WorkerRecord
 from redrive.ports import Claim, JobChange
 from redrive.service.attempts import (
     Acknowledgement,
@@ -25,11 +25,6 @@ from redrive.service.attempts import (
     without_repeats,
 )
 from redrive.service.runtime import Runtime
-
-# The audit is imported when a directive is set (an operator's act): a worker claiming and
-# acking never records one.
-if TYPE_CHECKING:
-    from redrive.domain.records import WorkerRecord
 
 DIRECTIVES = ("quiet", "terminate")
 MAX_WAIT_MS = 30_000
@@ -198,6 +193,8 @@ class WorkerService:
 
     async def set_directive(self, caller: Caller, worker_id: str, directive: str | None) -> None:
         """Tell the caller's tenant's worker of this id to go quiet, terminate or run again."""
+        # The audit is imported here, by an operator's act: a worker claiming and acking never
+        # records one.
         from redrive.domain.audit import Action
         from redrive.service.audit import AuditService
 
