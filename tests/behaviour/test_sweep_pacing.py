@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from redrive.domain.envelope import read_envelope
+from redrive.service import sweeper as sweeper_module
 from redrive.service.attempts import AckRequest
 from redrive.service.facade import Service
 from redrive.service.sweeper import (
@@ -86,3 +87,25 @@ async def test_the_finished_prune_runs_when_its_oldest_job_comes_due(
     clock.advance(1 + TRIM_BACKOFF_MS)
     assert (await sweeper.sweep(paced=True))["finished"] == 1
     assert sweeper.due_at["finished"] == clock.now_ms() + retention  # none left: from now
+
+
+async def test_a_finished_prune_with_a_full_batch_runs_again_at_the_next_sweep(
+    service: Service, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sweeper_module, "BATCH", 1)
+    retention = 60_000
+    service.runtime.options = replace(service.runtime.options, finished_job_retention_ms=retention)
+    sweeper = service.sweeper
+    for _ in range(2):
+        await service.jobs.enqueue(CALLER, read_envelope({"type": "t", "args": []}))
+    fetched = await service.workers.fetch(CALLER, FetchRequest(["default"], 2, "w1"))
+    await service.workers.ack_many(
+        CALLER, [AckRequest(job.id, None, job.lease_token, None) for job in fetched]
+    )
+    clock.advance(retention + 1)
+    assert (await sweeper.sweep(paced=True))["finished"] == 1  # a full batch: more may be due
+    assert sweeper.due_at["finished"] == clock.now_ms()
+    assert (await sweeper.sweep(paced=True))["finished"] == 1  # the next sweep, no backoff
+    assert sweeper.due_at["finished"] == clock.now_ms()
+    assert (await sweeper.sweep(paced=True))["finished"] == 0  # caught up: waits from now
+    assert sweeper.due_at["finished"] == clock.now_ms() + retention

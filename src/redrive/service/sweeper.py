@@ -182,14 +182,13 @@ class Sweeper:
         FINISHED_RECHECK_MS on: a job finishes at its replica's now, so none finishing later
         is due sooner. Before, an idle prune read the table every 2 s."""
         retention = self.runtime.options.finished_job_retention_ms
+        removed = await transaction.prune_finished_jobs(now - retention, BATCH)
+        if removed == BATCH:  # more may be due: the next sweep goes on
+            self.due_at["finished"] = now
+            return removed
+        # Caught up: read when the oldest left finished (a second scan, once per wake; a
+        # backlog's sweeps pay only the prune, whose LIMIT stops at the first due rows).
         oldest = await transaction.oldest_finished_at()
-        removed = 0
-        if oldest is not None and oldest < now - retention:
-            removed = await transaction.prune_finished_jobs(now - retention, BATCH)
-            if removed == BATCH:  # more may be due: the next sweep goes on
-                self.due_at["finished"] = now
-                return removed
-            oldest = await transaction.oldest_finished_at()
         since = now if oldest is None else min(oldest, now)
         self.due_at["finished"] = min(since + retention, now + FINISHED_RECHECK_MS)
         return removed
