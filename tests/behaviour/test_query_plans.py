@@ -33,12 +33,14 @@ from redrive.api.worker_requests import (
 )
 from redrive.domain import lifecycle
 from redrive.domain.caller import SYSTEM
+from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.errors import OjsError
 from redrive.domain.job import DEFAULT_TENANT, Job
 from redrive.domain.trend import Window, buckets_for
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.codec import dump, job_record
+from redrive.store.dead_letters import filter_parameters
 from redrive.store.postgres.store import ALL_TENANTS, TENANT_SETTING, PostgresStore
 from redrive.store.sqlite.store import SqliteStore, compile_part, split_script
 from tests.support.callers import CALLER
@@ -547,3 +549,51 @@ def test_postgres_incident_trends_read_only_their_index(
         "dead_letter_snapshots_incident_arrivals",
         "dead_letter_tombstones_by_time",
     }, shown
+
+
+# A bulk retry's set as the peers benchmark leaves it: 20,000 dead letters of one type, each in an
+# incident, freshly written (no statistics yet).
+UNEXPLAINED_ROWS = 20_000
+UNEXPLAINED_SEED = """
+INSERT INTO dead_letters (id, job_id, tenant_id, queue, type, reason, discarded_at, status,
+                          incident_id)
+SELECT 'dl' || n, 'job' || n, %(tenant)s, 'default', 'bench.fail', 'max_attempts',
+       CAST(%(now)s AS bigint) - n, 'dead', 'inc_1'
+FROM generate_series(1, %(rows)s) AS n
+"""
+
+
+@pytest.fixture(scope="module")
+def unexplained_postgres(postgres_template: str) -> Iterator[str]:
+    with database_from_template(postgres_template) as url:
+        with psycopg.connect(url, autocommit=True) as connection:
+            values = {"tenant": DEFAULT_TENANT, "now": ManualClock().now_ms(),
+                      "rows": UNEXPLAINED_ROWS}  # fmt: skip
+            connection.execute(UNEXPLAINED_SEED, values)
+        yield url
+
+
+@pytest.mark.postgres
+def test_postgres_redrive_check_finds_dead_letters_in_no_incident_by_their_index(
+    unexplained_postgres: str,
+) -> None:
+    """The redrive policy's check by filter (run twice by a bulk retry) looks for matches in no
+    incident through dead_letters_by_incident (`incident_id IS NULL`), without statistics and with
+    them, not through a read of every match."""
+    filters = parse_filter({"type": "bench.fail"}, ManualClock().now_ms()).scoped(DEFAULT_TENANT)
+    parameters = {"limit": 11, **filter_parameters(filters)}
+    for analyzed in (False, True):
+        if analyzed:
+            with psycopg.connect(unexplained_postgres, autocommit=True) as connection:
+                connection.execute("ANALYZE dead_letters")
+        plan = explain_postgres(
+            unexplained_postgres, "select_unexplained_incidents", parameters, "custom"
+        )
+        shown = json.dumps(plan, indent=1)
+        probes = [
+            node for node in plan_nodes(plan)
+            if "incident_id IS NULL" in node.get("Index Cond", "")
+            or "incident_id IS NULL" in node.get("Filter", "")
+        ]  # fmt: skip
+        assert [node.get("Index Name") for node in probes] == ["dead_letters_by_incident"], shown
+        assert "incident_id IS NULL" in probes[0]["Index Cond"], shown

@@ -272,6 +272,23 @@ async def test_dead_letters_in_no_incident_count_as_lacking_a_root_cause(
     assert (await bulk_retry(client, queue="old")).json()["succeeded"] == 2
 
 
+async def test_only_dead_letters_in_no_incident_that_the_filter_matches_refuse_a_redrive(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    await kill_job(client, "old", "mail.send", "SmtpError")
+    await kill_job(client, "old", "mail.send", "SmtpError")
+    await forget_incidents(service)  # as before migration 0009, not yet backfilled
+    for _ in range(3):
+        await kill_job(client, "new", "mail.send", "SmtpError")
+    await explain_incidents(client)
+    # The old ones, in no incident, are in another queue: the new ones' incident is explained.
+    assert (await bulk_retry(client, queue="new")).json()["succeeded"] == 3
+    refused = await bulk_retry(client, type="mail.send")
+    details = assert_error(refused, 409, "root_cause_required")["details"]
+    assert details["incidents"] == [{"id": None, "message": None, "class": None}]
+    assert await dead_count(service) == 2
+
+
 async def test_a_selection_of_several_needs_root_causes_and_one_alone_does_not(
     client: httpx.AsyncClient, service: Service
 ) -> None:

@@ -25,6 +25,8 @@ CUSTOM_PLANS = frozenset(
         "select_audit_records",
         "select_incidents_recent",
         "select_incidents_by_count",
+        # Its probe for dead letters in no incident takes a partial index (status = 'dead').
+        "select_unexplained_incidents",
         "select_webhook_deliveries",
         "pin_redrive_items",
     }

@@ -1132,7 +1132,8 @@ RETURNING *;
 -- name: select_unexplained_incidents
 -- The incidents a redrive by filter would touch that lack a root cause with a fix reference or
 -- are poison pills, and (id NULL) whether it touches dead letters in no incident. Set-based:
--- one probe of the incident index per incident left to explain, whatever the dead letters.
+-- one probe of the incident index per incident left to explain, whatever the dead letters, and
+-- one of dead_letters_by_incident for those in none (see the last part).
 (SELECT incidents.id AS id, incidents.message AS message,
         incidents.classification AS classification
  FROM incidents
@@ -1155,9 +1156,17 @@ RETURNING *;
  ORDER BY incidents.dead_count DESC, incidents.id
  LIMIT :limit)
 UNION ALL
-SELECT NULL, NULL, NULL WHERE EXISTS (
+-- (A subquery ordered by incident_id with LIMIT 1, where an EXISTS would drop both: planned
+-- without statistics, the EXISTS read every match through the tenant's index to find none in no
+-- incident, 20,000 rows and 2.5-3.7 ms of backend time in a retry of 20,000, which checks twice.
+-- In the index's own order, dead_letters_by_incident is the plan: it reaches the entries whose
+-- incident_id is NULL directly. Planned for the values: see CUSTOM_PLANS.)
+SELECT NULL, NULL, NULL FROM (
     SELECT 1 FROM dead_letters
-    WHERE status = :status AND dead_letters.incident_id IS NULL AND {dead_letter_filter});
+    WHERE status = :status AND dead_letters.incident_id IS NULL AND {dead_letter_filter}
+    ORDER BY dead_letters.incident_id
+    LIMIT 1
+) AS in_no_incident;
 
 -- name: select_unexplained_incidents_by_error
 -- The same for a filter that names an error type and nothing an incident row could rule out:
