@@ -577,9 +577,9 @@ def unexplained_postgres(postgres_template: str) -> Iterator[str]:
 def test_postgres_redrive_check_finds_dead_letters_in_no_incident_by_their_index(
     unexplained_postgres: str,
 ) -> None:
-    """The redrive policy's check by filter (run twice by a bulk retry) looks for matches in no
-    incident through dead_letters_by_incident (`incident_id IS NULL`), without statistics and with
-    them, not through a read of every match."""
+    """The redrive policy's check by filter (run twice by a bulk retry) stops at an incident's
+    first match (an index scan, no bitmap of every match) and looks for matches in no incident
+    through dead_letters_by_incident (`incident_id IS NULL`), without statistics and with them."""
     filters = parse_filter({"type": "bench.fail"}, ManualClock().now_ms()).scoped(DEFAULT_TENANT)
     parameters = {"limit": 11, **filter_parameters(filters)}
     for analyzed in (False, True):
@@ -597,3 +597,8 @@ def test_postgres_redrive_check_finds_dead_letters_in_no_incident_by_their_index
         ]  # fmt: skip
         assert [node.get("Index Name") for node in probes] == ["dead_letters_by_incident"], shown
         assert "incident_id IS NULL" in probes[0]["Index Cond"], shown
+        scans = [
+            node["Node Type"] for node in plan_nodes(plan)
+            if node.get("Relation Name") == "dead_letters"
+        ]  # fmt: skip
+        assert scans == ["Index Scan", "Index Scan"], shown
