@@ -313,7 +313,8 @@ class RedriveService:
             await transaction.mark_redriven_jobs(task.id, others)
         moved = retried.count
         after = await transaction.count_redrive_batch(
-            task.id, moved, len(retried.skipped), now, paced_until, len(refused)
+            task.id, moved, len(retried.skipped), now, paced_until, len(refused),
+            through=next(reversed(picked), ""),
         )
         if after.pending <= 0 and after.state in redrive.UNFINISHED:  # not cancelled meanwhile
             done = await transaction.change_redrive_task(

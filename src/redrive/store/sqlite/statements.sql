@@ -1610,10 +1610,12 @@ RETURNING *;
 
 -- name: count_redrive_batch
 -- A batch's counts, and its pace: a task's pace only moves on (chunks of one batch moved over the
--- write lanes commit in any order, each with the pace after every chunk taken before it).
+-- write lanes commit in any order, each with the pace after every chunk taken before it), and the
+-- last item it took (:through), as on PostgreSQL (SQLite reads pending items by its partial index).
 UPDATE redrive_tasks SET moved = moved + :moved, skipped = skipped + :skipped,
     failed = failed + :failed,
-    paced_until = MAX(paced_until, :paced_until), updated_at = :now
+    paced_until = MAX(paced_until, :paced_until), updated_at = :now,
+    moved_through = MAX(moved_through, :through)
 WHERE id = :id
 RETURNING *;
 
