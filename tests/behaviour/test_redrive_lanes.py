@@ -52,6 +52,17 @@ def served(store: Store, clock: ManualClock) -> Service:
     return Service(Runtime(store, clock=clock, options=options, rng=random.Random(5)))
 
 
+def running_task(task_id: str, now: int) -> redrive.RedriveTask:
+    """A task as a start inserts it before its pin."""
+    return redrive.RedriveTask(
+        id=task_id, tenant_id=CALLER.tenant_id, state=redrive.RUNNING, filter={},
+        incident_id=None, rate_per_minute=100, critical=False, reason=None,
+        created_by=CALLER.actor, created_at=now, updated_at=now, updated_by=CALLER.actor,
+        finished_at=None, paced_until=now, to_move=0, moved=0, skipped=0, succeeded=0,
+        dead_again=0, queues=(),
+    )  # fmt: skip
+
+
 def critical() -> RedriveRequest:
     return RedriveRequest(by_queue("billing"), 6000, critical=True, reason="outage over")
 
@@ -229,6 +240,8 @@ async def test_a_start_waits_for_a_pin_in_flight_and_leaves_out_what_it_pinned(
     service = served(laned, clock)
     await kill(service, 80)
     async with laned.transaction(CALLER) as other:
+        # As a start pins: its task first (the pin leaves out the unfinished tasks' items).
+        await other.insert_redrive_task(running_task("rdt_other", clock.now_ms()))
         pinned = await other.pin_redrive_items("rdt_other", by_queue("billing"), 30)
         assert sum(pinned.values()) == 30
         starting = asyncio.create_task(service.redrives.start(CALLER, critical()))

@@ -10,6 +10,6 @@
 -- move in id order), so a paced task's tick does not step over every item already moved.
 DROP INDEX redrive_task_items_pending;
 DROP INDEX redrive_task_items_moved;
-CREATE INDEX redrive_task_items_jobs ON redrive_task_items (task_id, job_id);
+CREATE INDEX redrive_task_items_job ON redrive_task_items (task_id, job_id);
 ALTER TABLE redrive_task_items SET (fillfactor = 50);
 ALTER TABLE redrive_tasks ADD COLUMN moved_through text NOT NULL DEFAULT '';
