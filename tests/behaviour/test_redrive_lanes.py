@@ -268,3 +268,43 @@ async def test_a_task_reads_its_pending_items_by_id_after_its_cursor_each_with_i
     assert sorted(every.values()) == sorted(job_ids)
     assert list(after_first) == sorted(every)[1:3]
     assert past_last == {}
+
+
+async def test_items_left_pending_behind_the_last_one_moved_still_move(
+    laned: Store, clock: ManualClock
+) -> None:
+    # A task's reads of its pending items start after the last item a committed batch took
+    # (`moved_through`); chunks over the write lanes commit in any order, so one that never
+    # committed (its process gone) leaves its items pending behind that mark: once nothing is
+    # pending after it, they are read from the start and moved.
+    service = served(laned, clock)
+    ids = await kill(service, 12)
+    task = await service.redrives.start(CALLER, critical())
+    items = sorted(item["dead_letter_id"] for item in await service.redrives.items(CALLER, task.id))
+    async with laned.transaction(CALLER) as transaction:  # a later chunk committed alone
+        await transaction.count_redrive_batch(task.id, 0, 0, clock.now_ms(), 0, through=items[7])
+    clock.advance(2000)
+    assert await service.redrives.advance() == 4  # those after the mark
+    assert len(await service.redrives.items(CALLER, task.id, "pending")) == 8
+    clock.advance(2000)
+    assert await service.redrives.advance() == 8  # then those behind it
+    done = await service.redrives.get(CALLER, task.id)
+    assert (done.state, done.moved, done.skipped) == (redrive.COMPLETED, 12, 0)
+    assert await dead_count(service, "billing") == 0
+    for job_id in ids:
+        assert (await service.jobs.get(CALLER, job_id)).state == "available"
+
+
+async def test_a_paused_task_keeps_its_pins_from_a_new_start(
+    laned: Store, clock: ManualClock
+) -> None:
+    # The pin leaves out what the unfinished tasks (running or paused) still pin, read from
+    # those tasks' items (no index names an item's state).
+    service = served(laned, clock)
+    await kill(service, 10)
+    paused = await service.redrives.start(CALLER, RedriveRequest(by_queue("billing"), limit=4))
+    await service.redrives.pause(CALLER, paused.id)
+    async with laned.transaction(CALLER) as transaction:
+        await transaction.insert_redrive_task(running_task("rdt_other", clock.now_ms()))
+        pinned = await transaction.pin_redrive_items("rdt_other", by_queue("billing"), 100)
+    assert sum(pinned.values()) == 6
