@@ -14,6 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 import asyncpg
+import psycopg
+import psycopg.sql
 import pytest
 
 from redrive.domain import redrive
@@ -23,8 +25,14 @@ from redrive.ports import Store
 from redrive.service import redrives as redrive_service
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
-from redrive.store.postgres.store import PostgresStore
+from redrive.store.postgres.store import (
+    ALL_TENANTS,
+    INDEX_ORDER_QUERY,
+    TENANT_SETTING,
+    PostgresStore,
+)
 from redrive.store.sqlite.store import SqliteStore
+from tests.behaviour.test_query_plans import plan_nodes
 from tests.behaviour.test_redrive_failures import UNSTORABLE, by_queue, dead_count, events_of, kill
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
@@ -308,3 +316,42 @@ async def test_a_paused_task_keeps_its_pins_from_a_new_start(
         await transaction.insert_redrive_task(running_task("rdt_other", clock.now_ms()))
         pinned = await transaction.pin_redrive_items("rdt_other", by_queue("billing"), 100)
     assert sum(pinned.values()) == 6
+
+
+async def test_a_read_of_pending_items_walks_the_key_in_order(
+    laned: Store, clock: ManualClock, database_url: str
+) -> None:
+    # Planned without statistics (the items were pinned just before), the read took a bitmap
+    # scan of every pending item and sorted them all; the transaction that runs it turns bitmap
+    # scans off, and the key gives the items in order up to the limit.
+    if not isinstance(laned, PostgresStore):
+        pytest.skip("PostgreSQL's planner")
+    service = served(laned, clock)
+    await kill(service, 40)
+    task = await service.redrives.start(CALLER, critical())
+    (statement,) = laned.scripts["select_pending_redrive_items"]
+    assert statement.index_order
+    parameters = {"task_id": task.id, "after": "", "limit": 10}
+    with psycopg.connect(database_url) as connection:
+        # A large task's items (20,000: with 40, the planner walked the key unasked).
+        connection.execute(
+            "INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue,"
+            " state) SELECT %s, %s, 'x' || n, 'job' || n, 'billing', 'pending'"
+            " FROM generate_series(10000, 29999) AS n",
+            (task.id, CALLER.tenant_id),
+        )
+        connection.execute("SET ROLE redrive_app")
+        connection.execute("SELECT set_config(%s, %s, true)", (TENANT_SETTING, ALL_TENANTS))
+        connection.execute(INDEX_ORDER_QUERY)
+        values = psycopg.sql.SQL(", ").join(
+            psycopg.sql.Literal(value) for value in statement.arguments(parameters)
+        )
+        connection.execute(f"PREPARE pending AS {statement.sql}")
+        explain = psycopg.sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE pending ({})").format(values)
+        row = connection.execute(explain).fetchone()
+    assert row is not None
+    nodes = list(plan_nodes(row[0]))
+    items = [node for node in nodes if node.get("Relation Name") == "redrive_task_items"]
+    assert items and {node["Node Type"] for node in items} == {"Index Scan"}, row[0]
+    assert {node["Index Name"] for node in items} == {"redrive_task_items_pkey"}
+    assert not [node for node in nodes if node["Node Type"] == "Sort"], row[0]
