@@ -1747,8 +1747,14 @@ ORDER BY held.queue;
 DELETE FROM redrive_task_queues WHERE task_id = :task_id;
 
 -- name: unpin_redrive_items
--- A task that ended before moving them all lets go of the rest.
-UPDATE redrive_task_items SET state = 'skipped' WHERE task_id = :task_id AND state = 'pending';
+-- A task that ended before moving them all lets go of the rest; one whose counts leave none
+-- pending (completed) reads none of its items (no index names their state: the key's scan read
+-- all 20,000 of a task just completed, in the transaction of its last chunk).
+UPDATE redrive_task_items SET state = 'skipped' WHERE task_id = :task_id AND state = 'pending'
+AND EXISTS (
+    SELECT FROM redrive_tasks AS task
+    WHERE task.id = :task_id AND task.moved + task.skipped + task.failed < task.to_move
+);
 
 -- name: set_redrive_task_pins
 UPDATE redrive_tasks SET to_move = :to_move, queues = CAST(:queues AS jsonb) WHERE id = :id;
