@@ -518,10 +518,11 @@ class RedriveTaskStore(Protocol):
 
     async def count_redrive_batch(
         self, task_id: str, moved: int, skipped: int, now: int, paced_until: int,
-        failed: int = 0,
+        failed: int = 0, through: str = "",
     ) -> RedriveTask:  # fmt: skip
-        """Add a batch's counts to the task (its items were marked by the move) and its pace;
-        the task as it is after."""
+        """Add a batch's counts to the task (its items were marked by the move) and its pace,
+        and remember `through`, the last item the batch took (by id; '' for none): the task's
+        later reads of pending items start after the last of these; the task as it is after."""
         ...
 
     async def mark_redriven_jobs(self, task_id: str, job_ids: list[str]) -> None: ...

@@ -14,6 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 import asyncpg
+import psycopg
+import psycopg.sql
 import pytest
 
 from redrive.domain import redrive
@@ -23,8 +25,14 @@ from redrive.ports import Store
 from redrive.service import redrives as redrive_service
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
-from redrive.store.postgres.store import PostgresStore
+from redrive.store.postgres.store import (
+    ALL_TENANTS,
+    INDEX_ORDER_QUERY,
+    TENANT_SETTING,
+    PostgresStore,
+)
 from redrive.store.sqlite.store import SqliteStore
+from tests.behaviour.test_query_plans import plan_nodes
 from tests.behaviour.test_redrive_failures import UNSTORABLE, by_queue, dead_count, events_of, kill
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
@@ -50,6 +58,17 @@ async def laned(database_url: str) -> AsyncIterator[Store]:
 def served(store: Store, clock: ManualClock) -> Service:
     options = replace(service_options(), redrive_max_rate=6000)
     return Service(Runtime(store, clock=clock, options=options, rng=random.Random(5)))
+
+
+def running_task(task_id: str, now: int) -> redrive.RedriveTask:
+    """A task as a start inserts it before its pin."""
+    return redrive.RedriveTask(
+        id=task_id, tenant_id=CALLER.tenant_id, state=redrive.RUNNING, filter={},
+        incident_id=None, rate_per_minute=100, critical=False, reason=None,
+        created_by=CALLER.actor, created_at=now, updated_at=now, updated_by=CALLER.actor,
+        finished_at=None, paced_until=now, to_move=0, moved=0, skipped=0, succeeded=0,
+        dead_again=0, queues=(),
+    )  # fmt: skip
 
 
 def critical() -> RedriveRequest:
@@ -229,6 +248,8 @@ async def test_a_start_waits_for_a_pin_in_flight_and_leaves_out_what_it_pinned(
     service = served(laned, clock)
     await kill(service, 80)
     async with laned.transaction(CALLER) as other:
+        # As a start pins: its task first (the pin leaves out the unfinished tasks' items).
+        await other.insert_redrive_task(running_task("rdt_other", clock.now_ms()))
         pinned = await other.pin_redrive_items("rdt_other", by_queue("billing"), 30)
         assert sum(pinned.values()) == 30
         starting = asyncio.create_task(service.redrives.start(CALLER, critical()))
@@ -255,3 +276,82 @@ async def test_a_task_reads_its_pending_items_by_id_after_its_cursor_each_with_i
     assert sorted(every.values()) == sorted(job_ids)
     assert list(after_first) == sorted(every)[1:3]
     assert past_last == {}
+
+
+async def test_items_left_pending_behind_the_last_one_moved_still_move(
+    laned: Store, clock: ManualClock
+) -> None:
+    # A task's reads of its pending items start after the last item a committed batch took
+    # (`moved_through`); chunks over the write lanes commit in any order, so one that never
+    # committed (its process gone) leaves its items pending behind that mark: once nothing is
+    # pending after it, they are read from the start and moved.
+    service = served(laned, clock)
+    ids = await kill(service, 12)
+    task = await service.redrives.start(CALLER, critical())
+    items = sorted(item["dead_letter_id"] for item in await service.redrives.items(CALLER, task.id))
+    async with laned.transaction(CALLER) as transaction:  # a later chunk committed alone
+        await transaction.count_redrive_batch(task.id, 0, 0, clock.now_ms(), 0, through=items[7])
+    clock.advance(2000)
+    assert await service.redrives.advance() == 4  # those after the mark
+    assert len(await service.redrives.items(CALLER, task.id, "pending")) == 8
+    clock.advance(2000)
+    assert await service.redrives.advance() == 8  # then those behind it
+    done = await service.redrives.get(CALLER, task.id)
+    assert (done.state, done.moved, done.skipped) == (redrive.COMPLETED, 12, 0)
+    assert await dead_count(service, "billing") == 0
+    for job_id in ids:
+        assert (await service.jobs.get(CALLER, job_id)).state == "available"
+
+
+async def test_a_paused_task_keeps_its_pins_from_a_new_start(
+    laned: Store, clock: ManualClock
+) -> None:
+    # The pin leaves out what the unfinished tasks (running or paused) still pin, read from
+    # those tasks' items (no index names an item's state).
+    service = served(laned, clock)
+    await kill(service, 10)
+    paused = await service.redrives.start(CALLER, RedriveRequest(by_queue("billing"), limit=4))
+    await service.redrives.pause(CALLER, paused.id)
+    async with laned.transaction(CALLER) as transaction:
+        await transaction.insert_redrive_task(running_task("rdt_other", clock.now_ms()))
+        pinned = await transaction.pin_redrive_items("rdt_other", by_queue("billing"), 100)
+    assert sum(pinned.values()) == 6
+
+
+async def test_a_read_of_pending_items_walks_the_key_in_order(
+    laned: Store, clock: ManualClock, database_url: str
+) -> None:
+    # Planned without statistics (the items were pinned just before), the read took a bitmap
+    # scan of every pending item and sorted them all; the transaction that runs it turns bitmap
+    # scans off, and the key gives the items in order up to the limit.
+    if not isinstance(laned, PostgresStore):
+        pytest.skip("PostgreSQL's planner")
+    service = served(laned, clock)
+    await kill(service, 40)
+    task = await service.redrives.start(CALLER, critical())
+    (statement,) = laned.scripts["select_pending_redrive_items"]
+    assert statement.index_order
+    parameters = {"task_id": task.id, "after": "", "limit": 10}
+    with psycopg.connect(database_url) as connection:
+        # A large task's items (20,000: with 40, the planner walked the key unasked).
+        connection.execute(
+            "INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue,"
+            " state) SELECT %s, %s, 'x' || n, 'job' || n, 'billing', 'pending'"
+            " FROM generate_series(10000, 29999) AS n",
+            (task.id, CALLER.tenant_id),
+        )
+        connection.execute("SET ROLE redrive_app")
+        connection.execute("SELECT set_config(%s, %s, true)", (TENANT_SETTING, ALL_TENANTS))
+        connection.execute(INDEX_ORDER_QUERY)
+        values = psycopg.sql.SQL(", ").join(
+            psycopg.sql.Literal(value) for value in statement.arguments(parameters)
+        )
+        connection.execute(f"PREPARE pending AS {statement.sql}")
+        explain = psycopg.sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE pending ({})").format(values)
+        row = connection.execute(explain).fetchone()
+    assert row is not None
+    nodes = list(plan_nodes(row[0]))
+    items = [node for node in nodes if node.get("Relation Name") == "redrive_task_items"]
+    assert items and {node["Node Type"] for node in items} == {"Index Scan"}, row[0]
+    assert {node["Index Name"] for node in items} == {"redrive_task_items_pkey"}
+    assert not [node for node in nodes if node["Node Type"] == "Sort"], row[0]

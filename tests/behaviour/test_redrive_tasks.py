@@ -172,6 +172,9 @@ async def test_a_second_task_on_a_busy_queue_is_refused_with_the_running_tasks_i
     assert other.to_move == 10
     cancelled = await service.redrives.cancel(OPERATOR, first.id)
     assert cancelled.state == redrive.CANCELLED
+    # It let go of all it pinned (its counts left them pending: the unpin read its items).
+    assert await service.redrives.items(CALLER, first.id, "pending") == []
+    assert len(await service.redrives.items(CALLER, first.id, "skipped")) == 10
     await tick(service, clock, 30)
     assert (await service.redrives.get(CALLER, first.id)).moved == 0
     again = await service.redrives.start(OPERATOR, RedriveRequest(by_queue("billing")))

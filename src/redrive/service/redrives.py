@@ -312,8 +312,10 @@ class RedriveService:
         if others:  # those requeued in place carry the task's id already
             await transaction.mark_redriven_jobs(task.id, others)
         moved = retried.count
+        # The last item taken: the task's next reads of pending items start after it.
+        through = next(reversed(picked), "")
         after = await transaction.count_redrive_batch(
-            task.id, moved, len(retried.skipped), now, paced_until, len(refused)
+            task.id, moved, len(retried.skipped), now, paced_until, len(refused), through
         )
         if after.pending <= 0 and after.state in redrive.UNFINISHED:  # not cancelled meanwhile
             done = await transaction.change_redrive_task(

@@ -155,11 +155,11 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
 
     async def count_redrive_batch(
         self, task_id: str, moved: int, skipped: int, now: int, paced_until: int,
-        failed: int = 0,
+        failed: int = 0, through: str = "",
     ) -> RedriveTask:  # fmt: skip
         rows = await self._rows(
             "count_redrive_batch", id=task_id, moved=moved, skipped=skipped, failed=failed,
-            now=now, paced_until=paced_until,
+            now=now, paced_until=paced_until, through=through,
         )  # fmt: skip
         return task_from_row(rows[0])
 

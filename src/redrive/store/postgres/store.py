@@ -42,6 +42,7 @@ BEGIN_CACHE_SIZE = 10_000
 MIGRATION_LOCK_KEY = 0x7265647269766500  # "redrive\0"
 CHANNEL = "redrive_jobs"
 CUSTOM_PLANS_QUERY = "SET LOCAL plan_cache_mode = force_custom_plan"
+INDEX_ORDER_QUERY = "SET LOCAL enable_bitmapscan = off"
 # Room for every named statement (about 150, a few in several parts) on each connection, kept
 # prepared for the connection's life.
 STATEMENT_CACHE_SIZE = 1_024
@@ -112,7 +113,10 @@ class StatementExecutor(PostgresParameters):
             raise RuntimeError(f"a unit of one statement ran {self.ran}, then {name}")
         self.ran = name
         parts = self.store.scripts[name]
-        if len(parts) != 1 or parts[0].custom_plans or parameters.get("alone") is not True:
+        if (
+            len(parts) != 1 or parts[0].custom_plans or parts[0].index_order
+            or parameters.get("alone") is not True
+        ):  # fmt: skip
             raise RuntimeError(f"{name} cannot run alone (one part, taking :alone as true)")
         if self.connection.is_in_transaction():  # never: the pool rolls back what it gets back
             raise RuntimeError("a unit of one statement on a connection inside a transaction")
@@ -152,15 +156,20 @@ class PostgresExecutor(PostgresParameters):
         self.store = store
         self.begin = begin
         self.custom_plans = False
+        self.index_order = False
         self.wake: set[str] = set()
 
     async def _ready(self, statement: Statement) -> Connection:
         """The connection, inside this transaction, planning for the values if the statement
-        wants it: BEGIN, the tenant and the plan mode go out in one simple query if not yet."""
+        wants it (or walking an index in its order): BEGIN, the tenant and the plan settings go
+        out in one simple query if not yet."""
         parts = [self.begin] if self.begin else []
         if statement.custom_plans and not self.custom_plans:
             parts.append(CUSTOM_PLANS_QUERY)
             self.custom_plans = True
+        if statement.index_order and not self.index_order:
+            parts.append(INDEX_ORDER_QUERY)
+            self.index_order = True
         if parts:
             self.begin = ""
             await self.connection.execute("; ".join(parts))

@@ -1515,12 +1515,16 @@ SELECT 1 AS locked;
 -- name: pin_redrive_items
 -- The dead letters matching the filter now, newest first, up to :limit, pinned to the task; one
 -- pinned by another unfinished task is left out (the store has one writer, so the pins take
--- turns). Per queue and tenant, how many were pinned.
+-- turns): the unfinished tasks' pending items, all of them (read through each such task's key,
+-- not after its `moved_through`). Per queue and tenant, how many were pinned.
 INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state)
 SELECT :task_id, tenant_id, id, job_id, queue, incident_id, 'pending'
 FROM dead_letters
 WHERE status = 'dead' AND {dead_letter_filter}
-  AND id NOT IN (SELECT dead_letter_id FROM redrive_task_items WHERE state = 'pending')
+  AND id NOT IN (
+      SELECT item.dead_letter_id FROM redrive_tasks AS task
+      JOIN redrive_task_items AS item ON item.task_id = task.id
+      WHERE task.state IN ('running', 'paused') AND item.state = 'pending')
 ORDER BY discarded_at DESC, id DESC
 LIMIT :limit;
 SELECT tenant_id, queue, COUNT(*) AS count FROM redrive_task_items
@@ -1547,8 +1551,14 @@ ORDER BY held.queue;
 DELETE FROM redrive_task_queues WHERE task_id = :task_id;
 
 -- name: unpin_redrive_items
--- A task that ended before moving them all lets go of the rest.
-UPDATE redrive_task_items SET state = 'skipped' WHERE task_id = :task_id AND state = 'pending';
+-- A task that ended before moving them all lets go of the rest; one whose counts leave none
+-- pending (completed) reads none of its items (no index names their state: the key's scan read
+-- all 20,000 of a task just completed, in the transaction of its last chunk).
+UPDATE redrive_task_items SET state = 'skipped' WHERE task_id = :task_id AND state = 'pending'
+AND EXISTS (
+    SELECT 1 FROM redrive_tasks AS task
+    WHERE task.id = :task_id AND task.moved + task.skipped + task.failed < task.to_move
+);
 
 -- name: set_redrive_task_pins
 UPDATE redrive_tasks SET to_move = :to_move, queues = :queues WHERE id = :id;
@@ -1577,12 +1587,26 @@ RETURNING *;
 -- other writer). One row: their ids and their jobs' ids, two JSON arrays in step, as
 -- PostgreSQL's (each aggregate reads the same rows in the same turn, in the subquery's order;
 -- SQLite 3.40 has no ORDER BY in an aggregate). Only PostgreSQL's write lanes page by the last.
-SELECT json_group_array(dead_letter_id) AS dead_letter_ids, json_group_array(job_id) AS job_ids
-FROM (
+-- As on PostgreSQL, after the task's `moved_through` too, and when none is left there, after
+-- :after alone (see there).
+WITH above AS (
     SELECT dead_letter_id, job_id FROM redrive_task_items
-    WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
+    WHERE task_id = :task_id AND state = 'pending'
+      AND dead_letter_id > MAX(:after, (SELECT moved_through FROM redrive_tasks WHERE id = :task_id))
     ORDER BY dead_letter_id
     LIMIT :limit
+)
+SELECT json_group_array(dead_letter_id) AS dead_letter_ids, json_group_array(job_id) AS job_ids
+FROM (
+    SELECT dead_letter_id, job_id FROM above
+    UNION ALL
+    SELECT * FROM (
+        SELECT dead_letter_id, job_id FROM redrive_task_items
+        WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
+          AND NOT EXISTS (SELECT 1 FROM above)
+        ORDER BY dead_letter_id
+        LIMIT :limit
+    )
 );
 
 -- name: select_pending_redrive_dead_letters
@@ -1610,10 +1634,12 @@ RETURNING *;
 
 -- name: count_redrive_batch
 -- A batch's counts, and its pace: a task's pace only moves on (chunks of one batch moved over the
--- write lanes commit in any order, each with the pace after every chunk taken before it).
+-- write lanes commit in any order, each with the pace after every chunk taken before it), and the
+-- last item it took (:through), as on PostgreSQL (SQLite reads pending items by its partial index).
 UPDATE redrive_tasks SET moved = moved + :moved, skipped = skipped + :skipped,
     failed = failed + :failed,
-    paced_until = MAX(paced_until, :paced_until), updated_at = :now
+    paced_until = MAX(paced_until, :paced_until), updated_at = :now,
+    moved_through = MAX(moved_through, :through)
 WHERE id = :id
 RETURNING *;
 
