@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +46,7 @@ def test_an_adapter_the_application_registered_stays(monkeypatch: pytest.MonkeyP
     def mine(value: bool) -> str:
         return "yes" if value else "no"
 
-    monkeypatch.setitem(sqlite3.adapters, (bool, sqlite3.PrepareProtocol), mine)
+    key: tuple[type[Any], type[Any]] = (bool, sqlite3.PrepareProtocol)
+    monkeypatch.setitem(sqlite3.adapters, key, mine)
     bind_plainly()
-    assert sqlite3.adapters[(bool, sqlite3.PrepareProtocol)] is mine
+    assert sqlite3.adapters[key] is mine

@@ -46,7 +46,8 @@ def bind_plainly() -> None:
 
 
 # None for None, in C (a lambda would add a Python frame a parameter): an empty dict's get.
-NULL_ADAPTER: Callable[[None], None] = {}.get
+_NOTHING: dict[None, None] = {}
+NULL_ADAPTER: Callable[[None], None] = _NOTHING.get
 bind_plainly()
 
 
