@@ -112,3 +112,22 @@ def test_records_bind_as_their_json_text_would(tmp_path: Path) -> None:
         assert execute(connection, whole, parameters) == ([{"n": 3}], -1)
         found.append(connection.execute("SELECT * FROM t ORDER BY id").fetchall())
     assert found[0] == found[1]
+
+
+def test_records_are_written_as_json_only_for_a_statement_reading_them_whole() -> None:
+    """The parts of a script that run once per element, or read other parameters, never have
+    the array written out as JSON text (a nack batch's dead letters and snapshots were, whole,
+    for every part); the first part that reads it whole does, once."""
+    elements: list[dict[str, Any]] = [{"id": 1, "nested": {"a": [1]}}, {"id": 2}]
+    records, others = Records(elements), Records([{"id": 9}])
+    parameters = {"rows": records, "others": others, "now": 7}
+    connection = sqlite3.connect(":memory:", isolation_level=None)
+    connection.execute("CREATE TABLE t (id, nested, at)")
+    insert = compile_part("INSERT INTO t VALUES (:rows->>id, :rows->nested, :now)")
+    plain = compile_part("UPDATE t SET at = :now + 1 WHERE at = :now")
+    assert execute(connection, insert, parameters) == ([], 2)
+    assert execute(connection, plain, parameters) == ([], 2)
+    assert (records._text, others._text) == (None, None)
+    whole = compile_part("SELECT count(*) AS n FROM json_each(:rows) WHERE :now = 7")
+    assert execute(connection, whole, parameters) == ([{"n": 2}], -1)
+    assert (records._text, others._text) == (dump(elements), None)
