@@ -7,7 +7,10 @@ import pytest
 
 from redrive.domain.caller import SYSTEM
 from redrive.domain.envelope import EnqueueContext, new_job, read_envelope
+from redrive.domain.errors import Duplicate
+from redrive.domain.events import enqueued_event
 from redrive.domain.records import QueueRecord
+from redrive.ports import EventQuery
 from redrive.service import jobs as jobs_module
 from redrive.service.facade import Service
 from tests.support.callers import CALLER
@@ -67,6 +70,25 @@ async def test_a_known_queue_is_not_written(service: Service, clock: ManualClock
     async with service.runtime.store.transaction(CALLER) as transaction:
         stored = await transaction.get_job(job.id, CALLER.tenant_id)
     assert stored is not None and stored.queue == "mail"
+
+
+async def test_an_enqueue_to_a_known_queue_writes_its_event_and_refuses_a_taken_id(
+    service: Service,
+) -> None:
+    """The known queue's statement (enqueue_job_known_queue) is enqueue_job without the queues
+    insert: the job's event is the domain's, and an id that exists is the job's Duplicate."""
+    await enqueue(service, "mail")
+    body = {"type": "mail.send", "args": [1], "options": {"queue": "mail", "priority": 3}}
+    job = await service.jobs.enqueue(CALLER, read_envelope(body))
+    with pytest.raises(Duplicate) as raised:
+        await service.jobs.enqueue(CALLER, read_envelope({**body, "id": job.id}))
+    assert raised.value.details == {"job_id": job.id}
+    async with service.runtime.store.transaction(CALLER) as transaction:
+        events = await transaction.list_events(
+            EventQuery(CALLER.tenant_id, None, None, None, None, 10)
+        )
+    assert [stored.event for stored in events][1:] == [enqueued_event(job)]
+    assert [row.name for row in await queue_rows(service)] == ["mail"]
 
 
 async def test_the_known_queues_are_forgotten_past_their_limit(

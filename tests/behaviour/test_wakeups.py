@@ -179,6 +179,26 @@ async def test_an_enqueue_notifies_a_listening_connection_once_it_commits(
 
 
 @pytest.mark.postgres
+async def test_an_enqueue_to_a_known_queue_notifies_too(postgres_template: str) -> None:
+    """The second enqueue to a queue runs the known queue's statement (no queues insert): its
+    NOTIFY, from the job insert's RETURNING, goes out as the first's does; a scheduled job's
+    does not."""
+    async with listening_service(postgres_template) as (service, heard):
+        mail = {"type": "mail.send", "args": [], "options": {"queue": "mail"}}
+        later = {"queue": "mail", "delay_until": "2099-01-01T00:00:00Z"}
+        await service.jobs.enqueue(CALLER, read_envelope(mail))
+        assert await asyncio.wait_for(heard.get(), PATIENCE_SECONDS) == "mail"
+        await service.jobs.enqueue(
+            CALLER, read_envelope({"type": "mail.send", "args": [], "options": later})
+        )
+        await service.jobs.enqueue(CALLER, read_envelope({**mail, "options": {"queue": "b"}}))
+        await service.jobs.enqueue(CALLER, read_envelope(mail))
+        assert (CALLER.tenant_id, "mail") in service.jobs.known_queues
+        assert await asyncio.wait_for(heard.get(), PATIENCE_SECONDS) == "b"
+        assert await asyncio.wait_for(heard.get(), PATIENCE_SECONDS) == "mail"
+
+
+@pytest.mark.postgres
 async def test_a_batch_enqueue_notifies_the_queues_of_its_available_jobs(
     postgres_template: str,
 ) -> None:

@@ -167,10 +167,10 @@ def test_a_batch_s_shared_columns_are_sent_once() -> None:
     assert shared["event_block"] == event_ids[0]  # one block: named once
     assert [set(record) for record in records] == [{"id", "envelope", "priority"}] * 3
     for job, record, event_id in zip(jobs, records, event_ids, strict=True):
-        one = new_job_parameters(job, event_id, 0, False, False)
+        one = new_job_parameters(job, event_id, 0, False)
         expected = {
             key: value for key, value in one.items() if value is not None and key not in
-            ("now", "alone", "queue_known", "envelope", "event_id")
+            ("now", "alone", "envelope", "event_id")
         }  # fmt: skip
         merged = {**shared, **record}
         assert load(one["envelope"]) == merged.pop("envelope")
@@ -190,10 +190,10 @@ def test_a_batch_of_alike_jobs_sends_every_column_once() -> None:
                created_at=5, scheduled_at=9, timeout_ms=7)  # fmt: skip
     jobs = [base, replace(base, id="j2", args=[2]), replace(base, id="j3", args=[3])]
     event_ids = [f"evt_{id_}" for id_ in uuid7_blocks(5, [3], random.Random(1))]
-    one = new_job_parameters(base, event_ids[0], 0, False, False)
+    one = new_job_parameters(base, event_ids[0], 0, False)
     expected = {
         key: value for key, value in one.items() if value is not None and key not in
-        ("id", "now", "alone", "queue_known", "envelope", "event_id")
+        ("id", "now", "alone", "envelope", "event_id")
     }  # fmt: skip
     shared, records = new_job_records(jobs, event_ids)
     assert shared == {**expected, "event_block": event_ids[0]}

@@ -290,13 +290,10 @@ def _retry_record(policy: RetryPolicy) -> dict[str, Any]:
     return record
 
 
-def new_job_parameters(
-    job: Job, event_id: str | None, now: int, alone: bool, queue_known: bool
-) -> dict[str, Any]:
-    """A new job as the parameters of enqueue_job (all of them, `now`, `alone` and
-    `queue_known` too):
-    new_job_records' record of it, every column present (null or not), its envelope encoded,
-    and its event's id and type (both null without `event_id`)."""
+def new_job_parameters(job: Job, event_id: str | None, now: int, alone: bool) -> dict[str, Any]:
+    """A new job as the parameters of enqueue_job and enqueue_job_known_queue (all of them,
+    `now` and `alone` too): new_job_records' record of it, every column present (null or not),
+    its envelope encoded, and its event's id and type (both null without `event_id`)."""
     return {
         "id": job.id,
         "tenant_id": job.tenant_id,
@@ -317,7 +314,6 @@ def new_job_parameters(
         "event_type": None if event_id is None else enqueued_event_type(job),
         "now": now,
         "alone": alone,
-        "queue_known": queue_known,
     }
 
 

@@ -72,14 +72,40 @@ WHERE active AND tenant_id IN (SELECT value ->> '$.tenant_id' FROM json_each(:ro
 
 -- name: enqueue_job
 -- enqueue_jobs for one job, its columns (and its event's id and type) parameters of their own:
--- the same rows written and the same rows back, without a JSON array to build and parse. The
--- queue's row only when the producer has not seen it committed (:queue_known false).
+-- the same rows written and the same rows back, without a JSON array to build and parse. It
+-- writes the queue's row; a producer that has seen that row committed runs
+-- enqueue_job_known_queue instead (below).
 INSERT INTO queues (name, tenant_id, created_at)
 SELECT :queue, :tenant_id, :now
-WHERE NOT :queue_known AND NOT (:alone AND :event_id IS NOT NULL AND EXISTS (
+WHERE NOT (:alone AND :event_id IS NOT NULL AND EXISTS (
     SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :tenant_id
 ))
 ON CONFLICT (tenant_id, name) DO NOTHING;
+INSERT INTO jobs (
+    id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
+    visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, run_at
+)
+SELECT
+    :id, :tenant_id, :queue, :type, :state, :priority, :max_attempts, :envelope, :timeout_ms,
+    :visibility_timeout_ms, :created_at, :enqueued_at, :scheduled_at, :expires_at, :run_at
+WHERE NOT (:alone AND :event_id IS NOT NULL AND EXISTS (
+    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :tenant_id
+))
+ON CONFLICT (id) DO NOTHING
+RETURNING 'job' AS kind, id, NULL AS tenant_id, NULL AS events;
+INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
+SELECT :event_id, :tenant_id, :event_type, :queue, :type, :id, :now,
+    json_object('job_type', :type, 'queue', :queue, 'priority', :priority)
+WHERE :event_id IS NOT NULL AND NOT (:alone AND EXISTS (
+    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :tenant_id
+));
+SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
+WHERE active AND tenant_id = :tenant_id AND :event_id IS NOT NULL;
+
+-- name: enqueue_job_known_queue
+-- enqueue_job for a job whose queue row the producer has seen committed
+-- (`JobService.known_queues`): the same statements without the queues insert. Keep the two in
+-- step.
 INSERT INTO jobs (
     id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
     visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, run_at
