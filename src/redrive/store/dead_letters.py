@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from redrive.domain.webhooks import Listener
+from redrive.domain.listeners import Listener
 from redrive.ports import DeadLetterStore, Page, Retried
 from redrive.store.base import SqlBase
 from redrive.store.codec import (

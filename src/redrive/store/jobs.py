@@ -9,7 +9,7 @@ from typing import Any
 from redrive.domain.errors import Duplicate
 from redrive.domain.frozen import Assembler
 from redrive.domain.job import Job
-from redrive.domain.webhooks import Listener
+from redrive.domain.listeners import Listener
 from redrive.ports import (
     Claim,
     Claimed,
