@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from redrive.ports import StoredSubscription, WebhookStore
+from redrive.ports import WebhookStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import dump, load
 
@@ -13,10 +13,12 @@ from redrive.store.codec import dump, load
 if TYPE_CHECKING:
     from redrive.domain.webhook_delivery import DeliveryQuery, DeliveryRecord
     from redrive.domain.webhooks import Subscription
+    from redrive.ports.access import StoredSubscription
 
 
 def _stored(row: dict[str, Any]) -> StoredSubscription:
     from redrive.domain.webhooks import SealedSecrets, Subscription
+    from redrive.ports.access import StoredSubscription
 
     subscription = Subscription(
         id=row["id"],
