@@ -136,6 +136,10 @@ NOT_ENQUEUING = (
     "redrive.domain.replay", "redrive.domain.job_schemas", "redrive.service.audit",
     "redrive.domain.root_cause", "redrive.domain.alerts", "redrive.domain.webhook_delivery",
     "redrive.domain.retention", "redrive.domain.cursor",
+    # nor webhook subscriptions (it asks only which listeners want its events), claims and acks,
+    # nor the values of dead letters, keys, sessions and subscriptions as the ports pass them
+    "redrive.domain.webhooks", "redrive.ports.attempts", "redrive.ports.dead_letters",
+    "redrive.ports.access",
 )  # fmt: skip
 
 
@@ -161,6 +165,20 @@ def test_a_job_specs_retry_policy_is_the_clients_or_a_mapping() -> None:
 def test_the_ports_name_the_domains_types_without_importing_their_modules() -> None:
     loaded = modules_after("import redrive.ports")
     assert not {module for module in loaded if module.startswith("redrive.domain.")}
+
+
+def test_the_ports_values_are_imported_by_name_on_first_use() -> None:
+    """Each value the ports pass is importable from `redrive.ports`, from the module of its
+    concern, which `import redrive.ports` alone does not load."""
+    import redrive.ports
+
+    loaded = modules_after("import redrive.ports")
+    assert not {module for module in loaded if module.startswith("redrive.ports.")}
+    for name, module in redrive.ports.VALUE_MODULES.items():
+        value = getattr(redrive.ports, name)
+        assert value.__module__ == f"redrive.ports.{module}" and value.__name__ == name
+    with pytest.raises(AttributeError):
+        _ = redrive.ports.Nothing  # type: ignore[attr-defined]
 
 
 def test_an_http_producer_loads_the_client_only() -> None:

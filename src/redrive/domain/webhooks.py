@@ -15,9 +15,28 @@ from urllib.parse import urlsplit
 from redrive.domain.errors import InvalidRequest
 from redrive.domain.events import EVENT_TYPES
 
-# The reserved queue webhook deliveries wait in, as jobs of this type.
-WEBHOOK_QUEUE = "redrive.webhooks"
-DELIVERY_TYPE = "webhook.deliver"
+# Which events a listener wants lives in domain/listeners.py (the store and every enqueue use it;
+# this module's subscriptions and their checks only the webhook use-cases); imported by these
+# names from here too.
+from redrive.domain.listeners import (
+    ALL_EVENTS as ALL_EVENTS,
+)
+from redrive.domain.listeners import (
+    DELIVERY_TYPE as DELIVERY_TYPE,
+)
+from redrive.domain.listeners import (
+    WEBHOOK_QUEUE as WEBHOOK_QUEUE,
+)
+from redrive.domain.listeners import (
+    Listener as Listener,
+)
+from redrive.domain.listeners import (
+    matches as matches,
+)
+from redrive.domain.listeners import (
+    wants as wants,
+)
+
 SUBSCRIPTION_KEYS = ("url", "events", "secret", "active", "description")
 CHANGE_KEYS = ("url", "events", "active", "description")
 ROTATION_KEYS = ("secret",)
@@ -29,7 +48,6 @@ RAW_SECRET = re.compile(r"^[\x21-\x7e]+$")  # printable ASCII, no spaces
 MAX_URL_LENGTH = 2048
 MAX_EVENT_PATTERNS = 50
 MAX_DESCRIPTION = 500
-ALL_EVENTS = "*"
 
 
 @dataclass(frozen=True)
@@ -56,15 +74,6 @@ class SealedSecrets:
 
     current: str
     previous: str | None = None
-
-
-@dataclass(frozen=True)
-class Listener:
-    """What queuing deliveries needs of an active subscription: whose, and which events."""
-
-    id: str
-    tenant_id: str
-    events: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -277,25 +286,6 @@ def parse_rotation(body: object) -> str | None:
         return None
     secret = _object(body, ROTATION_KEYS).get("secret")
     return None if secret is None else check_secret(secret)
-
-
-def matches(pattern: str, event_type: str) -> bool:
-    if pattern == ALL_EVENTS:
-        return True
-    if pattern.endswith(".*"):
-        return event_type.startswith(pattern[:-1])
-    return pattern == event_type
-
-
-def wants(listener: Listener, tenant_id: str, event_type: str, queue: str | None) -> bool:
-    """Whether the listener gets this event: its own tenant's, of a type it names. Events about
-    the deliveries themselves are never delivered (a delivery that failed would send its own
-    failure to the receiver that failed it, and so on)."""
-    return (
-        listener.tenant_id == tenant_id
-        and queue != WEBHOOK_QUEUE
-        and any(matches(pattern, event_type) for pattern in listener.events)
-    )
 
 
 def secret_context(subscription_id: str, tenant_id: str) -> str:

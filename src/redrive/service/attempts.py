@@ -29,7 +29,7 @@ from redrive.service.verification import verify
 if TYPE_CHECKING:
     from redrive.domain.dead_letter import DeadLetter
     from redrive.domain.fingerprint import Fingerprint
-    from redrive.domain.webhooks import Listener
+    from redrive.domain.listeners import Listener
 
 # Each ack's record for the store, assembled (no frozen __init__ setting each of its fields).
 assemble_completion = Assembler(Completion)

@@ -15,11 +15,11 @@ from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, Fingerprinter
 from redrive.domain.frozen import Assembler
 from redrive.domain.identifiers import uuid7, uuid7_block_heads, uuid7_blocks, uuid7_series
 from redrive.domain.job import Job
+from redrive.domain.listeners import DELIVERY_TYPE, WEBHOOK_QUEUE, Listener, wants
 from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
 from redrive.domain.retry import RetryPolicy
 from redrive.domain.secret_box import SecretBox
 from redrive.domain.upcasting import Upcasters
-from redrive.domain.webhooks import DELIVERY_TYPE, WEBHOOK_QUEUE, Listener, wants
 from redrive.ports import Archive, Clock, EventWrites, Store, StoredEvent
 
 # The alert rules, the webhook deliveries and the retention policy are imported when a use-case

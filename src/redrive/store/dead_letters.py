@@ -7,8 +7,8 @@ from collections import Counter
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from redrive.domain.webhooks import Listener
-from redrive.ports import DeadLetterStore, Page, Retried
+from redrive.domain.listeners import Listener
+from redrive.ports import DeadLetterStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import (
     dead_letter_from_row,
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from redrive.domain.dead_letter import DeadLetter, DeadLetterStats, MovedEpisode
     from redrive.domain.dead_letter_filter import DeadLetterFilter
     from redrive.domain.incident import Incident, IncidentEntry
+    from redrive.ports.dead_letters import Page, Retried
 
 
 def filter_parameters(filters: DeadLetterFilter) -> dict[str, Any]:
@@ -168,6 +169,7 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         those whose dead letters the statement skipped, where its dialect marked them moved
         before its pick)."""
         from redrive.domain.dead_letter import MovedEpisode, RequeuedGroup
+        from redrive.ports.dead_letters import Retried
 
         if not episode_ids:
             return Retried([], [], [])

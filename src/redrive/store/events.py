@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from redrive.domain.events import block_position
-from redrive.domain.webhooks import Listener
+from redrive.domain.listeners import Listener
 from redrive.ports import EventQuery, EventStore, StoredEvent
 from redrive.store.base import SqlBase
 from redrive.store.codec import event_from_row, event_rows, load

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import fields
+from functools import cache
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redrive.domain.errors import Duplicate
 from redrive.domain.frozen import Assembler
 from redrive.domain.job import Job
-from redrive.domain.webhooks import Listener
-from redrive.ports import (
-    Claim,
-    Claimed,
-    CompletedJob,
-    Completion,
-    Completions,
-    Enqueued,
-    JobChange,
-    JobFilter,
-    JobStore,
-)
+from redrive.domain.listeners import Listener
+from redrive.ports import JobStore
+from redrive.ports.jobs import Enqueued
 from redrive.store.base import SqlBase, present
 from redrive.store.codec import (
     dump,
@@ -33,11 +25,27 @@ from redrive.store.codec import (
     new_job_records,
 )
 
-# An ack's answer for each job it completed, assembled from its row (no frozen __init__ setting
-# each of its fields): every acked job has one.
-assemble_completed_job = Assembler(CompletedJob)
-COMPLETED_JOB_FIELDS = tuple(field.name for field in fields(CompletedJob))
-_completed = itemgetter(*COMPLETED_JOB_FIELDS)
+# The claims' and acks' values are imported where a claim or an ack is written: a producer
+# writes neither, so it does not make their classes.
+if TYPE_CHECKING:
+    from redrive.ports.attempts import (
+        Claim,
+        Claimed,
+        CompletedJob,
+        Completion,
+        Completions,
+        JobChange,
+    )
+    from redrive.ports.jobs import JobFilter
+
+
+@cache
+def completed_job_reader() -> tuple[Assembler[CompletedJob], tuple[str, ...]]:
+    """An ack's answer for each job it completed, assembled from its row (no frozen __init__
+    setting each of its fields): every acked job has one. Made on the first ack."""
+    from redrive.ports.attempts import CompletedJob
+
+    return Assembler(CompletedJob), tuple(field.name for field in fields(CompletedJob))
 
 
 class SqlJobs(SqlBase, JobStore):
@@ -125,6 +133,8 @@ class SqlJobs(SqlBase, JobStore):
         the lifecycle `columns` the domain decided, its result and its `job.completed` event; the
         jobs' other columns are neither read nor decoded. An ack absent from the answer was not
         written (its lease no longer holds, or its job is not there or not the tenant's)."""
+        from redrive.ports.attempts import Completions
+
         if not completions:
             return Completions([], [])
         records = [
@@ -148,10 +158,12 @@ class SqlJobs(SqlBase, JobStore):
             now=now,
             **{**columns, "error": dump(columns["error"])},
         )
+        assemble_completed_job, completed_job_fields = completed_job_reader()
+        completed = itemgetter(*completed_job_fields)
         return Completions(
             done=[
                 assemble_completed_job.adopt(
-                    dict(zip(COMPLETED_JOB_FIELDS, _completed(row), strict=True))
+                    dict(zip(completed_job_fields, completed(row), strict=True))
                 )
                 for row in rows
                 if row["kind"] == "job"
@@ -164,6 +176,8 @@ class SqlJobs(SqlBase, JobStore):
         )
 
     async def update_job(self, job: Job, expected_state: str, expected_lease: str | None) -> bool:
+        from redrive.ports.attempts import JobChange
+
         return bool(await self.update_jobs([JobChange(job, expected_state, expected_lease)]))
 
     async def get_job(self, job_id: str, tenant_id: str | None, lock: bool = False) -> Job | None:
@@ -197,6 +211,8 @@ class SqlJobs(SqlBase, JobStore):
     async def claim_jobs(self, claim: Claim, now: int, event_ids: list[str]) -> Claimed:
         """Lease up to `claim.limit` jobs and write their `job.started` events (ids from
         `event_ids`, which holds `claim.limit`), in one statement on PostgreSQL."""
+        from redrive.ports.attempts import Claimed
+
         rows = await self._rows(
             "claim_jobs",
             queue=claim.queue,

@@ -6,17 +6,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from redrive.domain.caller import Role
-from redrive.ports import KeyStore, SessionStore, StoredKey, StoredSession
+from redrive.ports import KeyStore, SessionStore
 from redrive.store.base import SqlBase
 
+# The keys' and sessions' records are imported where one is read: a producer or worker reads none.
 if TYPE_CHECKING:
     from redrive.domain.keys import ApiKey
     from redrive.domain.sessions import DashboardSession
+    from redrive.ports.access import StoredKey, StoredSession
 
 
 def _key(row: dict[str, Any]) -> StoredKey:
     # Here, not with the module: an embedded producer or worker reads no key.
     from redrive.domain.keys import ApiKey
+    from redrive.ports.access import StoredKey
 
     key = ApiKey(
         id=row["id"],
@@ -79,6 +82,7 @@ class SqlSessions(SqlBase, SessionStore):
         if not rows:
             return None
         from redrive.domain.sessions import DashboardSession
+        from redrive.ports.access import StoredSession
 
         row = rows[0]
         key = _key(row).key

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from redrive.ports import PruneScope, ReplayRuleStore, RetentionStore
+from redrive.ports import ReplayRuleStore, RetentionStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import replay_rule_from_row, replay_rule_parameters
 
@@ -12,6 +12,7 @@ from redrive.store.codec import replay_rule_from_row, replay_rule_parameters
 if TYPE_CHECKING:
     from redrive.domain.replay import ReplayRule
     from redrive.domain.retention import ArchiveRecord, PolicyRecord
+    from redrive.ports.dead_letters import PruneScope
 
 
 def _policy(row: dict[str, Any]) -> PolicyRecord:

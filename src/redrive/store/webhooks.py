@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from redrive.domain.webhooks import SealedSecrets, Subscription
-from redrive.ports import StoredSubscription, WebhookStore
+from redrive.ports import WebhookStore
 from redrive.store.base import SqlBase
 from redrive.store.codec import dump, load
 
-# Imported where the delivery log is read: a producer never reads it.
+# Imported where the delivery log is read, and the subscriptions where one is read: a producer
+# reads neither.
 if TYPE_CHECKING:
     from redrive.domain.webhook_delivery import DeliveryQuery, DeliveryRecord
+    from redrive.domain.webhooks import Subscription
+    from redrive.ports.access import StoredSubscription
 
 
 def _stored(row: dict[str, Any]) -> StoredSubscription:
+    from redrive.domain.webhooks import SealedSecrets, Subscription
+    from redrive.ports.access import StoredSubscription
+
     subscription = Subscription(
         id=row["id"],
         tenant_id=row["tenant_id"],

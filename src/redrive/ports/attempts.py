@@ -1,0 +1,77 @@
+"""What the job store's claims, acks and guarded updates take and give back (a worker's path)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from redrive.domain.job import Job
+    from redrive.domain.listeners import Listener
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A request to lease up to `limit` available jobs of one queue (none of a paused one)."""
+
+    queue: str
+    limit: int
+    worker_id: str | None
+    lease_token: str
+    visibility_timeout_ms: int | None
+    tenant_id: str | None
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """The jobs a claim leased (by priority, then age), each with its `job.started` event; those
+    of `unannounced` without it: their tenant has an active webhook subscription, so the caller
+    emits their events (and queues the deliveries)."""
+
+    jobs: list[Job]
+    unannounced: list[Job]
+
+
+@dataclass(frozen=True)
+class JobChange:
+    """A decided job to write, guarded by the state and lease it was decided from."""
+
+    job: Job
+    expected_state: str
+    expected_lease_token: str | None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One ack to write if its lease still holds: the job, the worker and lease token the
+    request names (None: not named), its result and the id of its `job.completed` event."""
+
+    job_id: str
+    worker_id: str | None
+    lease_token: str | None
+    result: Any
+    event_id: str
+
+
+@dataclass(frozen=True)
+class CompletedJob:
+    """A job an ack completed, as much of it as the ack's answer, event, metrics and redrive
+    verification read."""
+
+    id: str
+    tenant_id: str
+    queue: str
+    type: str
+    attempt: int
+    max_attempts: int
+    started_at: int | None
+    redrive_task_id: str | None
+
+
+@dataclass(frozen=True)
+class Completions:
+    """What a set of acks wrote: the jobs completed (an ack whose lease no longer held, or whose
+    job is not there, is absent) and the active webhook subscriptions of their tenants."""
+
+    done: list[CompletedJob]
+    listeners: list[Listener]
