@@ -178,7 +178,7 @@ def test_the_ports_values_are_imported_by_name_on_first_use() -> None:
         value = getattr(redrive.ports, name)
         assert value.__module__ == f"redrive.ports.{module}" and value.__name__ == name
     with pytest.raises(AttributeError):
-        _ = redrive.ports.Nothing  # type: ignore[attr-defined]
+        _ = redrive.ports.Nothing
 
 
 def test_an_http_producer_loads_the_client_only() -> None:
