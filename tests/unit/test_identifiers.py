@@ -234,4 +234,3 @@ def test_uuid7_and_uuid4_write_the_uuid_module_s_text_of_their_bits() -> None:
         assert uuid7(timestamp_ms, random_bits) == str(uuid.UUID(int=bits))
         random_128 = rng.getrandbits(128)
         assert uuid4(random_128) == str(uuid.UUID(int=random_128, version=4))
-
