@@ -25,6 +25,7 @@ import asyncpg
 import httpx
 import psycopg
 import pytest
+from asyncpg.pool import PoolConnectionProxy
 
 from redrive.api.app import create_app
 from redrive.domain.caller import SYSTEM, Caller, Role
@@ -204,6 +205,31 @@ async def test_a_pooled_connection_outside_any_transaction_sees_nothing(
         assert await connection.fetchval("SELECT current_user") == "redrive_app"
         for table in isolated.tables:
             assert await connection.fetchval(f"SELECT COUNT(*) FROM {table}") == 0, table
+
+
+@pytest.mark.postgres
+async def test_a_unit_runs_on_the_pooled_connection_and_a_failed_one_gives_it_back(
+    isolated: Isolated,
+) -> None:
+    """A unit's statements go to the connection behind the pool's proxy (not through it); a
+    clean unit keeps it as the spare for the next, a failed one gives it back to the pool,
+    which rolls it back, and the next unit takes a connection from the pool again."""
+    store = isolated.store
+    pool = await store.opened_pool()
+    async with store.transaction(GLOBEX) as transaction:
+        connection = await connection_of(transaction)
+        assert isinstance(connection, TenantConnection)
+        assert not isinstance(connection, PoolConnectionProxy)
+        first = connection.get_server_pid()
+    assert await backend_pid(store, ACME) == first  # the spare, again
+    idle = pool.get_idle_size()
+    with pytest.raises(asyncpg.DivisionByZeroError):
+        async with store.transaction(GLOBEX) as transaction:
+            await (await connection_of(transaction)).execute("SELECT 1 / 0")
+    assert pool.get_idle_size() == idle + 1  # back in the pool, not kept as the spare
+    assert await tenants_seen(store, ACME, "jobs") == {"acme"}
+    async with store.transaction(GLOBEX) as transaction:
+        assert await (await connection_of(transaction)).fetchval("SELECT 1") == 1
 
 
 async def session_tenant(store: PostgresStore) -> tuple[str | None, str | None]:

@@ -77,3 +77,21 @@ def test_a_use_case_takes_a_caller_first(name: str, method: object) -> None:
 
 def test_the_list_of_system_work_names_real_methods() -> None:
     assert set(SYSTEM_WORK) <= {name for name, _ in use_cases()}
+
+
+def test_a_caller_is_made_as_the_frozen_dataclass_would_make_it() -> None:
+    """Its `__init__` sets the fields in one dict: the same fields, defaults, equality, hash and
+    refusal to change."""
+    from dataclasses import FrozenInstanceError, replace
+
+    from redrive.domain.caller import Role
+
+    made = Caller("acme", "api", Role.ADMIN, request_id="req_1")
+    assert (made.tenant_id, made.actor, made.role, made.all_tenants, made.key_id) == (
+        "acme", "api", Role.ADMIN, False, None,
+    )  # fmt: skip
+    assert made == Caller(tenant_id="acme", actor="api", role=Role.ADMIN, request_id="req_1")
+    assert hash(made) == hash(replace(made))
+    assert replace(made, tenant_id="globex").tenant_id == "globex"
+    with pytest.raises(FrozenInstanceError):
+        made.tenant_id = "globex"  # type: ignore[misc]

