@@ -305,6 +305,21 @@ async def assert_stats_match_the_list(client: httpx.AsyncClient) -> dict[str, An
         for value, count in stats[breakdown].items():
             assert (await listed(client, **{key: value}))[1] == count, (key, value)
             assert (await listed(client, **{key: value}, **COUNTED))[1] == count, (key, value)
+    # The tallies count each filter of their fields (types, prefixes, pairs) as rows would.
+    prefixes = {job["type"].split(".")[0] + ".*" for job in jobs}
+    pairs = {(job["queue"], job["error_type"]) for job in jobs}
+    filters = [
+        *({"type": name} for name in stats["by_type"]),
+        *({"type": prefix} for prefix in prefixes),
+        *({"queue": queue, "error_type": error_type} for queue, error_type in pairs),
+        {"queue": "no-such-queue"},
+    ]
+    for params in filters:
+        tallied, counted = (
+            (await listed(client, **params))[1],
+            (await listed(client, **params, **COUNTED))[1],
+        )
+        assert tallied == counted, params
     times = sorted(job["discarded_at"] for job in jobs)
     assert (stats["oldest_at"], stats["newest_at"]) == (
         (times[0], times[-1]) if times else (None, None)

@@ -113,16 +113,12 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             )
             rows = await self._rows(statement, **filter_parameters(filters))
             return {row["queue"]: int(row["count"]) for row in rows}
-        rows = await self._rows("select_dead_letter_tallies", tenant_id=filters.tenant_id)
-        wanted = {"queue": filters.queue, "type": filters.type, "error_type": filters.error_type}
-        prefix = filters.type_prefix or ""
-        counts: Counter[str] = Counter()
-        for row in rows:
-            if row["type"].startswith(prefix) and all(
-                value is None or (row[key] or "") == value for key, value in wanted.items()
-            ):
-                counts[row["queue"]] += int(row["count"])
-        return {queue: count for queue, count in counts.items() if count}
+        rows = await self._rows(
+            "count_dead_letter_tallies_by_queue", tenant_id=filters.tenant_id,
+            queue=filters.queue, type=filters.type, type_prefix=filters.type_prefix,
+            error_type=filters.error_type,
+        )  # fmt: skip
+        return {row["queue"]: int(row["count"]) for row in rows if row["count"]}
 
     async def move_dead_letters(
         self, filters: DeadLetterFilter, limit: int, status: str, now: int, moved_by: str

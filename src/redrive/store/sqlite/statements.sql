@@ -494,6 +494,16 @@ SELECT queue, type, error_type, SUM(count) AS count FROM dead_letter_tallies
 WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND count <> 0
 GROUP BY queue, type, error_type;
 
+-- name: count_dead_letter_tallies_by_queue
+-- As on PostgreSQL: the tallied live dead letters per queue for a filter of the tallied fields.
+SELECT queue, SUM(count) AS count FROM dead_letter_tallies
+WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND count <> 0
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:type IS NULL OR type = :type)
+  AND (:type_prefix IS NULL OR substr(type, 1, length(:type_prefix)) = :type_prefix)
+  AND (:error_type IS NULL OR error_type = :error_type)
+GROUP BY queue;
+
 -- name: dead_letter_time_range
 SELECT MIN(discarded_at) AS oldest_at, MAX(discarded_at) AS newest_at
 FROM dead_letters WHERE status = 'dead' AND (:tenant_id IS NULL OR tenant_id = :tenant_id);
