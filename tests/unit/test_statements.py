@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -260,3 +261,20 @@ def test_every_statement_parses_for_its_store(path: Path) -> None:
             assert parse_script(name, sql), name
         else:
             assert [compile_part(part) for part in split_sqlite(sql)], name
+
+
+def test_an_enqueue_to_a_known_queue_is_the_enqueue_less_its_queue_row() -> None:
+    """enqueue_job_known_queue is enqueue_job without the queues insert, in both dialects: an
+    edit to one of the pair that the other lacks fails here."""
+    sqlite = sqlite_statements()
+    full = split_sqlite(sqlite["enqueue_job"])
+    assert full[0].startswith("INSERT INTO queues")
+    assert split_sqlite(sqlite["enqueue_job_known_queue"]) == full[1:]
+    postgres = postgres_statements()
+    queue_row = re.compile(
+        r"\), known AS \(\n    INSERT INTO queues .*?ON CONFLICT \(tenant_id, name\) DO NOTHING\n",
+        re.DOTALL,
+    )
+    without, removed = queue_row.subn("", postgres["enqueue_job"])
+    assert removed == 1
+    assert without == postgres["enqueue_job_known_queue"]
