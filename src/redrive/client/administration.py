@@ -4,20 +4,25 @@ queues, the audit log, webhooks."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redrive.client.audit import AuditPage, AuditVerification
-from redrive.client.dead_letters import (
-    Archive,
-    PruneReport,
-    ReplayRule,
-    RetentionPolicies,
-    RetentionPolicy,
-)
 from redrive.client.models import ApiKey, Queue
 from redrive.client.requests import DeadLetterFilter, filter_params
 from redrive.client.transport import Connection, document_of
-from redrive.client.webhooks import WebhookDeliveryPage, WebhookSubscription
+
+# Result classes only a few operations return are imported by those operations: each frozen
+# dataclass costs its creation at import, and a short-lived program (a producer that starts one
+# redrive) would otherwise build all of them before its first request.
+if TYPE_CHECKING:
+    from redrive.client.audit import AuditPage, AuditVerification
+    from redrive.client.dead_letters import (
+        Archive,
+        PruneReport,
+        ReplayRule,
+        RetentionPolicies,
+        RetentionPolicy,
+    )
+    from redrive.client.webhooks import WebhookDeliveryPage, WebhookSubscription
 
 DEAD_LETTER = "/ojs/v1/dead-letter"
 QUEUES = "/ojs/v1/queues"
@@ -76,6 +81,8 @@ class Administration(Connection):
         """Audit records, newest first (admin). `since`/`until` are RFC 3339 times; `target`
         is text the record's target holds (a job id, a queue); `cursor` is the `next_cursor`
         of the page before."""
+        from redrive.client.audit import AuditPage
+
         values = {
             "action": action, "actor": actor, "key_id": key_id, "outcome": outcome,
             "since": since, "until": until, "target": target, "request_id": request_id,
@@ -86,6 +93,8 @@ class Administration(Connection):
 
     async def verify_audit(self) -> AuditVerification:
         """Check every audit chain the caller can see; a broken one names its first bad record."""
+        from redrive.client.audit import AuditVerification
+
         return AuditVerification.from_document(await self._request("GET", f"{AUDIT}/verify"))
 
     # -- webhooks -------------------------------------------------------------------------
@@ -101,6 +110,8 @@ class Administration(Connection):
     ) -> WebhookSubscription:
         """Subscribe `url` to event types (exact, `prefix.*` or `*`); admin. The answer's
         `secret` (yours, or one the server made) is shown this once."""
+        from redrive.client.webhooks import WebhookSubscription
+
         body: dict[str, Any] = {"url": url, "events": list(events), "active": active}
         optional = {"secret": secret, "description": description}
         body.update({key: value for key, value in optional.items() if value is not None})
@@ -109,12 +120,16 @@ class Administration(Connection):
 
     async def webhooks(self) -> list[WebhookSubscription]:
         """The tenant's webhook subscriptions (never their secrets)."""
+        from redrive.client.webhooks import WebhookSubscription
+
         payload = await self._request("GET", f"{WEBHOOKS}/subscriptions")
         items = payload.get("subscriptions") or []
         return [WebhookSubscription.from_document(item) for item in items]
 
     async def get_webhook(self, subscription_id: str) -> WebhookSubscription:
         """One webhook subscription."""
+        from redrive.client.webhooks import WebhookSubscription
+
         payload = await self._request("GET", f"{WEBHOOKS}/subscriptions/{subscription_id}")
         return WebhookSubscription.from_document(payload)
 
@@ -129,6 +144,8 @@ class Administration(Connection):
     ) -> WebhookSubscription:
         """Change a subscription; arguments left as None keep their values ("" clears the
         description)."""
+        from redrive.client.webhooks import WebhookSubscription
+
         values = {"url": url, "events": events, "active": active, "description": description}
         body = {key: value for key, value in values.items() if value is not None}
         path = f"{WEBHOOKS}/subscriptions/{subscription_id}"
@@ -136,6 +153,8 @@ class Administration(Connection):
 
     async def delete_webhook(self, subscription_id: str) -> WebhookSubscription:
         """Delete a subscription and its delivery log; returns it as it was."""
+        from redrive.client.webhooks import WebhookSubscription
+
         path = f"{WEBHOOKS}/subscriptions/{subscription_id}"
         return WebhookSubscription.from_document(await self._request("DELETE", path))
 
@@ -144,6 +163,8 @@ class Administration(Connection):
     ) -> WebhookSubscription:
         """A new signing secret (yours, or made by the server), in the answer only; the old one
         keeps signing beside it for a day."""
+        from redrive.client.webhooks import WebhookSubscription
+
         path = f"{WEBHOOKS}/subscriptions/{subscription_id}/rotate-secret"
         body = None if secret is None else {"secret": secret}
         return WebhookSubscription.from_document(await self._request("POST", path, body))
@@ -158,6 +179,8 @@ class Administration(Connection):
     ) -> WebhookDeliveryPage:
         """The delivery log, newest first: every subscription's, or one's; `status` is
         delivered, failed, dead or skipped; `cursor` is the `next_cursor` of the page before."""
+        from redrive.client.webhooks import WebhookDeliveryPage
+
         values = {
             "subscription_id": subscription_id, "status": status,
             "limit": None if limit is None else str(limit), "cursor": cursor,
@@ -170,11 +193,15 @@ class Administration(Connection):
 
     async def replay_rules(self) -> list[ReplayRule]:
         """Every automatic replay rule."""
+        from redrive.client.dead_letters import ReplayRule
+
         payload = await self._request("GET", f"{DEAD_LETTER}/rules")
         return [ReplayRule.from_document(rule) for rule in payload.get("rules") or []]
 
     async def get_replay_rule(self, rule: str) -> ReplayRule:
         """One replay rule, by id or name."""
+        from redrive.client.dead_letters import ReplayRule
+
         payload = await self._request("GET", f"{DEAD_LETTER}/rules/{rule}")
         return ReplayRule.from_document(document_of(payload, "rule"))
 
@@ -189,6 +216,8 @@ class Administration(Connection):
     ) -> ReplayRule:
         """Create a rule that replays matching dead letters after `delay` (ISO 8601), at most
         `max_replays` times per job."""
+        from redrive.client.dead_letters import ReplayRule
+
         body: dict[str, Any] = {"name": name, "filter": filter_params(filters), "enabled": enabled}
         optional = {"delay": delay, "max_replays": max_replays}
         body.update({key: value for key, value in optional.items() if value is not None})
@@ -206,6 +235,8 @@ class Administration(Connection):
         enabled: bool | None = None,
     ) -> ReplayRule:
         """Change a rule (by id or name); arguments left as None keep their values."""
+        from redrive.client.dead_letters import ReplayRule
+
         changes: dict[str, Any] = {"name": name, "delay": delay, "max_replays": max_replays}
         changes["enabled"] = enabled
         body = {key: value for key, value in changes.items() if value is not None}
@@ -224,6 +255,8 @@ class Administration(Connection):
 
     async def delete_replay_rule(self, rule: str) -> ReplayRule:
         """Delete a rule; returns it as it was."""
+        from redrive.client.dead_letters import ReplayRule
+
         payload = await self._request("DELETE", f"{DEAD_LETTER}/rules/{rule}")
         return ReplayRule.from_document(document_of(payload, "rule"))
 
@@ -231,11 +264,15 @@ class Administration(Connection):
 
     async def retention_policies(self) -> RetentionPolicies:
         """The global retention policy and the per-queue overrides."""
+        from redrive.client.dead_letters import RetentionPolicies
+
         payload = await self._request("GET", f"{DEAD_LETTER}/retention")
         return RetentionPolicies.from_document(payload)
 
     async def retention_policy(self, queue: str) -> RetentionPolicy:
         """The policy that applies to `queue` (its override, or the global one)."""
+        from redrive.client.dead_letters import RetentionPolicy
+
         payload = await self._request("GET", f"{DEAD_LETTER}/retention/{queue}")
         return RetentionPolicy.from_document(document_of(payload, "policy"))
 
@@ -251,6 +288,8 @@ class Administration(Connection):
         """Change the global policy (queue None) or set a queue's override; fields left as
         None keep their values. `min_age` is the floor: no dead letter younger than it is
         deleted by pruning (P0D: none)."""
+        from redrive.client.dead_letters import RetentionPolicy
+
         values = {
             "max_age": max_age, "max_count": max_count, "pruning_policy": pruning_policy,
             "min_age": min_age,
@@ -266,11 +305,15 @@ class Administration(Connection):
 
     async def prune(self) -> PruneReport:
         """Prune now by the retention policies (the server also prunes on a schedule)."""
+        from redrive.client.dead_letters import PruneReport
+
         payload = await self._request("POST", f"{DEAD_LETTER}/prune", {"confirm": True})
         return PruneReport.from_document(payload)
 
     async def archives(self) -> list[Archive]:
         """Archive files written by pruning with pruning_policy=archive."""
+        from redrive.client.dead_letters import Archive
+
         payload = await self._request("GET", f"{DEAD_LETTER}/archives")
         return [Archive.from_document(item) for item in payload.get("archives") or []]
 

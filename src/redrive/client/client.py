@@ -6,11 +6,10 @@ redrive tasks from `RedriveOperations`, legal holds from `LegalHoldOperations`, 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redrive.client.administration import DEAD_LETTER, Administration
 from redrive.client.alerts import AlertOperations
-from redrive.client.dead_letters import BulkResult, DeadLetter, DeadLetterStats, UpcastPreview
 from redrive.client.errors import RedriveError, from_response
 from redrive.client.incidents import IncidentOperations
 from redrive.client.legal_holds import LegalHoldOperations
@@ -27,6 +26,11 @@ from redrive.client.requests import (
     override_document,
 )
 from redrive.client.transport import document_of, object_of
+
+# The dead letters' result classes are imported by the operations returning them (see
+# administration.py): a program that only enqueues or redrives never builds them.
+if TYPE_CHECKING:
+    from redrive.client.dead_letters import BulkResult, DeadLetter, DeadLetterStats, UpcastPreview
 
 WORKERS = "/ojs/v1/workers"
 
@@ -226,6 +230,8 @@ class Client(
         cursor: str | None = None,
     ) -> Page[DeadLetter]:
         """One page of dead letters, newest first; `next_cursor` fetches the next page."""
+        from redrive.client.dead_letters import DeadLetter
+
         params: dict[str, Any] = {**filter_params(filters), "limit": limit}
         if cursor:
             params["cursor"] = cursor
@@ -259,6 +265,8 @@ class Client(
 
     async def get_dead_letter(self, job_id: str) -> DeadLetter:
         """One dead letter with its error history and every dead episode the job has had."""
+        from redrive.client.dead_letters import DeadLetter
+
         payload = await self._request("GET", f"{DEAD_LETTER}/{job_id}")
         return DeadLetter.from_document(document_of(payload, "job"))
 
@@ -295,6 +303,8 @@ class Client(
     ) -> tuple[Job, UpcastPreview]:
         """What `retry_dead_letter` would requeue, moving nothing: the job (changed and upcast
         to its type's current schema version) and what the upcast changes."""
+        from redrive.client.dead_letters import UpcastPreview
+
         body = override_document(queue, priority, meta, args, retry)
         payload = await self._request(
             "POST", f"{DEAD_LETTER}/{job_id}/retry", body or None, params={"dry_run": "true"}
@@ -315,6 +325,8 @@ class Client(
         """Retry every dead letter matching `filters` (all of them when empty), or only the
         `limit` newest. With dry_run the server only counts and samples; otherwise the client
         confirms the change for you."""
+        from redrive.client.dead_letters import BulkResult
+
         body = bulk_body(filters, dry_run, limit)
         return BulkResult.from_document(await self._request("POST", f"{DEAD_LETTER}/retry", body))
 
@@ -327,6 +339,8 @@ class Client(
     ) -> BulkResult:
         """Delete every dead letter matching `filters` (all when empty), or only the `limit`
         newest; dry_run only counts."""
+        from redrive.client.dead_letters import BulkResult
+
         body = bulk_body(filters, dry_run, limit)
         return BulkResult.from_document(await self._request("DELETE", DEAD_LETTER, body))
 
@@ -336,4 +350,6 @@ class Client(
 
     async def dead_letter_stats(self) -> DeadLetterStats:
         """Counts in total and by queue, type and error type, with the oldest and newest."""
+        from redrive.client.dead_letters import DeadLetterStats
+
         return DeadLetterStats.from_document(await self._request("GET", f"{DEAD_LETTER}/stats"))

@@ -5,11 +5,15 @@ ignore, reopen, classify), and their root-cause records (read, write, as Markdow
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from redrive.client.dead_letters import DeadLetter
 from redrive.client.models import Page, integer_of, strings_of, text_of
 from redrive.client.transport import Connection, document_of, object_of
+
+# Imported where an incident's detail is read (see administration.py): listing incidents and
+# recording a root cause, as a redrive does first, need none of the dead letters' classes.
+if TYPE_CHECKING:
+    from redrive.client.dead_letters import DeadLetter
 
 INCIDENTS = "/ojs/v1/admin/incidents"
 
@@ -117,6 +121,8 @@ class IncidentDetail:
 
     @classmethod
     def from_document(cls, document: dict[str, Any]) -> IncidentDetail:
+        from redrive.client.dead_letters import DeadLetter
+
         items = document.get("dead_letters")
         return cls(
             Incident.from_document(document_of(document, "incident")),
