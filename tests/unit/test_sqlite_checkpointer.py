@@ -3,6 +3,7 @@ sustained writes, every committed row is there after close and reopen, and close
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from redrive.domain.caller import SYSTEM
-from redrive.store.sqlite.checkpointer import BACKSTOP_PAGES
+from redrive.store.sqlite.checkpointer import BACKSTOP_PAGES, Checkpointer
 from redrive.store.sqlite.store import SqliteStore
 
 pytestmark = pytest.mark.anyio
@@ -70,3 +71,13 @@ async def test_an_in_memory_store_has_no_checkpointer() -> None:
     store = SqliteStore(":memory:")
     assert store.checkpointer is None
     await store.close()
+
+
+def test_a_checkpointer_that_cannot_open_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="redrive.store.sqlite.checkpointer"):
+        checkpointer = Checkpointer(str(tmp_path / "missing" / "directory.db"))
+        checkpointer.stop()
+    assert not checkpointer.running
+    assert "could not open" in caplog.text

@@ -59,6 +59,9 @@ class Checkpointer:
             logger.exception("the SQLite checkpointer could not open %s", self.path)
             return
         try:
+            # A checkpoint syncs the database file before the log may be reused (the default,
+            # said here as the writer says it).
+            connection.execute("PRAGMA synchronous = FULL")
             while not self._stopping:
                 self._nudged.wait()
                 if self._stopping:

@@ -360,7 +360,8 @@ class SqliteStore:
         self.checkpointer = Checkpointer(path) if self._on_file() else None
 
     def _on_file(self) -> bool:
-        return self.path != ":memory:" and "mode=memory" not in self.path
+        # ("" is a private temporary database, which has no log another connection can reach.)
+        return self.path not in (":memory:", "")
 
     def _connect(self) -> sqlite3.Connection:
         connection = sqlite3.connect(
