@@ -17,9 +17,10 @@ logger = logging.getLogger(__name__)
 
 # The writer's own automatic checkpoint, kept as a backstop (pages; SQLite's default is 1,000).
 BACKSTOP_PAGES = 4_000
-# How long the checkpointer waits after a commit before checkpointing: the commits of that
-# interval share one checkpoint (one sync of the database file).
-INTERVAL_SECONDS = 0.1
+# How long the checkpointer waits after a checkpoint before the next: the commits of that
+# interval share one checkpoint (one sync of the database file). At 100 ms the no-op path ran 19
+# checkpoints instead of 7 and was no faster; at 300 ms neither path is slower.
+INTERVAL_SECONDS = 0.3
 
 
 class Checkpointer:
