@@ -362,6 +362,29 @@ async def test_oversized_streamed_body_without_length_is_413(
     assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == 0
 
 
+async def test_oversized_body_naming_a_supported_ojs_version_is_413(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    response = await client.post(
+        "/ojs/v1/jobs",
+        content=big_job(BODY_CAP + 1),
+        headers={"content-type": OJS_MEDIA_TYPE, "OJS-Version": "1.0"},
+    )
+    assert_error(response, 413, "payload_too_large")
+    assert await count_rows(service, "SELECT COUNT(*) FROM jobs") == 0
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.2", " 1.0 ", ""])
+async def test_a_1_x_or_empty_ojs_version_is_served(
+    client: httpx.AsyncClient, version: str
+) -> None:
+    response = await client.post(
+        "/ojs/v1/jobs", json={"type": "a.b", "args": []}, headers={"OJS-Version": version}
+    )
+    assert response.status_code == 201, response.text
+    assert response.headers["ojs-version"] == "1.0"
+
+
 async def test_body_just_under_the_cap_is_accepted(client: httpx.AsyncClient) -> None:
     body = big_job(0)
     body = big_job(BODY_CAP - len(body))

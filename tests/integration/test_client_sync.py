@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 import redrive
@@ -78,3 +79,14 @@ def test_iterating_can_stop_early_and_the_client_stays_usable(server: RedriveSer
 def test_sync_client_reports_an_unreachable_server() -> None:
     with SyncClient("http://127.0.0.1:9", timeout=5) as client, pytest.raises(UnreachableError):
         client.health()
+
+
+def test_serve_names_no_server_software_and_dates_its_answers(server: RedriveServer) -> None:
+    """No `server: uvicorn` header (naming the software helps only an attacker); HTTP/1.1's
+    Date (RFC 9110 6.6.1) and the protocol's headers stay."""
+    response = httpx.get(f"{server.base_url}/ojs/v1/health")
+    assert response.status_code == 200
+    assert "server" not in response.headers
+    assert response.headers["date"]
+    assert response.headers["ojs-version"] == "1.0"
+    assert response.headers["x-request-id"]

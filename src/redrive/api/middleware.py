@@ -40,11 +40,14 @@ class ProtocolHeaders:
             await send(message)
 
         declared = _length(given_length)
-        problem = self._refusal(given_version, declared)
-        if problem is not None:
-            response = error_response(problem, request_id)
-            await response(scope, receive, send_with_headers)
-            return
+        # Most requests name no OJS-Version and declare a body within the cap: nothing to refuse,
+        # found without the version's decoding and the call (measured per request).
+        if given_version or (declared is not None and declared > self.max_body_bytes):
+            problem = self._refusal(given_version, declared)
+            if problem is not None:
+                response = error_response(problem, request_id)
+                await response(scope, receive, send_with_headers)
+                return
         # A declared length within the cap (a larger one is refused above) bounds the body: the
         # server's parser hands on no more than it. Only a body without one is counted here.
         if declared is None or chunked:

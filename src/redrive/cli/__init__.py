@@ -159,6 +159,9 @@ async def _serve(settings: Settings) -> None:
         access_log=settings.log_level == "debug",
         lifespan="on",
         http=JoinedWritesProtocol,
+        # No `server: uvicorn` header: naming the server software helps only an attacker
+        # (common hardening), and uvicorn checks each header of every response in Python.
+        server_header=False,
     )
     server = uvicorn.Server(config)
     log.info(

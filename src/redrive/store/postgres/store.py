@@ -584,7 +584,9 @@ class Unit:
                 await self._undo()
                 return
             try:
-                await self.transaction.finish()
+                transaction = self.transaction
+                if transaction.waiting():
+                    await transaction.finish()
                 executor = self.executor
                 if isinstance(executor, PostgresExecutor):
                     await executor.commit()

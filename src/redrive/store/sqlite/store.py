@@ -423,7 +423,8 @@ class SqliteStore:
                 self._pending.append(OPEN_UNIT)
                 transaction = SqlTransaction(SqliteExecutor(self))
                 yield transaction
-                await transaction.finish()
+                if transaction.waiting():
+                    await transaction.finish()
             except BaseException as error:
                 await self._undo_unit(group, error)
                 raise
