@@ -135,17 +135,10 @@ SELECT 'listener' AS kind, id, tenant_id, events FROM listening
 UNION ALL
 SELECT 'woken', queue, NULL, NULL FROM woken;
 
--- name: enqueue_job
--- enqueue_jobs for one job, its columns (and its event's id and type) parameters of their own:
--- the same rows written and the same rows back, without a JSON array to build and parse. The
--- statement producers run once per call (jobs.enqueue): prepared once per connection, planned
--- once (a generic plan), it costs the server a tenth to a fifth less than enqueue_jobs with
--- one row (no recordset function, materialised CTE or semi-joins to run). A plain insert, as
--- enqueue_jobs': an id that exists already fails the statement (unique_violation on jobs_pkey,
--- the store's Duplicate), and the job row needs no speculative insertion (a second probe of
--- jobs_pkey and a confirmation record in the WAL). It writes the queue's row; a producer that
--- has seen that row committed runs enqueue_job_known_queue instead (below).
-WITH listening AS MATERIALIZED (
+-- fragment: enqueue_one_job
+-- The one-job enqueue's first CTEs, shared by enqueue_job and enqueue_job_known_queue: the
+-- subscriptions listening, and the job row.
+listening AS MATERIALIZED (
     SELECT id, tenant_id, events FROM webhook_subscriptions
     WHERE active AND tenant_id = CAST(:tenant_id AS text)
         AND CAST(:event_id AS text) IS NOT NULL
@@ -167,11 +160,11 @@ WITH listening AS MATERIALIZED (
     -- node and a row back per call (~3 % of the server's CPU per call).
     RETURNING id, queue, state, CASE WHEN CAST(:alone AS boolean) AND state = 'available'
         THEN pg_notify('redrive_jobs', queue) END AS woke
-), known AS (
-    INSERT INTO queues (name, tenant_id, created_at)
-    SELECT queue, :tenant_id, CAST(:now AS bigint) FROM inserted
-    ON CONFLICT (tenant_id, name) DO NOTHING
-), added AS (
+)
+
+-- fragment: enqueue_one_event
+-- The one-job enqueue's event row and its result, shared as enqueue_one_job is.
+added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
     SELECT
         :event_id, :tenant_id, CAST(:event_type AS text), queue, :type, id, :now,
@@ -183,46 +176,30 @@ SELECT 'job' AS kind, id, NULL AS tenant_id, NULL AS events FROM inserted
 UNION ALL
 SELECT 'listener', id, tenant_id, events FROM listening;
 
+-- name: enqueue_job
+-- enqueue_jobs for one job, its columns (and its event's id and type) parameters of their own:
+-- the same rows written and the same rows back, without a JSON array to build and parse. The
+-- statement producers run once per call (jobs.enqueue): prepared once per connection, planned
+-- once (a generic plan), it costs the server a tenth to a fifth less than enqueue_jobs with
+-- one row (no recordset function, materialised CTE or semi-joins to run). A plain insert, as
+-- enqueue_jobs': an id that exists already fails the statement (unique_violation on jobs_pkey,
+-- the store's Duplicate), and the job row needs no speculative insertion (a second probe of
+-- jobs_pkey and a confirmation record in the WAL). It writes the queue's row; a producer that
+-- has seen that row committed runs enqueue_job_known_queue instead (below).
+WITH {enqueue_one_job}, known AS (
+    INSERT INTO queues (name, tenant_id, created_at)
+    SELECT queue, :tenant_id, CAST(:now AS bigint) FROM inserted
+    ON CONFLICT (tenant_id, name) DO NOTHING
+), {enqueue_one_event}
+
 -- name: enqueue_job_known_queue
 -- enqueue_job for a job whose queue row the producer has seen committed (a queue row is never
 -- deleted, but by the test hooks' reset: `JobService.known_queues`): the same statement without
 -- the queues insert. Left in with a flag that made it write nothing, that insert still cost
 -- every call its executor set-up and tear-down (the ON CONFLICT insert's node, the queues table
 -- and its index opened and closed, its row-security check prepared): ~3 % of the server's CPU
--- per call. Keep the two in step.
-WITH listening AS MATERIALIZED (
-    SELECT id, tenant_id, events FROM webhook_subscriptions
-    WHERE active AND tenant_id = CAST(:tenant_id AS text)
-        AND CAST(:event_id AS text) IS NOT NULL
-), inserted AS (
-    INSERT INTO jobs (
-        id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
-        visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, run_at
-    )
-    SELECT
-        CAST(:id AS text), :tenant_id, CAST(:queue AS text), CAST(:type AS text),
-        CAST(:state AS text), CAST(:priority AS integer), CAST(:max_attempts AS integer),
-        CAST(:envelope AS jsonb), CAST(:timeout_ms AS bigint),
-        CAST(:visibility_timeout_ms AS bigint), CAST(:created_at AS bigint),
-        CAST(:enqueued_at AS bigint), CAST(:scheduled_at AS bigint),
-        CAST(:expires_at AS bigint), CAST(:run_at AS bigint)
-    WHERE NOT (CAST(:alone AS boolean) AND EXISTS (SELECT FROM listening))
-    -- The wake-up of a statement run alone (no COMMIT to send it with) from the insert's own
-    -- RETURNING, once a row: a CTE of its own, run only when the result reads it, cost a scan
-    -- node and a row back per call (~3 % of the server's CPU per call).
-    RETURNING id, queue, state, CASE WHEN CAST(:alone AS boolean) AND state = 'available'
-        THEN pg_notify('redrive_jobs', queue) END AS woke
-), added AS (
-    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-    SELECT
-        :event_id, :tenant_id, CAST(:event_type AS text), queue, :type, id, :now,
-        jsonb_build_object('job_type', :type, 'queue', queue, 'priority', :priority)
-    FROM inserted
-    WHERE :event_id IS NOT NULL
-)
-SELECT 'job' AS kind, id, NULL AS tenant_id, NULL AS events FROM inserted
-UNION ALL
-SELECT 'listener', id, tenant_id, events FROM listening;
+-- per call. The two share their other parts (the fragments above).
+WITH {enqueue_one_job}, {enqueue_one_event}
 
 -- name: upsert_job
 INSERT INTO jobs (

@@ -70,17 +70,9 @@ SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
 WHERE active AND tenant_id IN (SELECT value ->> '$.tenant_id' FROM json_each(:rows)
     WHERE value ->> '$.event_block' IS NOT NULL);
 
--- name: enqueue_job
--- enqueue_jobs for one job, its columns (and its event's id and type) parameters of their own:
--- the same rows written and the same rows back, without a JSON array to build and parse. It
--- writes the queue's row; a producer that has seen that row committed runs
--- enqueue_job_known_queue instead (below).
-INSERT INTO queues (name, tenant_id, created_at)
-SELECT :queue, :tenant_id, :now
-WHERE NOT (:alone AND :event_id IS NOT NULL AND EXISTS (
-    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :tenant_id
-))
-ON CONFLICT (tenant_id, name) DO NOTHING;
+-- fragment: enqueue_one_job
+-- The one-job enqueue's job row, event row and listeners, shared by enqueue_job and
+-- enqueue_job_known_queue.
 INSERT INTO jobs (
     id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
     visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, run_at
@@ -102,30 +94,24 @@ WHERE :event_id IS NOT NULL AND NOT (:alone AND EXISTS (
 SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
 WHERE active AND tenant_id = :tenant_id AND :event_id IS NOT NULL;
 
--- name: enqueue_job_known_queue
--- enqueue_job for a job whose queue row the producer has seen committed
--- (`JobService.known_queues`): the same statements without the queues insert. Keep the two in
--- step.
-INSERT INTO jobs (
-    id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
-    visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, run_at
-)
-SELECT
-    :id, :tenant_id, :queue, :type, :state, :priority, :max_attempts, :envelope, :timeout_ms,
-    :visibility_timeout_ms, :created_at, :enqueued_at, :scheduled_at, :expires_at, :run_at
+-- name: enqueue_job
+-- enqueue_jobs for one job, its columns (and its event's id and type) parameters of their own:
+-- the same rows written and the same rows back, without a JSON array to build and parse. It
+-- writes the queue's row; a producer that has seen that row committed runs
+-- enqueue_job_known_queue instead (below).
+INSERT INTO queues (name, tenant_id, created_at)
+SELECT :queue, :tenant_id, :now
 WHERE NOT (:alone AND :event_id IS NOT NULL AND EXISTS (
     SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :tenant_id
 ))
-ON CONFLICT (id) DO NOTHING
-RETURNING 'job' AS kind, id, NULL AS tenant_id, NULL AS events;
-INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-SELECT :event_id, :tenant_id, :event_type, :queue, :type, :id, :now,
-    json_object('job_type', :type, 'queue', :queue, 'priority', :priority)
-WHERE :event_id IS NOT NULL AND NOT (:alone AND EXISTS (
-    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :tenant_id
-));
-SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
-WHERE active AND tenant_id = :tenant_id AND :event_id IS NOT NULL;
+ON CONFLICT (tenant_id, name) DO NOTHING;
+{enqueue_one_job}
+
+-- name: enqueue_job_known_queue
+-- enqueue_job for a job whose queue row the producer has seen committed
+-- (`JobService.known_queues`): the same statements without the queues insert (the rest is
+-- the fragment above).
+{enqueue_one_job}
 
 -- name: upsert_job
 INSERT INTO jobs (
