@@ -15,7 +15,8 @@ from redrive.domain.caller import SYSTEM
 from redrive.domain.errors import OjsError
 from redrive.domain.events import completed_event, failure_events, started_event
 from redrive.domain.job import Job
-from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
+from redrive.domain.listeners import WEBHOOK_QUEUE
+from redrive.domain.webhooks import SubscriptionRequest
 from redrive.ports import EventQuery, JobFilter
 from redrive.service.attempts import AckRequest, NackRequest
 from redrive.service.facade import Service

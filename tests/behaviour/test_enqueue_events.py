@@ -13,7 +13,8 @@ from redrive.domain.envelope import JobRequest, read_envelope
 from redrive.domain.errors import Duplicate
 from redrive.domain.events import Event, block_event_id, enqueued_event
 from redrive.domain.identifiers import is_uuid7
-from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
+from redrive.domain.listeners import WEBHOOK_QUEUE
+from redrive.domain.webhooks import SubscriptionRequest
 from redrive.ports import EventQuery, JobFilter, Store, StoredEvent
 from redrive.service.facade import Service
 from tests.support.clock import ManualClock

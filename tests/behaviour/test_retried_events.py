@@ -8,7 +8,8 @@ import pytest
 
 from redrive.domain.dead_letter import MovedEpisode
 from redrive.domain.events import retried_event_ids
-from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
+from redrive.domain.listeners import WEBHOOK_QUEUE
+from redrive.domain.webhooks import SubscriptionRequest
 from redrive.ports import JobFilter, StoredEvent
 from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service

@@ -13,7 +13,8 @@ from redrive.api.worker_requests import fetch_request
 from redrive.domain.caller import Caller, Role
 from redrive.domain.envelope import read_envelope
 from redrive.domain.errors import Conflict, Duplicate, NotFound, OjsError
-from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionRequest
+from redrive.domain.listeners import WEBHOOK_QUEUE
+from redrive.domain.webhooks import SubscriptionRequest
 from redrive.ports import JobFilter
 from redrive.service.attempts import AckRequest
 from redrive.service.facade import Service

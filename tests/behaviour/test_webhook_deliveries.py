@@ -20,12 +20,13 @@ from redrive.api.app import create_app
 from redrive.domain.caller import Caller, Role
 from redrive.domain.dead_letter import RetryOverride
 from redrive.domain.envelope import read_envelope
+from redrive.domain.listeners import WEBHOOK_QUEUE
 from redrive.domain.webhook_delivery import (
     BACKOFF_COEFFICIENT,
     DeliveryQuery,
     DeliveryStatus,
 )
-from redrive.domain.webhooks import WEBHOOK_QUEUE, SubscriptionChanges, SubscriptionRequest
+from redrive.domain.webhooks import SubscriptionChanges, SubscriptionRequest
 from redrive.maintenance.webhooks import DeliveryLoop
 from redrive.ports import Store
 from redrive.service.facade import Service

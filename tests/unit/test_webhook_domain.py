@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.listeners import WEBHOOK_QUEUE, Listener, wants
 from redrive.domain.secret_box import SecretBox, UnreadableSecret, encode_key, parse_key
 from redrive.domain.webhook_delivery import (
     AttemptResult,
@@ -20,16 +21,7 @@ from redrive.domain.webhook_delivery import (
     signature,
     signed_headers,
 )
-from redrive.domain.webhooks import (
-    WEBHOOK_QUEUE,
-    Listener,
-    check_events,
-    check_secret,
-    check_url,
-    new_secret,
-    signing_key,
-    wants,
-)
+from redrive.domain.webhooks import check_events, check_secret, check_url, new_secret, signing_key
 from redrive.store.key_file import load_or_create_key
 
 BOX = SecretBox(bytes(range(32)))

@@ -18,8 +18,8 @@ from redrive.domain.cursor import decode_cursor, encode_cursor
 from redrive.domain.errors import InvalidRequest
 from redrive.domain.job import Job
 from redrive.domain.lifecycle import Failure
+from redrive.domain.listeners import DELIVERY_TYPE, WEBHOOK_QUEUE
 from redrive.domain.retry import RetryPolicy
-from redrive.domain.webhooks import DELIVERY_TYPE, WEBHOOK_QUEUE
 
 # A retry waits this many times longer than the one before (30 s, 2 min, 8 min, 32 min, ...).
 BACKOFF_COEFFICIENT = 4.0

@@ -14,28 +14,7 @@ from urllib.parse import urlsplit
 
 from redrive.domain.errors import InvalidRequest
 from redrive.domain.events import EVENT_TYPES
-
-# Which events a listener wants lives in domain/listeners.py (the store and every enqueue use it;
-# this module's subscriptions and their checks only the webhook use-cases); imported by these
-# names from here too.
-from redrive.domain.listeners import (
-    ALL_EVENTS as ALL_EVENTS,
-)
-from redrive.domain.listeners import (
-    DELIVERY_TYPE as DELIVERY_TYPE,
-)
-from redrive.domain.listeners import (
-    WEBHOOK_QUEUE as WEBHOOK_QUEUE,
-)
-from redrive.domain.listeners import (
-    Listener as Listener,
-)
-from redrive.domain.listeners import (
-    matches as matches,
-)
-from redrive.domain.listeners import (
-    wants as wants,
-)
+from redrive.domain.listeners import ALL_EVENTS
 
 SUBSCRIPTION_KEYS = ("url", "events", "secret", "active", "description")
 CHANGE_KEYS = ("url", "events", "active", "description")

@@ -13,6 +13,7 @@ from redrive.domain.caller import Caller, Role
 from redrive.domain.errors import Conflict, NotConfigured, NotFound
 from redrive.domain.events import completed_event
 from redrive.domain.job import Job
+from redrive.domain.listeners import WEBHOOK_QUEUE
 from redrive.domain.secret_box import KEY_HINT, NONCE_BYTES, SecretBox, UnreadableSecret
 from redrive.domain.webhook_delivery import (
     ROTATION_OVERLAP_MS,
@@ -30,7 +31,6 @@ from redrive.domain.webhook_delivery import (
 )
 from redrive.domain.webhooks import (
     GENERATED_SECRET_BYTES,
-    WEBHOOK_QUEUE,
     SealedSecrets,
     Subscription,
     SubscriptionChanges,

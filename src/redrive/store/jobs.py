@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from functools import cache
 from operator import itemgetter
@@ -40,12 +41,16 @@ if TYPE_CHECKING:
 
 
 @cache
-def completed_job_reader() -> tuple[Assembler[CompletedJob], tuple[str, ...]]:
+def completed_job_reader() -> tuple[
+    Assembler[CompletedJob], tuple[str, ...], Callable[[Mapping[str, Any]], tuple[Any, ...]]
+]:
     """An ack's answer for each job it completed, assembled from its row (no frozen __init__
-    setting each of its fields): every acked job has one. Made on the first ack."""
+    setting each of its fields): every acked job has one. Its assembler, its fields and their
+    getter, made on the first ack."""
     from redrive.ports.attempts import CompletedJob
 
-    return Assembler(CompletedJob), tuple(field.name for field in fields(CompletedJob))
+    names = tuple(field.name for field in fields(CompletedJob))
+    return Assembler(CompletedJob), names, itemgetter(*names)
 
 
 class SqlJobs(SqlBase, JobStore):
@@ -158,8 +163,7 @@ class SqlJobs(SqlBase, JobStore):
             now=now,
             **{**columns, "error": dump(columns["error"])},
         )
-        assemble_completed_job, completed_job_fields = completed_job_reader()
-        completed = itemgetter(*completed_job_fields)
+        assemble_completed_job, completed_job_fields, completed = completed_job_reader()
         return Completions(
             done=[
                 assemble_completed_job.adopt(
