@@ -318,6 +318,29 @@ async def test_a_paused_task_keeps_its_pins_from_a_new_start(
     assert sum(pinned.values()) == 6
 
 
+async def test_a_pin_with_a_limit_takes_the_newest_and_one_without_takes_every_other_match(
+    laned: Store, clock: ManualClock
+) -> None:
+    # Two statements: with a limit the newest matches first; without one, every match read
+    # oldest first (nothing to choose, so nothing sorted), less those another task pins.
+    service = served(laned, clock)
+    await kill(service, 4)
+    clock.advance(1000)
+    newest = await kill(service, 3)
+    clock.advance(1000)
+    await kill(service, 5, "emails")  # another queue: matched by neither
+    limited = await service.redrives.start(CALLER, RedriveRequest(by_queue("billing"), limit=3))
+    pinned = await service.redrives.items(CALLER, limited.id, "pending")
+    assert sorted(item["job_id"] for item in pinned) == sorted(newest)
+    await service.redrives.pause(CALLER, limited.id)
+    async with laned.transaction(CALLER) as transaction:
+        await transaction.insert_redrive_task(running_task("rdt_every", clock.now_ms()))
+        every = await transaction.pin_redrive_items("rdt_every", by_queue("billing"), None)
+    assert every == {(CALLER.tenant_id, "billing"): 4}
+    rest = await service.redrives.items(CALLER, "rdt_every", "pending")
+    assert not {item["job_id"] for item in rest} & set(newest)
+
+
 # PostgreSQL only: its planner's choice.
 @pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_a_read_of_pending_items_walks_the_key_in_order(

@@ -343,10 +343,10 @@ class RedriveTaskStore(Protocol):
 
     async def insert_redrive_task(self, task: RedriveTask) -> None: ...
     async def pin_redrive_items(
-        self, task_id: str, filters: DeadLetterFilter, limit: int
+        self, task_id: str, filters: DeadLetterFilter, limit: int | None
     ) -> dict[tuple[str, str], int]:
-        """Pin the dead letters matching now (not pinned by another task); how many per
-        (tenant, queue)."""
+        """Pin the dead letters matching now (not pinned by another task), the newest `limit`
+        of them (None: all); how many per (tenant, queue)."""
         ...
 
     async def claim_redrive_queues(

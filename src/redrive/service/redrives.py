@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -81,8 +80,7 @@ class RedriveService:
             # reference (409 root_cause_required naming those that are not; see redrive_policy).
             await require_root_causes(transaction, filters)
             await transaction.insert_redrive_task(task)
-            limit = sys.maxsize if request.limit is None else request.limit
-            pinned = await transaction.pin_redrive_items(task.id, filters, limit)
+            pinned = await transaction.pin_redrive_items(task.id, filters, request.limit)
             if pinned:
                 holders = await transaction.claim_redrive_queues(task.id, sorted(pinned))
             else:  # every match (if any) is pinned by a task: name it

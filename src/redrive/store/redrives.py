@@ -58,12 +58,15 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
         await self._run("insert_redrive_task", **values)
 
     async def pin_redrive_items(
-        self, task_id: str, filters: DeadLetterFilter, limit: int
+        self, task_id: str, filters: DeadLetterFilter, limit: int | None
     ) -> dict[tuple[str, str], int]:
         parameters = filter_parameters(filters)
         del parameters["status"]  # pinned dead letters are dead
         await self._rows("lock_redrive_pins")
-        rows = await self._rows("pin_redrive_items", task_id=task_id, limit=limit, **parameters)
+        if limit is None:  # every match: nothing to choose, so nothing to sort (see the SQL)
+            rows = await self._rows("pin_every_redrive_item", task_id=task_id, **parameters)
+        else:
+            rows = await self._rows("pin_redrive_items", task_id=task_id, limit=limit, **parameters)
         return {(row["tenant_id"], row["queue"]): int(row["count"]) for row in rows}
 
     async def claim_redrive_queues(

@@ -29,6 +29,7 @@ CUSTOM_PLANS = frozenset(
         "select_unexplained_incidents",
         "select_webhook_deliveries",
         "pin_redrive_items",
+        "pin_every_redrive_item",
     }
 )
 

@@ -1757,25 +1757,32 @@ INSERT INTO redrive_tasks (
 SELECT pg_advisory_xact_lock(7496816) AS locked;
 
 
+-- fragment: redrive_pin_taken
+-- The dead letters pinned already: the unfinished tasks' pending items, all of them (no index
+-- names `state`, see migration 0036: read through each such task's key, not after its
+-- `moved_through`). Read once and probed as a hashed NOT IN: as NOT EXISTS, planned without
+-- statistics under row-level security, each dead letter scanned every pinned entry, those the
+-- pin had inserted too (20,000 pins took 22 s of CPU).
+taken AS MATERIALIZED (
+    SELECT item.dead_letter_id FROM redrive_tasks AS task
+    JOIN redrive_task_items AS item ON item.task_id = task.id
+    WHERE task.state IN ('running', 'paused') AND item.state = 'pending'
+)
+
+-- fragment: redrive_pin_insert
+INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state)
+SELECT :task_id, tenant_id, id, job_id, queue, incident_id, 'pending'
+
 -- name: pin_redrive_items
 -- The dead letters matching the filter now, newest first, up to :limit, pinned to the task; one
 -- pinned by another unfinished task is left out (lock_redrive_pins first, so the pins take turns
 -- and each sees those committed before it: the guard; migration 0033 dropped the unique index that
--- doubled it). Per queue and tenant, how many were pinned. The pinned set is read once
--- and probed as a hashed NOT IN: as NOT EXISTS, planned without statistics under row-level
--- security, each dead letter scanned every pinned entry, those this statement had
--- inserted too (20,000 pins took 22 s of CPU). The chosen are inserted in id order: newest first,
--- each new entry of the items' indexes went in before the last one, which split pages half-full
--- (20,000 pins, as the application role after a CHECKPOINT: 149 -> 120 ms of backend CPU). The
--- pinned are the unfinished tasks' pending items, all of them (no index names `state`, see
--- migration 0036: read through each such task's key, not after its `moved_through`).
-WITH taken AS MATERIALIZED (
-    SELECT item.dead_letter_id FROM redrive_tasks AS task
-    JOIN redrive_task_items AS item ON item.task_id = task.id
-    WHERE task.state IN ('running', 'paused') AND item.state = 'pending'
-), pinned AS (
-    INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state)
-    SELECT :task_id, tenant_id, id, job_id, queue, incident_id, 'pending'
+-- doubled it). Per queue and tenant, how many were pinned. The chosen are inserted in id order:
+-- newest first, each new entry of the items' indexes went in before the last one, which split
+-- pages half-full (20,000 pins, as the application role after a CHECKPOINT: 149 -> 120 ms of
+-- backend CPU).
+WITH {redrive_pin_taken}, pinned AS (
+    {redrive_pin_insert}
     FROM (
         SELECT tenant_id, id, job_id, queue, incident_id
         FROM dead_letters
@@ -1785,6 +1792,22 @@ WITH taken AS MATERIALIZED (
         LIMIT :limit
     ) AS chosen
     ORDER BY id
+    RETURNING tenant_id, queue
+)
+SELECT tenant_id, queue, COUNT(*) AS count FROM pinned GROUP BY tenant_id, queue;
+
+-- name: pin_every_redrive_item
+-- As pin_redrive_items with no limit: every match, inserted oldest first, the filter's index
+-- (by discarded_at DESC, id DESC) walked backwards, so nothing is sorted; the ids are
+-- time-ordered, so that is about id order too, for the same reason. (Read newest first for a
+-- limit then sorted by id, 20,000 pins took 85.5 ms of backend CPU, 77.2 read oldest first;
+-- after a CHECKPOINT, as the application role, medians of 6 interleaved.)
+WITH {redrive_pin_taken}, pinned AS (
+    {redrive_pin_insert}
+    FROM dead_letters
+    WHERE status = 'dead' AND {dead_letter_filter}
+      AND id NOT IN (SELECT dead_letter_id FROM taken)
+    ORDER BY discarded_at, id
     RETURNING tenant_id, queue
 )
 SELECT tenant_id, queue, COUNT(*) AS count FROM pinned GROUP BY tenant_id, queue;

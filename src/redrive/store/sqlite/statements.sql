@@ -1534,23 +1534,38 @@ INSERT INTO redrive_tasks (
 -- One writer at a time already (BEGIN IMMEDIATE): nothing to lock.
 SELECT 1 AS locked;
 
+-- fragment: redrive_pin_insert
+INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state)
+SELECT :task_id, tenant_id, id, job_id, queue, incident_id, 'pending'
+FROM dead_letters
+
+-- fragment: redrive_pin_taken
+SELECT item.dead_letter_id FROM redrive_tasks AS task
+JOIN redrive_task_items AS item ON item.task_id = task.id
+WHERE task.state IN ('running', 'paused') AND item.state = 'pending'
+
+-- fragment: redrive_pin_counts
+SELECT tenant_id, queue, COUNT(*) AS count FROM redrive_task_items
+WHERE task_id = :task_id GROUP BY tenant_id, queue
+
 -- name: pin_redrive_items
 -- The dead letters matching the filter now, newest first, up to :limit, pinned to the task; one
 -- pinned by another unfinished task is left out (the store has one writer, so the pins take
 -- turns): the unfinished tasks' pending items, all of them (read through each such task's key,
 -- not after its `moved_through`). Per queue and tenant, how many were pinned.
-INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state)
-SELECT :task_id, tenant_id, id, job_id, queue, incident_id, 'pending'
-FROM dead_letters
-WHERE status = 'dead' AND {dead_letter_filter}
-  AND id NOT IN (
-      SELECT item.dead_letter_id FROM redrive_tasks AS task
-      JOIN redrive_task_items AS item ON item.task_id = task.id
-      WHERE task.state IN ('running', 'paused') AND item.state = 'pending')
+{redrive_pin_insert}
+WHERE status = 'dead' AND {dead_letter_filter} AND id NOT IN ({redrive_pin_taken})
 ORDER BY discarded_at DESC, id DESC
 LIMIT :limit;
-SELECT tenant_id, queue, COUNT(*) AS count FROM redrive_task_items
-WHERE task_id = :task_id GROUP BY tenant_id, queue;
+{redrive_pin_counts};
+
+-- name: pin_every_redrive_item
+-- As pin_redrive_items with no limit: every match, oldest first (about id order, as the key
+-- takes them: see the PostgreSQL statement).
+{redrive_pin_insert}
+WHERE status = 'dead' AND {dead_letter_filter} AND id NOT IN ({redrive_pin_taken})
+ORDER BY discarded_at, id;
+{redrive_pin_counts};
 
 -- name: claim_redrive_queues
 -- The task's queues (:queues, the (tenant, queue) pairs its pin counted: read from its items,
