@@ -87,6 +87,9 @@ async def migrated_and_isolated(store: PostgresStore) -> tuple[list[str], list[s
     connection = await asyncpg.connect(store.url)
     try:
         applied = await store.migrate_on(connection)
+        # The application role exists now: the pool's first connection is made while this
+        # one checks and closes (no unit runs before the check has passed).
+        store.open_soon()
         return applied, await problems_on(connection, store)
     finally:
         await connection.close()
