@@ -310,8 +310,9 @@ class PostgresStore:
         self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
         self.scripts = load_scripts(HERE / "statements.sql")
-        # The pool opens on first use: its connections SET ROLE to the application role, which
-        # `migrate` creates, so a fresh database is migrated (on a connection of its own) first.
+        # The pool opens on first use, or as soon as a start has migrated (`open_soon`): its
+        # connections SET ROLE to the application role, which `migrate` creates, so a fresh
+        # database is migrated (on a connection of its own) first.
         self.pool: asyncpg.Pool[asyncpg.Record] | None = None
         # A connection the last unit gave back clean, kept out of the pool for the next one:
         # asyncpg's acquire and release (a task to shield the release, the idle timer re-armed
