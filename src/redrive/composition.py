@@ -220,7 +220,6 @@ def secret_box(settings: Settings) -> SecretBox | None:
     and must share the key too, so the server cannot make one up: webhooks are refused until
     the setting is given)."""
     from redrive.domain.secret_box import KEY_BYTES, SecretBox, parse_key
-    from redrive.store.key_file import key_file_of, load_or_create_key
 
     if settings.secret_key is not None:
         try:
@@ -232,6 +231,8 @@ def secret_box(settings: Settings) -> SecretBox | None:
     path = sqlite_path(settings.database_url)
     if path == ":memory:":
         return SecretBox(secrets.token_bytes(KEY_BYTES))
+    from redrive.store.key_file import key_file_of, load_or_create_key
+
     try:
         return SecretBox(
             load_or_create_key(key_file_of(path), lambda: secrets.token_bytes(KEY_BYTES))

@@ -52,13 +52,12 @@ from redrive.domain.incident import PAGING_KEYS as INCIDENT_PAGING_KEYS
 from redrive.domain.incident import QUERY_KEYS as INCIDENT_QUERY_KEYS
 from redrive.domain.incident import STATES as INCIDENT_STATES
 from redrive.domain.incident import Sort as IncidentSort
-from redrive.domain.job import STATES
+from redrive.domain.job import BACKTRACE_KEYS, STATES
 from redrive.domain.keys import NAME_PATTERN as KEY_NAME_PATTERN
 from redrive.domain.legal_hold import FILTER_KEYS as LEGAL_HOLD_FILTER_KEYS
 from redrive.domain.legal_hold import MAX_NAME as LEGAL_HOLD_MAX_NAME
 from redrive.domain.legal_hold import MAX_REASON as LEGAL_HOLD_MAX_REASON
 from redrive.domain.legal_hold import REQUEST_KEYS as LEGAL_HOLD_REQUEST_KEYS
-from redrive.domain.lifecycle import BACKTRACE_KEYS
 from redrive.domain.redrive import ITEM_STATES as REDRIVE_ITEM_STATES
 from redrive.domain.redrive import MAX_REASON as REDRIVE_MAX_REASON
 from redrive.domain.redrive import STATES as REDRIVE_STATES

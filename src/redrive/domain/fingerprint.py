@@ -22,8 +22,7 @@ from functools import cache, lru_cache
 from typing import Any
 
 from redrive.domain.errors import InvalidRequest
-from redrive.domain.job import Job
-from redrive.domain.lifecycle import BACKTRACE_KEYS
+from redrive.domain.job import BACKTRACE_KEYS, Job
 
 FINGERPRINT_VERSION = 1
 MESSAGE_LINES = 2

@@ -24,6 +24,10 @@ CANCELLABLE_STATES = frozenset({SCHEDULED, AVAILABLE, PENDING, ACTIVE, RETRYABLE
 DEFAULT_TENANT = "_default"
 DEFAULT_QUEUE = "default"
 DEFAULT_VISIBILITY_TIMEOUT_MS = 1_800_000
+# Where workers put a failure's backtrace in its error record (the CLI and dashboard read the
+# same names). Here, beside the job, not in lifecycle.py: fingerprints read them too, and a
+# process that fingerprints nothing (a bulk retry) loads no lifecycle (1.4 ms of CPU).
+BACKTRACE_KEYS = ("backtrace", "stack", "stacktrace", "traceback")
 
 
 @dataclass(frozen=True)

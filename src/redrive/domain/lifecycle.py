@@ -10,15 +10,13 @@ from typing import Any
 from redrive.domain import job as states
 from redrive.domain.durations import format_timestamp
 from redrive.domain.errors import Conflict, InvalidRequest
-from redrive.domain.job import Job, evolve
+from redrive.domain.job import BACKTRACE_KEYS, Job, evolve
 from redrive.domain.redaction import Redactor, counts_document
 from redrive.domain.retry import matches_non_retryable, retry_delay_ms
 
 MAX_ERROR_HISTORY = 50
 DIRECTIVE_DEAD_LETTER = "DEAD_LETTER"
 DIRECTIVES_DISCARD = frozenset({"DISCARD", "FAIL"})
-# Where workers put a failure's backtrace (the CLI and dashboard read the same names).
-BACKTRACE_KEYS = ("backtrace", "stack", "stacktrace", "traceback")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
@@ -310,8 +310,9 @@ class PostgresStore:
         self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
         self.scripts = load_scripts(HERE / "statements.sql")
-        # The pool opens on first use: its connections SET ROLE to the application role, which
-        # `migrate` creates, so a fresh database is migrated (on a connection of its own) first.
+        # The pool opens on first use, or as soon as a start has migrated (`open_soon`): its
+        # connections SET ROLE to the application role, which `migrate` creates, so a fresh
+        # database is migrated (on a connection of its own) first.
         self.pool: asyncpg.Pool[asyncpg.Record] | None = None
         # A connection the last unit gave back clean, kept out of the pool for the next one:
         # asyncpg's acquire and release (a task to shield the release, the idle timer re-armed
@@ -322,6 +323,9 @@ class PostgresStore:
         self._units = 0
         self._begins: dict[str, str] = {}
         self._pool_opening = asyncio.Lock()
+        # What makes or closes connections in the background (`open_soon`, `open_lanes`,
+        # `close_soon`), awaited by close.
+        self._background: set[asyncio.Task[None]] = set()
 
     async def act_as_application_role(self, connection: Connection) -> None:
         """SET ROLE for the rest of the session (a pooled connection outside any transaction
@@ -345,6 +349,51 @@ class PostgresStore:
                         max_cacheable_statement_size=MAX_CACHEABLE_STATEMENT_SIZE,
                     )
         return self.pool
+
+    def open_soon(self) -> None:
+        """Start opening the pool (its first connection, as the application role), in the
+        background: the caller's next steps (a start's imports and service, its first call's
+        own) run while the server starts the backend, and the first unit finds its connection
+        made (about 4 ms of wall it waited for before). Called once the migrations have made
+        the role; an error is the first unit's to raise (it opens the pool again)."""
+        if self.pool is None:
+            self._in_background(self._open_pool())
+
+    async def _open_pool(self) -> None:
+        await self.opened_pool()
+
+    def open_lanes(self) -> None:
+        """Start making, in the background, the connections a bulk operation's other lanes
+        will take (`write_lanes` - 1, beside the caller's): called as its unit reads what the
+        lanes are to move (a bulk retry's ids, ~10 ms for 20,000), lane 2 found its connection
+        made instead of making it (~5 ms) while lane 1 ran its first chunk. A connection the
+        pool has idle already is taken and given back as it was."""
+        if self.write_lanes > 1:
+            self._in_background(self._make_lanes(self.write_lanes - 1))
+
+    async def _make_lanes(self, count: int) -> None:
+        made = await asyncio.gather(*(self._take() for _ in range(count)), return_exceptions=True)
+        for taken in made:
+            if not isinstance(taken, BaseException):
+                await self._give_back(taken, True)
+
+    def close_soon(self, connection: asyncpg.Connection[asyncpg.Record]) -> None:
+        """Close a connection of its own (the migrations') in the background: asyncpg's close
+        waits for the server to end the backend (3-5 ms a start spent waiting)."""
+        self._in_background(connection.close())
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """A background task's end: an opening's error (a connection refused, say) is left to
+        the unit that next asks for a connection, which meets it again; a closing's has nothing
+        left to undo."""
+        self._background.discard(task)
+        if not task.cancelled():
+            task.exception()
 
     async def _listen(self) -> None:
         """LISTEN on a connection of its own; a NOTIFY from any replica wakes local waiters."""
@@ -532,6 +581,8 @@ class PostgresStore:
         return True
 
     async def close(self) -> None:
+        while self._background:  # connections being made (closed with the pool) or closed
+            await asyncio.wait(set(self._background))
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):

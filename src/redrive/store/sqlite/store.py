@@ -544,6 +544,9 @@ class SqliteStore:
     async def wait_for_work(self, queues: list[str], timeout: float) -> bool:
         return await self.wakeups.wait(queues, timeout)
 
+    def open_lanes(self) -> None:
+        """One lane, on the one connection: nothing to make."""
+
     async def wait_for_local_work(self, queues: list[str], timeout: float) -> bool:
         """The same wait: this store's wake-ups are this process's own commits either way."""
         return await self.wakeups.wait(queues, timeout)

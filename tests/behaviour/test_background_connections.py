@@ -1,0 +1,104 @@
+"""PostgreSQL connections made and closed in the background, beside what a start or a bulk retry
+does meanwhile: the pool's first connection while the start's check ends (its migration
+connection closed without waiting for the server), and a bulk retry's lane connections while
+its ids are read; an opening that fails is the next unit's error, as it would have been."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator
+
+import asyncpg
+import psycopg
+import pytest
+
+from redrive.composition import open_ready_store
+from redrive.settings import Settings
+from redrive.store.postgres.store import PostgresStore
+from tests.support.callers import CALLER
+from tests.support.postgres import database_from_template
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+
+
+@pytest.fixture
+def database(postgres_template: str) -> Iterator[str]:
+    with database_from_template(postgres_template) as url:
+        yield url
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("not within 5 s")
+
+
+def backends(url: str) -> int:
+    """The server's connections to the database but this one."""
+    with psycopg.connect(url) as connection:
+        row = connection.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+async def test_a_start_opens_the_pool_and_closes_its_migration_connection_unasked(
+    database: str,
+) -> None:
+    store, _ = await open_ready_store(Settings(database_url=database))
+    assert isinstance(store, PostgresStore)
+    try:
+        await until(lambda: store.pool is not None and store.pool.get_size() == 1)
+        await until(lambda: backends(database) == 1)  # the pool's; the migration's is closed
+        async with store.transaction(CALLER) as transaction:  # on it: no other is made
+            await transaction.dead_letter_stats(CALLER.tenant_scope)
+        assert store.pool is not None and store.pool.get_size() == 1
+    finally:
+        await store.close()
+    await until(lambda: backends(database) == 0)
+
+
+async def test_a_pool_that_fails_to_open_in_the_background_fails_the_next_unit(
+    database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = PostgresStore(database, role="redrive_no_such_role")
+    store.open_soon()  # its connections cannot SET ROLE
+    with pytest.raises(asyncpg.PostgresError, match="redrive_no_such_role"):
+        async with store.transaction(CALLER) as transaction:
+            await transaction.dead_letter_stats(CALLER.tenant_scope)
+    await store.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]  # nothing unretrieved
+
+
+async def test_a_store_closes_while_its_pool_is_opening(database: str) -> None:
+    store = PostgresStore(database)
+    store.open_soon()
+    await store.close()
+    assert store.pool is not None and store.pool.is_closing()
+    await until(lambda: backends(database) == 0)
+
+
+async def test_the_lanes_connections_are_made_while_the_caller_reads(database: str) -> None:
+    store = PostgresStore(database, max_size=8)
+    assert store.write_lanes == 2
+    try:
+        async with store.transaction(CALLER) as transaction:
+            store.open_lanes()
+            await transaction.dead_letter_stats(CALLER.tenant_scope)
+            pool = store.pool
+            assert pool is not None
+            await until(lambda: pool.get_size() == 2)  # before any lane asked for one
+
+        async def lane() -> None:
+            async with store.transaction(CALLER) as transaction:
+                await transaction.dead_letter_stats(CALLER.tenant_scope)
+                await asyncio.sleep(0.05)
+
+        await asyncio.gather(lane(), lane())
+        assert pool.get_size() == 2  # the two lanes took them: none was made for them
+    finally:
+        await store.close()
