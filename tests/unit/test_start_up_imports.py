@@ -45,6 +45,11 @@ def test_a_worker_or_embedded_producer_starts_without_the_http_app(imports: str)
     }
 
 
+def test_the_process_tuning_imports_no_event_loop() -> None:
+    """The command line imports it first, to tune the collector before its other imports."""
+    assert "asyncio" not in modules_after("import redrive.process")
+
+
 def test_the_server_still_builds_its_app_with_the_dashboard() -> None:
     loaded = modules_after(
         "from redrive.composition import build_app\n"

@@ -296,3 +296,32 @@ async def test_each_in_lanes_keeps_order_and_bounds_parallelism() -> None:
     assert await each_in_lanes(list(range(20)), double, 3) == [value * 2 for value in range(20)]
     assert most == 3
     assert await each_in_lanes([], double, 3) == []
+
+
+async def test_the_start_line_is_logged_once_the_first_fetch_waits(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A process's first log line compiles the redactor's detectors: it is written while the
+    first claim is on its way, not before it is sent, and still once and before the last."""
+    source = MemorySource([job(1)])
+    logged_at_first_fetch: list[int] = []
+    fetch = source.fetch
+
+    async def counting_fetch(queues: list[str], count: int, wait_ms: int, worker_id: str) -> Any:
+        if not source.fetch_counts:
+            logged_at_first_fetch.append(len(caplog.records))
+        return await fetch(queues, count, wait_ms, worker_id)
+
+    source.fetch = counting_fetch  # type: ignore[method-assign]
+    worker = Worker(wait_ms=50, worker_id="w-1")
+
+    @worker.handler("noop")
+    async def noop(context: JobContext) -> None:
+        return None
+
+    with caplog.at_level("INFO", logger="redrive.worker"):
+        await run_until(worker, source, lambda: len(source.completions) == 1)
+    messages = [record.getMessage() for record in caplog.records]
+    assert logged_at_first_fetch == [0]
+    assert messages[0] == "worker w-1: queues default, concurrency 100, handlers noop"
+    assert messages[-1] == "worker w-1 stopped" and len(messages) == 2

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from redrive.process import collect_rarely
+
+# First: every command starts by importing what follows (process.collect_rarely says why).
+collect_rarely()
+
 import asyncio
 import importlib
 import logging

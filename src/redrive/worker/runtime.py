@@ -166,8 +166,11 @@ class Worker:
         self._delivery = Delivery(self.source, self.worker_id)
         flusher = asyncio.create_task(self._delivery.run())
         beater = asyncio.create_task(self._heartbeat_loop())
-        log.info(
-            "worker %s: queues %s, concurrency %d, handlers %s",
+        # Logged once the first fetch waits on its claim, not before it is sent: a process's
+        # first log line imports and compiles the redactor's secret detectors (~4 ms), which
+        # then overlap the first claim's round trip instead of delaying it.
+        asyncio.get_running_loop().call_soon(
+            log.info, "worker %s: queues %s, concurrency %d, handlers %s",
             self.worker_id, ",".join(self.queues), self.concurrency,
             ",".join(self.registry.types()) or "(none)",
         )  # fmt: skip
