@@ -55,9 +55,9 @@ def icu_database() -> Iterator[str]:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-async def _migrate(store: PostgresStore | SqliteStore) -> None:
+async def _migrate(store: PostgresStore | SqliteStore, until: str | None = None) -> None:
     try:
-        await store.migrate()
+        await store.migrate(until)
     finally:
         await store.close()
 
@@ -122,3 +122,55 @@ def test_ids_order_bytewise_in_both_stores(icu_database: str, tmp_path: Path) ->
     assert in_sqlite == in_postgres == bytewise
     assert sqlite_after == postgres_after == [key for key in bytewise if key > after]
     assert in_locale != bytewise  # the database's collation alone orders them otherwise
+
+
+def test_migrating_keeps_the_rows_files_statistics_and_policies() -> None:
+    """0039 on a database with rows: only the indexes are rebuilt (the table's file stays), the
+    analysed columns have statistics again, every tenant table has its policy back, and the
+    foreign key from dashboard_sessions to api_keys still holds."""
+    require_postgres()
+    name = f"redrive_collation_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url(), autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    url = database_url(name)
+    files = (
+        "SELECT pg_relation_filenode('redrive_task_items'), "
+        "pg_relation_filenode('redrive_task_items_pkey')"
+    )
+    try:
+        asyncio.run(_migrate(PostgresStore(url, max_size=1), "0038_tenant_policy_read_once"))
+        with psycopg.connect(url, autocommit=True) as connection:
+            _add_items(connection, "%s")
+            connection.execute("ANALYZE redrive_task_items")
+            before = connection.execute(files).fetchone()
+            policies = connection.execute(
+                "SELECT tablename, qual, with_check FROM pg_policies ORDER BY tablename"
+            ).fetchall()
+        asyncio.run(_migrate(PostgresStore(url, max_size=1)))
+        with psycopg.connect(url, autocommit=True) as connection:
+            after = connection.execute(files).fetchone()
+            assert before is not None and after is not None
+            assert after[0] == before[0] and after[1] != before[1]
+            assert connection.execute(
+                "SELECT pg_relation_filenode('redrive_task_items'), count(*) "
+                "FROM redrive_task_items"
+            ).fetchone() == (before[0], len(IDS))
+            analysed = connection.execute(
+                "SELECT attname FROM pg_stats WHERE tablename = 'redrive_task_items' "
+                "AND attname = 'dead_letter_id'"
+            ).fetchall()
+            assert analysed == [("dead_letter_id",)]
+            assert (
+                connection.execute(
+                    "SELECT tablename, qual, with_check FROM pg_policies ORDER BY tablename"
+                ).fetchall()
+                == policies
+            )
+            with pytest.raises(psycopg.errors.ForeignKeyViolation):
+                connection.execute(
+                    "INSERT INTO dashboard_sessions (token_hash, tenant_id, key_id, created_at, "
+                    "expires_at) VALUES ('h', 'default', 'no such key', 0, 1)"
+                )
+    finally:
+        with psycopg.connect(admin_url(), autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

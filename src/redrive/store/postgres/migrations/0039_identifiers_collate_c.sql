@@ -26,16 +26,20 @@
 -- policy cannot change type while the policy exists: the tenant_isolation policies are dropped
 -- and made again as 0038 left them. The one foreign key (dashboard_sessions.key_id ->
 -- api_keys.id) has both sides changed here, in one transaction. ALTER COLUMN TYPE drops the
--- columns' statistics, so the tables are analysed again at the end (the planner would otherwise
--- guess until autovacuum gets to them).
+-- columns' statistics, so the tables that had some are analysed again at the end (the planner
+-- would otherwise guess until autovacuum gets to them); a table never analysed (a new database's
+-- empty tables) is left so: analysed empty, the planner would trust its zero pages and scan it.
 DO $$
 DECLARE
     guarded text[] := '{}';
+    analysed text[];
     table_name text;
     rule constant text :=
         'CASE WHEN (SELECT current_setting(''redrive.tenant_id'', true)) = ''*'' THEN true '
         'ELSE tenant_id = (SELECT current_setting(''redrive.tenant_id'', true)) END';
 BEGIN
+    SELECT array_agg(DISTINCT tablename) INTO analysed
+    FROM pg_stats WHERE schemaname = current_schema();
     FOR table_name IN
         SELECT tablename FROM pg_policies
         WHERE schemaname = current_schema() AND policyname = 'tenant_isolation'
@@ -212,10 +216,8 @@ BEGIN
             table_name, rule
         );
     END LOOP;
+    FOREACH table_name IN ARRAY COALESCE(analysed, '{}') LOOP
+        EXECUTE format('ANALYZE %I', table_name);
+    END LOOP;
 END
 $$;
-ANALYZE alerts, api_keys, audit_chain_heads, audit_log, crons, dashboard_sessions,
-    dead_letter_archives, dead_letter_policies, dead_letter_snapshots, dead_letter_tallies,
-    dead_letter_tombstones, dead_letters, events, incidents, job_schemas, jobs, legal_holds,
-    queues, redrive_task_items, redrive_task_queues, redrive_tasks, replay_rules, root_causes,
-    webhook_deliveries, webhook_subscriptions, workers;
