@@ -146,7 +146,8 @@ def test_migrating_keeps_the_rows_files_statistics_and_policies() -> None:
             policies = connection.execute(
                 "SELECT tablename, qual, with_check FROM pg_policies ORDER BY tablename"
             ).fetchall()
-        asyncio.run(_migrate(PostgresStore(url, max_size=1)))
+        # Up to 0039 only: a later migration (0042) rewrites the policies on purpose.
+        asyncio.run(_migrate(PostgresStore(url, max_size=1), "0039_identifiers_collate_c"))
         with psycopg.connect(url, autocommit=True) as connection:
             after = connection.execute(files).fetchone()
             assert before is not None and after is not None
