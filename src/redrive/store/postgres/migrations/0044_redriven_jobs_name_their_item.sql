@@ -3,9 +3,10 @@
 -- items' key (task, dead letter), and the index of the items by job goes: the pin of a task's
 -- items wrote each into it, 20,000 pins 69.5 -> 48.2 ms of backend CPU without it (fresh copies
 -- of 20,000 dead letters, after a CHECKPOINT, medians of 5 interleaved; a hash index on the
--- job, 60.2, left the outcome's lookup a sequential scan when planned without statistics). The
--- jobs a task moved whose end is not recorded yet name theirs here, through the index before it
--- goes.
+-- job, 60.2, left the outcome's lookup a sequential scan when planned without statistics); the
+-- requeue writes the column, 5,000 jobs 58.9 -> 62.6 ms, in the chunks the lanes move side by
+-- side. The jobs a task moved whose end is not recorded yet name theirs here, through the index
+-- before it goes.
 ALTER TABLE jobs ADD COLUMN redrive_dead_letter_id TEXT;
 UPDATE jobs SET redrive_dead_letter_id = item.dead_letter_id
 FROM redrive_task_items AS item
