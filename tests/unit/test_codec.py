@@ -98,7 +98,12 @@ def test_a_job_reads_back_with_or_without_its_text_times() -> None:
     timed = replace(base, state="scheduled", scheduled_at=9, scheduled_at_text="+PT1S",
                     expires_at=99, expires_at_text="2026-03-01T10:00:00Z")  # fmt: skip
     for job in (base, timed):
-        row = {**job_parameters(job), "sequence": 1, "redrive_task_id": None}
+        row = {
+            **job_parameters(job),
+            "sequence": 1,
+            "redrive_task_id": None,
+            "redrive_dead_letter_id": None,
+        }
         assert job_from_row(row) == job
     assert "scheduled_at_text" not in load(job_parameters(base)["envelope"])
     assert load(job_parameters(timed)["envelope"])["expires_at_text"] == "2026-03-01T10:00:00Z"
@@ -146,7 +151,12 @@ def test_an_envelope_holds_only_what_says_something_and_reads_back_whole() -> No
         "args": [1], "options": {}, "meta": {"k": 1}, "extra": {"x": []}, "retry": same,
     }  # fmt: skip
     for job in jobs.values():
-        row = {**job_parameters(job), "sequence": 1, "redrive_task_id": None}
+        row = {
+            **job_parameters(job),
+            "sequence": 1,
+            "redrive_task_id": None,
+            "redrive_dead_letter_id": None,
+        }
         assert job_from_row(row) == job
 
 

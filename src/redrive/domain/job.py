@@ -72,6 +72,8 @@ class Job:
     dead_lettered: bool = False
     # The redrive task that requeued it (its end updates the task's counts); the store's own.
     redrive_task_id: str | None = None
+    # The dead letter of that task's item (the episode it moved), by which its end finds it.
+    redrive_dead_letter_id: str | None = None
 
     @property
     def max_attempts(self) -> int:

@@ -116,10 +116,11 @@ class RedriveTask:
 
 @dataclass(frozen=True)
 class RedriveOutcome:
-    """A redriven job ended: it succeeded, or died again (with its new fingerprint and incident)."""
+    """A redriven job ended: it succeeded, or died again (with its new fingerprint and incident);
+    its item is the task's and the dead letter's the task moved."""
 
     task_id: str
-    job_id: str
+    dead_letter_id: str
     state: str
     fingerprint: str | None = None
     incident_id: str | None = None

@@ -66,6 +66,7 @@ class CompletedJob:
     max_attempts: int
     started_at: int | None
     redrive_task_id: str | None
+    redrive_dead_letter_id: str | None
 
 
 @dataclass(frozen=True)

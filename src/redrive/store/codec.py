@@ -77,9 +77,11 @@ def load(value: Any) -> Any:
 
 # Job fields that are not columns of their own: the envelope column holds them.
 ENVELOPE_FIELDS = ("args", "meta", "options", "extra", "scheduled_at_text", "expires_at_text")
-# redrive_task_id is a column written only by redrive_jobs and mark_redriven_jobs (never by
-# inserts or upserts).
-NOT_COLUMNS = frozenset({*ENVELOPE_FIELDS, "retry", "sequence", "redrive_task_id"})
+# redrive_task_id and redrive_dead_letter_id are columns written only when a job is redriven
+# (never by inserts or upserts).
+NOT_COLUMNS = frozenset(
+    {*ENVELOPE_FIELDS, "retry", "sequence", "redrive_task_id", "redrive_dead_letter_id"}
+)
 
 
 def _envelope(job: Job, retry: dict[str, Any], seen: dict[tuple[int, int], bool]) -> dict[str, Any]:
@@ -383,6 +385,7 @@ def job_from_row(row: dict[str, Any]) -> Job:
     values["result"] = load(row["result"])
     values["dead_lettered"] = bool(row["dead_lettered"])
     values["redrive_task_id"] = row.get("redrive_task_id")
+    values["redrive_dead_letter_id"] = row.get("redrive_dead_letter_id")
     return assemble_job.adopt(values)
 
 

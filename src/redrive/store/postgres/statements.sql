@@ -291,7 +291,7 @@ WITH r AS MATERIALIZED (
     FROM held, r
     WHERE jobs.id = held.id AND r.id = held.id
     RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.type, jobs.attempt, jobs.max_attempts,
-        jobs.started_at, jobs.redrive_task_id, r.result, r.event_id
+        jobs.started_at, jobs.redrive_task_id, jobs.redrive_dead_letter_id, r.result, r.event_id
 ), added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
     SELECT
@@ -309,10 +309,11 @@ WITH r AS MATERIALIZED (
     WHERE active AND tenant_id IN (SELECT tenant_id FROM done)
 )
 SELECT 'job' AS kind, id, tenant_id, queue, type, attempt, max_attempts, started_at,
-    redrive_task_id, NULL AS events
+    redrive_task_id, redrive_dead_letter_id, NULL AS events
 FROM done
 UNION ALL
-SELECT 'listener', id, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, events FROM listening;
+SELECT 'listener', id, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, events
+FROM listening;
 
 -- name: select_job
 SELECT * FROM jobs WHERE id = :id AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id);
@@ -887,8 +888,9 @@ result = NULL, dead_lettered = FALSE, run_at = NULL
 
 -- name: redrive_jobs
 -- Dead jobs whose rows are still in the jobs table back in their queues; a redrive task's
--- (:task_id) carry its id, in the same write (a job redriven without a task keeps the id it had).
-UPDATE jobs SET {redriven_job}, redrive_task_id = COALESCE(CAST(:task_id AS text), redrive_task_id)
+-- (:task_id) carry its id and their item's dead letter, in the same write (a job redriven
+-- without a task keeps those it had).
+UPDATE jobs SET {redriven_job}, {redriven_by_task}
 WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered
 RETURNING id;
 
@@ -970,7 +972,9 @@ WITH marked AS (
     RETURNING id, job_id, tenant_id, queue, type, error_type, incident_id, discarded_at
 ), requeued AS (
     UPDATE jobs SET {redriven_job},
-        redrive_task_id = COALESCE(CAST(:task_id AS text), jobs.redrive_task_id)
+        redrive_task_id = COALESCE(CAST(:task_id AS text), jobs.redrive_task_id),
+        redrive_dead_letter_id = CASE WHEN CAST(:task_id AS text) IS NULL
+            THEN jobs.redrive_dead_letter_id ELSE moved.id END
     FROM moved
     WHERE jobs.id = moved.job_id AND jobs.state = 'discarded' AND jobs.dead_lettered
       AND moved.type <> ALL(CAST(:upcast_types AS text[]))
@@ -1933,19 +1937,33 @@ UPDATE redrive_tasks SET moved = moved + :moved, skipped = skipped + :skipped,
 WHERE id = :id
 RETURNING *;
 
+-- fragment: redriven_by_task
+-- A job the task :task_id requeued carries its id and its item's dead letter (the episode the
+-- task just moved: its snapshot names the job), so that its end finds its item by the items'
+-- key; a job redriven without a task keeps those it had.
+redrive_task_id = COALESCE(CAST(:task_id AS text), jobs.redrive_task_id),
+redrive_dead_letter_id = CASE WHEN CAST(:task_id AS text) IS NULL THEN jobs.redrive_dead_letter_id
+    ELSE (SELECT item.dead_letter_id FROM dead_letter_snapshots AS snapshot
+          JOIN redrive_task_items AS item
+              ON item.task_id = :task_id AND item.dead_letter_id = snapshot.id
+          WHERE snapshot.job_id = jobs.id AND item.state = 'moved'
+          LIMIT 1) END
+
 -- name: mark_redriven_jobs
--- The jobs a task requeued other than in place (upcast, or from the snapshot) carry its id, so
--- that their end updates the task.
-UPDATE jobs SET redrive_task_id = :task_id WHERE id = ANY(CAST(:ids AS text[]));
+-- The jobs a task requeued other than in place (upcast, or from the snapshot) carry its id and
+-- their item's, so that their end updates the task.
+UPDATE jobs SET {redriven_by_task} WHERE id = ANY(CAST(:ids AS text[]));
 
 -- name: record_redrive_outcomes
--- Redriven jobs that ended (:rows): their items succeed or die again, once (guarded by `moved`).
+-- Redriven jobs that ended (:rows): their items, found by the key (task, dead letter: the job
+-- names both, see redriven_by_task), succeed or die again, once (guarded by `moved`).
 UPDATE redrive_task_items AS item
 SET state = r.state, died_fingerprint = r.fingerprint, died_incident_id = r.incident_id
 FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
-    task_id text, job_id text, state text, fingerprint text, incident_id text
+    task_id text, dead_letter_id text, state text, fingerprint text, incident_id text
 )
-WHERE item.task_id = r.task_id AND item.job_id = r.job_id AND item.state = 'moved'
+WHERE item.task_id = r.task_id AND item.dead_letter_id = r.dead_letter_id
+  AND item.state = 'moved'
 RETURNING item.task_id, item.state, item.incident_id, item.died_incident_id;
 
 -- name: count_redrive_outcomes

@@ -209,7 +209,7 @@ WHERE jobs.id = ack.id AND (:tenant_id IS NULL OR jobs.tenant_id = :tenant_id)
   AND (COALESCE(ack.worker_id, '') = '' OR COALESCE(jobs.worker_id, '') = ''
        OR ack.worker_id = jobs.worker_id)
 RETURNING 'job' AS kind, jobs.id, jobs.tenant_id, jobs.queue, jobs.type, jobs.attempt,
-    jobs.max_attempts, jobs.started_at, jobs.redrive_task_id;
+    jobs.max_attempts, jobs.started_at, jobs.redrive_task_id, jobs.redrive_dead_letter_id;
 SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
 WHERE active AND tenant_id IN (
     SELECT tenant_id FROM jobs WHERE id IN (SELECT id FROM temp.acks)
@@ -723,10 +723,23 @@ discarded_at = NULL, started_at = NULL, next_attempt_at = NULL, retry_delay_ms =
 worker_id = NULL, lease_token = NULL, lease_expires_at = NULL, timeout_at = NULL,
 result = NULL, dead_lettered = 0, run_at = NULL
 
+-- fragment: redriven_by_task
+-- A job the task :task_id requeued carries its id and its item's dead letter (the episode the
+-- task just moved: its snapshot names the job), so that its end finds its item by the items'
+-- key; a job redriven without a task keeps those it had.
+redrive_task_id = COALESCE(:task_id, jobs.redrive_task_id),
+redrive_dead_letter_id = CASE WHEN :task_id IS NULL THEN jobs.redrive_dead_letter_id
+    ELSE (SELECT item.dead_letter_id FROM dead_letter_snapshots AS snapshot
+          JOIN redrive_task_items AS item
+              ON item.task_id = :task_id AND item.dead_letter_id = snapshot.id
+          WHERE snapshot.job_id = jobs.id AND item.state = 'moved'
+          LIMIT 1) END
+
 -- name: redrive_jobs
 -- Dead jobs whose rows are still in the jobs table back in their queues; a redrive task's
--- (:task_id) carry its id, in the same write (a job redriven without a task keeps the id it had).
-UPDATE jobs SET {redriven_job}, redrive_task_id = COALESCE(:task_id, redrive_task_id)
+-- (:task_id) carry its id and their item's dead letter, in the same write (a job redriven
+-- without a task keeps those it had).
+UPDATE jobs SET {redriven_job}, {redriven_by_task}
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'discarded' AND dead_lettered
 RETURNING id;
 
@@ -784,7 +797,9 @@ WHERE dead_letters.status = 'dead'
         AND item.state = 'pending'));
 UPDATE dead_letters SET status = 'retried', moved_at = :now, moved_by = :moved_by
 WHERE id IN (SELECT id FROM temp.retried_chunk) AND status = 'dead';
-UPDATE jobs SET {redriven_job}, redrive_task_id = COALESCE(:task_id, redrive_task_id)
+UPDATE jobs SET {redriven_job}, redrive_task_id = COALESCE(:task_id, redrive_task_id),
+    redrive_dead_letter_id = CASE WHEN :task_id IS NULL THEN redrive_dead_letter_id
+        ELSE (SELECT id FROM temp.retried_chunk AS moved WHERE moved.job_id = jobs.id) END
 WHERE id IN (SELECT job_id FROM temp.retried_chunk WHERE requeued);
 INSERT INTO queues (name, tenant_id, created_at)
 SELECT DISTINCT queue, tenant_id, :now FROM temp.retried_chunk WHERE 1
@@ -1681,21 +1696,23 @@ WHERE id = :id
 RETURNING *;
 
 -- name: mark_redriven_jobs
--- The jobs a task requeued other than in place (upcast, or from the snapshot) carry its id, so
--- that their end updates the task.
-UPDATE jobs SET redrive_task_id = :task_id WHERE id IN (SELECT value FROM json_each(:ids));
+-- The jobs a task requeued other than in place (upcast, or from the snapshot) carry its id and
+-- their item's, so that their end updates the task.
+UPDATE jobs SET {redriven_by_task} WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: record_redrive_outcomes
--- Redriven jobs that ended (:rows): their items succeed or die again, once (guarded by `moved`).
+-- Redriven jobs that ended (:rows): their items, found by the key (task, dead letter: the job
+-- names both, see redriven_by_task), succeed or die again, once (guarded by `moved`).
 UPDATE redrive_task_items
 SET state = r.state, died_fingerprint = r.fingerprint, died_incident_id = r.incident_id
 FROM (
-    SELECT value ->> '$.task_id' AS task_id, value ->> '$.job_id' AS job_id,
+    SELECT value ->> '$.task_id' AS task_id, value ->> '$.dead_letter_id' AS dead_letter_id,
            value ->> '$.state' AS state, value ->> '$.fingerprint' AS fingerprint,
            value ->> '$.incident_id' AS incident_id
     FROM json_each(:rows)
 ) AS r
-WHERE redrive_task_items.task_id = r.task_id AND redrive_task_items.job_id = r.job_id
+WHERE redrive_task_items.task_id = r.task_id
+  AND redrive_task_items.dead_letter_id = r.dead_letter_id
   AND redrive_task_items.state = 'moved'
 RETURNING redrive_task_items.task_id, redrive_task_items.state, redrive_task_items.incident_id,
     redrive_task_items.died_incident_id;
