@@ -29,7 +29,7 @@ IDENTIFIERS = {
     ("events", "id"), ("incidents", "id"), ("queues", "name"),
     ("redrive_task_items", "task_id"), ("redrive_task_items", "dead_letter_id"),
     ("redrive_task_items", "job_id"), ("redrive_tasks", "moved_through"),
-    ("api_keys", "id"), ("dashboard_sessions", "key_id"),
+    ("api_keys", "id"), ("dashboard_sessions", "key_id"), ("jobs", "redrive_dead_letter_id"),
 }  # fmt: skip
 # Text people write, kept in the database's collation.
 PEOPLES_TEXT = {("api_keys", "name"), ("replay_rules", "name"), ("dead_letters", "reason")}

@@ -7,7 +7,8 @@
 -- requeue writes the column, 5,000 jobs 58.9 -> 62.6 ms, in the chunks the lanes move side by
 -- side. The jobs a task moved whose end is not recorded yet name theirs here, through the index
 -- before it goes.
-ALTER TABLE jobs ADD COLUMN redrive_dead_letter_id TEXT;
+-- An identifier, bytewise like the others since 0039.
+ALTER TABLE jobs ADD COLUMN redrive_dead_letter_id TEXT COLLATE "C";
 UPDATE jobs SET redrive_dead_letter_id = item.dead_letter_id
 FROM redrive_task_items AS item
 WHERE item.task_id = jobs.redrive_task_id AND item.job_id = jobs.id AND item.state = 'moved';
