@@ -411,8 +411,13 @@ FROM due WHERE jobs.id = due.id
 RETURNING jobs.queue;
 
 -- name: select_expired_jobs
+-- In expiry order, so it walks jobs_expiry and stops at its LIMIT: unordered, a table not yet
+-- analysed since a burst was read whole (the planner expects 1 % of rows to match and a
+-- sequential scan to find :limit of them first) on every sweep, 5 times a second: 30 ms a tick
+-- idle after the peer benchmark's paths (40,000 jobs, 140,000 dead rows), 0.06 in order.
 SELECT * FROM jobs
 WHERE expires_at <= :now AND state IN ('scheduled', 'available', 'retryable', 'pending')
+ORDER BY expires_at
 LIMIT :limit FOR UPDATE SKIP LOCKED;
 
 -- name: select_expired_leases

@@ -304,8 +304,10 @@ WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
 RETURNING queue;
 
 -- name: select_expired_jobs
+-- In expiry order, as on PostgreSQL (along jobs_expiry).
 SELECT * FROM jobs
 WHERE expires_at <= :now AND state IN ('scheduled', 'available', 'retryable', 'pending')
+ORDER BY expires_at
 LIMIT :limit;
 
 -- name: select_expired_leases
