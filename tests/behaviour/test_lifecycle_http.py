@@ -179,6 +179,27 @@ async def test_expired_job_is_discarded_without_completed_at_and_not_dead(
     assert [event["subject"] for event in events] == [job["id"]]
 
 
+async def test_a_sweep_expires_the_first_jobs_to_expire_first(
+    client: httpx.AsyncClient,
+    clock: ManualClock,
+    service: Service,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """More expired jobs than a sweep's batch: the earliest expiries go first (the statement
+    walks the expiry index in its order, which also keeps an idle sweep from reading the
+    table)."""
+    monkeypatch.setattr("redrive.service.sweeper.BATCH", 2)
+    jobs = [
+        await enqueue(client, queue="ttl", expires_at=f"+PT{seconds}S") for seconds in (3, 1, 2)
+    ]
+    clock.advance(5_000)
+    await service.sweeper.sweep()
+    states = [await state_of(client, job["id"]) for job in jobs]
+    assert states == ["available", "discarded", "discarded"]
+    await service.sweeper.sweep()
+    assert await state_of(client, jobs[0]["id"]) == "discarded"
+
+
 async def test_unexpired_job_runs_normally(
     client: httpx.AsyncClient, clock: ManualClock, service: Service
 ) -> None:

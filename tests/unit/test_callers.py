@@ -24,6 +24,7 @@ SYSTEM_WORK = {
     "MetricsService.health": "liveness of the server and its database",
     "Sweeper.sweep": "periodic maintenance across tenants",
     "Sweeper.run": "periodic maintenance across tenants",
+    "Sweeper.due_work": "periodic maintenance across tenants",
     "Sweeper.prune": "periodic maintenance across tenants",
     "Sweeper.backfill": "periodic maintenance across tenants",
     "Sweeper.evaluate_alerts": "periodic maintenance across tenants",

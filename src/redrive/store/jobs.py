@@ -247,6 +247,10 @@ class SqlJobs(SqlBase, JobStore):
             for row in await self._rows("select_expired_jobs", now=now, limit=limit)
         ]
 
+    async def due_work(self, now: int) -> set[str]:
+        (row,) = await self._rows("select_due_work", now=now)
+        return {name for name, due in row.items() if due}
+
     async def expired_leases(self, now: int, limit: int) -> list[Job]:
         rows = await self._rows("select_expired_leases", now=now, limit=limit)
         return [job_from_row(row) for row in rows]

@@ -412,9 +412,33 @@ FROM due WHERE jobs.id = due.id
 RETURNING jobs.queue;
 
 -- name: select_expired_jobs
+-- In expiry order, so it walks jobs_expiry and stops at its LIMIT: unordered, a table not yet
+-- analysed since a burst was read whole (the planner expects 1 % of rows to match and a
+-- sequential scan to find :limit of them first) on every sweep, 5 times a second: 30 ms a tick
+-- idle after the peer benchmark's paths (40,000 jobs, 140,000 dead rows), 0.06 in order.
 SELECT * FROM jobs
 WHERE expires_at <= :now AND state IN ('scheduled', 'available', 'retryable', 'pending')
+ORDER BY expires_at
 LIMIT :limit FOR UPDATE SKIP LOCKED;
+
+-- name: select_due_work
+-- Which of the sweep's every-tick tasks have work at :now (one row of booleans): an idle sweep
+-- reads this and nothing else, one statement instead of six transactions. Each jobs probe walks
+-- its index in order to its first entry (an EXISTS would be planned like the unordered
+-- select_expired_jobs was: a sequential scan on a table not analysed since a burst).
+SELECT
+    (SELECT run_at FROM jobs WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
+     ORDER BY run_at LIMIT 1) IS NOT NULL AS promote,
+    (SELECT expires_at FROM jobs
+     WHERE expires_at <= :now AND state IN ('scheduled', 'available', 'retryable', 'pending')
+     ORDER BY expires_at LIMIT 1) IS NOT NULL AS expire,
+    (SELECT lease_expires_at FROM jobs WHERE state = 'active' AND lease_expires_at <= :now
+     ORDER BY lease_expires_at LIMIT 1) IS NOT NULL
+    OR (SELECT timeout_at FROM jobs WHERE state = 'active' AND timeout_at <= :now
+        ORDER BY timeout_at LIMIT 1) IS NOT NULL AS reap,
+    EXISTS (SELECT 1 FROM crons WHERE enabled AND next_run_at <= :now) AS crons,
+    EXISTS (SELECT 1 FROM redrive_tasks WHERE state = 'running') AS redrives,
+    EXISTS (SELECT 1 FROM replay_rules WHERE enabled) AS replay;
 
 -- name: select_expired_leases
 SELECT * FROM jobs

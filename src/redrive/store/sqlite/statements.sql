@@ -304,9 +304,27 @@ WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
 RETURNING queue;
 
 -- name: select_expired_jobs
+-- In expiry order, as on PostgreSQL (along jobs_expiry).
 SELECT * FROM jobs
 WHERE expires_at <= :now AND state IN ('scheduled', 'available', 'retryable', 'pending')
+ORDER BY expires_at
 LIMIT :limit;
+
+-- name: select_due_work
+-- Which of the sweep's every-tick tasks have work at :now (one row of 0/1), as on PostgreSQL.
+SELECT
+    (SELECT run_at FROM jobs WHERE state IN ('scheduled', 'retryable') AND run_at <= :now
+     ORDER BY run_at LIMIT 1) IS NOT NULL AS promote,
+    (SELECT expires_at FROM jobs
+     WHERE expires_at <= :now AND state IN ('scheduled', 'available', 'retryable', 'pending')
+     ORDER BY expires_at LIMIT 1) IS NOT NULL AS expire,
+    (SELECT lease_expires_at FROM jobs WHERE state = 'active' AND lease_expires_at <= :now
+     ORDER BY lease_expires_at LIMIT 1) IS NOT NULL
+    OR (SELECT timeout_at FROM jobs WHERE state = 'active' AND timeout_at <= :now
+        ORDER BY timeout_at LIMIT 1) IS NOT NULL AS reap,
+    EXISTS (SELECT 1 FROM crons WHERE enabled AND next_run_at <= :now) AS crons,
+    EXISTS (SELECT 1 FROM redrive_tasks WHERE state = 'running') AS redrives,
+    EXISTS (SELECT 1 FROM replay_rules WHERE enabled) AS replay;
 
 -- name: select_expired_leases
 SELECT * FROM jobs
