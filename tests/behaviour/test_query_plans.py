@@ -605,13 +605,19 @@ def test_postgres_redrive_check_finds_dead_letters_in_no_incident_by_their_index
 
 
 # A burst as the periodic reads meet it before anything analyses the tables (autovacuum's analyse
-# runs minutes later, or never where it is off): 100,000 events and 40,000 dead letters'
-# snapshots (each holding a job of about 1.2 kB, as the peer benchmark's do: the planner guesses
-# a table's rows from its pages), all recent, the tables never analysed (nor left to autovacuum).
+# runs minutes later, or never where it is off): 100,000 events, 100,000 webhook delivery records
+# and 40,000 dead letters' snapshots (each holding a job of about 1.2 kB, as the peer benchmark's
+# do: the planner guesses a table's rows from its pages), all recent, never analysed.
 BURST_ROWS = 100_000
 BURST_SEED = """
 ALTER TABLE events SET (autovacuum_enabled = false);
 ALTER TABLE dead_letter_snapshots SET (autovacuum_enabled = false);
+ALTER TABLE webhook_deliveries SET (autovacuum_enabled = false);
+INSERT INTO webhook_deliveries (id, tenant_id, subscription_id, job_id, event_id, event_type,
+                                attempt, status, response_status, duration_ms, time)
+SELECT 'wd' || n, %(tenant)s, 'sub', 'job' || n, 'evt_' || n, 'job.completed', 1, 'delivered',
+       200, 5, %(now)s
+FROM generate_series(1, %(rows)s) AS n;
 INSERT INTO events (id, tenant_id, type, time, data)
 SELECT 'evt_' || n, %(tenant)s, 'job.enqueued', %(now)s, '{}'
 FROM generate_series(1, %(rows)s) AS n;
@@ -668,3 +674,21 @@ def test_postgres_aggregate_alert_check_is_not_compiled_without_statistics(
     shown = json.dumps(plan, indent=1)
     assert plan[0]["Plan"]["Total Cost"] < JIT_ABOVE_COST, shown
     assert "dead_letter_snapshots_arrivals" in index_names(plan), shown
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mode", ["custom", "prepared", "generic"])
+def test_postgres_webhook_log_trim_walks_its_time_index_without_statistics(
+    burst_postgres: str, mode: str
+) -> None:
+    """The sweep's delivery-record trim, with nothing old enough to go, takes its batch off the
+    old end of webhook_deliveries_time and stops, not reading the table for :limit matches."""
+    parameters = {"before": ManualClock().now_ms() - 3_600_000, "limit": 200}
+    plan = explain_postgres(burst_postgres, "delete_webhook_deliveries_before", parameters, mode)
+    shown = json.dumps(plan, indent=1)
+    scans = [
+        node["Node Type"] for node in plan_nodes(plan)
+        if node.get("Relation Name") == "webhook_deliveries" and node["Node Type"] != "ModifyTable"
+    ]  # fmt: skip
+    assert "Seq Scan" not in scans, shown
+    assert "webhook_deliveries_time" in index_names(plan), shown

@@ -17,13 +17,14 @@ import pytest
 from standardwebhooks import Webhook
 
 from redrive.api.app import create_app
-from redrive.domain.caller import Caller, Role
+from redrive.domain.caller import SYSTEM, Caller, Role
 from redrive.domain.dead_letter import RetryOverride
 from redrive.domain.envelope import read_envelope
 from redrive.domain.listeners import WEBHOOK_QUEUE
 from redrive.domain.webhook_delivery import (
     BACKOFF_COEFFICIENT,
     DeliveryQuery,
+    DeliveryRecord,
     DeliveryStatus,
 )
 from redrive.domain.webhooks import SubscriptionChanges, SubscriptionRequest
@@ -323,3 +324,23 @@ async def test_the_delivery_log_pages_and_filters(
     )  # fmt: skip
     other = await client.get(path, headers={"X-OJS-Tenant": "globex"})
     assert other.json()["deliveries"] == []
+
+
+async def test_the_log_trim_takes_records_before_its_cut_off_up_to_its_limit(
+    store: Store,
+) -> None:
+    """A trim deletes at most its limit of the records before its cut-off, and never one at or
+    after it."""
+    times = [50, 10, 40, 20, 30]
+    async with store.transaction(SYSTEM) as transaction:
+        for index, time in enumerate(times):
+            await transaction.add_delivery_record(
+                DeliveryRecord(f"wd_{index}", "acme", "sub", f"job_{index}", f"evt_{index}",
+                               "job.completed", 1, DeliveryStatus.DELIVERED, 200, 5, None, time)
+            )  # fmt: skip
+        assert await transaction.delete_delivery_records_before(45, 2) == 2
+        left = await transaction.list_delivery_records(DeliveryQuery(limit=10))
+        assert len(left) == 3 and 50 in [record.time for record in left]
+        assert await transaction.delete_delivery_records_before(45, 10) == 2
+        left = await transaction.list_delivery_records(DeliveryQuery(limit=10))
+        assert [record.time for record in left] == [50]

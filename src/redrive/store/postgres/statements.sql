@@ -1618,8 +1618,11 @@ ORDER BY time DESC, id DESC
 LIMIT :limit;
 
 -- name: delete_webhook_deliveries_before
+-- Oldest first, so it walks webhook_deliveries_time and stops at its LIMIT: unordered, a table
+-- not analysed since a burst was read whole for :limit matches each trim (100,000 records, none
+-- due: 8.7 ms, 1,630 buffers; 0.02 ms, 3 in order).
 DELETE FROM webhook_deliveries WHERE id IN (
-    SELECT id FROM webhook_deliveries WHERE time < :before LIMIT :limit
+    SELECT id FROM webhook_deliveries WHERE time < :before ORDER BY time LIMIT :limit
 );
 
 -- Redrive tasks (migration 0012) ------------------------------------------------------------
