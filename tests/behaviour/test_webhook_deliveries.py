@@ -329,8 +329,8 @@ async def test_the_delivery_log_pages_and_filters(
 async def test_the_log_trim_takes_records_before_its_cut_off_up_to_its_limit(
     store: Store,
 ) -> None:
-    """A trim deletes at most its limit of the records before its cut-off, and never one at or
-    after it."""
+    """A trim deletes at most its limit of the records before its cut-off, oldest first, and
+    never one at or after it."""
     times = [50, 10, 40, 20, 30]
     async with store.transaction(SYSTEM) as transaction:
         for index, time in enumerate(times):
@@ -340,7 +340,7 @@ async def test_the_log_trim_takes_records_before_its_cut_off_up_to_its_limit(
             )  # fmt: skip
         assert await transaction.delete_delivery_records_before(45, 2) == 2
         left = await transaction.list_delivery_records(DeliveryQuery(limit=10))
-        assert len(left) == 3 and 50 in [record.time for record in left]
+        assert sorted(record.time for record in left) == [30, 40, 50]
         assert await transaction.delete_delivery_records_before(45, 10) == 2
         left = await transaction.list_delivery_records(DeliveryQuery(limit=10))
         assert [record.time for record in left] == [50]

@@ -1396,8 +1396,10 @@ ORDER BY time DESC, id DESC
 LIMIT :limit;
 
 -- name: delete_webhook_deliveries_before
+-- Oldest first, as PostgreSQL's (walking webhook_deliveries_time backwards): a trim cut short by
+-- its LIMIT leaves the newest of the records before its cut-off.
 DELETE FROM webhook_deliveries WHERE id IN (
-    SELECT id FROM webhook_deliveries WHERE time < :before LIMIT :limit
+    SELECT id FROM webhook_deliveries WHERE time < :before ORDER BY time LIMIT :limit
 );
 
 -- Redrive tasks (migration 0012) ------------------------------------------------------------
