@@ -42,6 +42,22 @@ def test_the_environment_names_the_proxy_unless_no_proxy_covers_the_host(
     assert proxy_for("http://jobs.internal:8080") is None
 
 
+def test_an_environment_naming_no_proxy_is_read_as_the_standard_library_reads_it(
+    no_proxy_environment: pytest.MonkeyPatch,
+) -> None:
+    """The lookup skipped when no `*_proxy` variable has a value gives what urllib gives."""
+    import urllib.request
+
+    no_proxy_environment.setenv("https_proxy", "")  # empty: named, but no proxy
+    no_proxy_environment.setenv("NO_PROXY", "")
+    assert urllib.request.getproxies() == {}
+    assert proxy_for("http://jobs.internal:8080") is None
+    no_proxy_environment.setenv("Ftp_Proxy", "http://proxy.internal:3128")  # any case
+    assert proxy_for("ftp://jobs.internal") == "http://proxy.internal:3128"
+    no_proxy_environment.setenv("ALL_PROXY", "http://all.internal:3128")
+    assert proxy_for("http://jobs.internal:8080") == "http://all.internal:3128"
+
+
 @pytest.mark.parametrize(
     "body",
     [

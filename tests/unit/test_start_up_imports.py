@@ -5,6 +5,7 @@ out here was measured: a producer or worker imports anew in every process."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -18,10 +19,10 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 
-def modules_after(imports: str) -> set[str]:
+def modules_after(imports: str, environment: dict[str, str] | None = None) -> set[str]:
     output = subprocess.run(
         [sys.executable, "-c", PROBE.format(imports=imports)],
-        capture_output=True, text=True, check=True, timeout=60,
+        capture_output=True, text=True, check=True, timeout=60, env=environment,
     ).stdout  # fmt: skip
     return set(json.loads(output))
 
@@ -200,6 +201,26 @@ def test_an_http_producer_loads_the_client_only() -> None:
     assert not {
         "redrive.client.dead_letters", "redrive.client.audit", "redrive.client.webhooks"
     } & loaded  # fmt: skip
+
+
+@pytest.mark.skipif(sys.platform in ("darwin", "win32"), reason="proxies from the system too")
+def test_an_http_producer_reaches_its_first_request_without_the_proxy_lookup() -> None:
+    """With no `*_proxy` variable set, the client's connection pool looks no proxy up, so it
+    does not import urllib.request (http.client, email, tempfile: 12 ms of a producer's start);
+    with one set it does, and the proxy is honoured (test_client_transport)."""
+    opened = (
+        "import asyncio, redrive\n"
+        "async def open():\n"
+        "    async with redrive.Client('http://127.0.0.1:1'):\n"
+        "        pass\n"
+        "asyncio.run(open())"
+    )
+    clean = {name: value for name, value in os.environ.items() if name[-6:].lower() != "_proxy"}
+    loaded = modules_after(opened, clean)
+    assert "redrive.client.transport" in loaded
+    assert "urllib.request" not in loaded
+    proxied = {**clean, "HTTPS_PROXY": "http://proxy.internal:3128"}
+    assert "urllib.request" in modules_after(opened, proxied)
 
 
 def test_a_worker_over_http_loads_no_store_or_service() -> None:
