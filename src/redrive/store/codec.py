@@ -123,8 +123,9 @@ def _retry_in_options(given: Any, retry: dict[str, Any], seen: dict[tuple[int, i
 def stored_error(job: Job) -> Any:
     """What a jobs row's `error` column holds: JSON `true` when the job's error is the last of
     its `errors` (a failed job's always is), else the error itself (None for none). The row kept
-    its last error twice: 475 of a dead benchmark job's 1,306 bytes, rewritten with every failed
-    attempt and read by every retry of a dead letter (`error_from_column` reads it back)."""
+    its last error twice: 469 of a dead benchmark job's 1,306 bytes (852 now), written with every
+    failed attempt and read by every retry of a dead letter, whose chunk of 5,000 dirtied 2,170
+    pages and wrote 18.7 MB of WAL, 1,690 and 16.5 now (`error_from_column` reads it back)."""
     error = job.error
     if error is not None and (errors := job.errors):
         last = errors[-1]
