@@ -97,6 +97,48 @@ async def test_dead_letter_code_enters_the_queue_even_with_discard_policy(
     assert await dead_ids(client) == [job["id"]]
 
 
+async def test_a_failed_job_s_row_holds_its_last_error_once(
+    client: httpx.AsyncClient, clock: ManualClock, service: Service
+) -> None:
+    """A failed job's last error is stored once, as the last of its `errors`: its row's `error`
+    column holds `true` for it, retryable and dead alike, and the job reads back with that error
+    as before; the bulk retry (one statement) and the single retry both leave none."""
+    job = await enqueue(
+        client, "mail.send", ["x@y"], queue="mail",
+        retry=retry_policy(2, "dead_letter", jitter=False),
+    )  # fmt: skip
+    marked = f"SELECT COUNT(*) FROM jobs WHERE id = '{job['id']}' AND CAST(error AS text) = 'true'"
+    await fetch_one(client, "mail")
+    await nack(client, job["id"], type="SmtpError", message="first")
+    assert await count_rows(service, marked) == 1
+    retryable = await get_job(client, job["id"])
+    assert retryable["state"] == "retryable"
+    assert (retryable["error"]["type"], retryable["error"]["message"]) == ("SmtpError", "first")
+    clock.advance(1_000)
+    await service.sweeper.sweep()
+    await fetch_one(client, "mail")
+    await nack(client, job["id"], type="SmtpError", message="second")
+    assert await count_rows(service, marked) == 1
+    dead = await get_job(client, job["id"])
+    assert dead["state"] == "discarded"
+    assert (dead["error"]["type"], dead["error"]["message"]) == ("SmtpError", "second")
+    assert (await client.get(f"/ojs/v1/dead-letter/{job['id']}")).json()["job"]["error"] == (
+        dead["error"]
+    )
+
+    await explain_incidents(client)
+    response = await client.post(
+        "/ojs/v1/dead-letter/retry", json={"filter": {"queue": "mail"}, "confirm": True}
+    )
+    assert response.status_code == 200, response.text
+    retried = await get_job(client, job["id"])
+    assert retried["state"] == "available"
+    assert "error" not in retried
+    assert [error["message"] for error in retried["errors"]] == ["first", "second"]
+    nulls = f"SELECT COUNT(*) FROM jobs WHERE id = '{job['id']}' AND error IS NULL"
+    assert await count_rows(service, nulls) == 1
+
+
 async def test_non_retryable_error_enters_the_queue_at_the_first_attempt(
     client: httpx.AsyncClient,
 ) -> None:

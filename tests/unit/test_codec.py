@@ -109,6 +109,33 @@ def test_a_job_reads_back_with_or_without_its_text_times() -> None:
     assert load(job_parameters(timed)["envelope"])["expires_at_text"] == "2026-03-01T10:00:00Z"
 
 
+def test_a_job_s_last_error_is_stored_once_and_reads_back() -> None:
+    """`error` is stored as `true` when it is the last of `errors` (row, batch row, lifecycle
+    write alike); a row holding the error itself (written before) or none reads as it is."""
+    from dataclasses import replace
+
+    from redrive.domain.job import Job
+    from redrive.store.codec import job_from_row, job_parameters, job_records, lifecycle_record
+
+    first = {"type": "Boom", "message": "one", "attempt": 1, "at": 3}
+    last = {"type": "Boom", "message": "two", "attempt": 2, "at": 4}
+    failed = Job(id="j1", tenant_id="t", type="a.b", queue="q", args=[1], state="retryable",
+                 created_at=5, enqueued_at=5, sequence=1, error=dict(last),
+                 errors=[first, last])  # fmt: skip
+    retried = replace(failed, state="available", error=None)
+    odd = replace(failed, error=dict(first))
+    extra = {"sequence": 1, "redrive_task_id": None, "redrive_dead_letter_id": None}
+    assert job_parameters(failed)["error"] == "true"
+    assert job_records([failed])[0]["error"] is True
+    assert lifecycle_record(failed, "active", None)["error"] is True
+    assert "error" not in lifecycle_record(retried, "active", None)
+    for job, stored in ((failed, "true"), (retried, None), (odd, dump(first))):
+        assert job_parameters(job)["error"] == stored
+        assert job_from_row({**job_parameters(job), **extra}) == job
+    written_before = {**job_parameters(failed), **extra, "error": dump(last)}
+    assert job_from_row(written_before) == failed
+
+
 def test_a_retry_policy_reads_back_from_its_sparse_record() -> None:
     from redrive.domain.records import retry_from_record, sparse_retry_record
     from redrive.domain.retry import RetryPolicy

@@ -120,6 +120,29 @@ def _retry_in_options(given: Any, retry: dict[str, Any], seen: dict[tuple[int, i
     return same
 
 
+def stored_error(job: Job) -> Any:
+    """What a jobs row's `error` column holds: JSON `true` when the job's error is the last of
+    its `errors` (a failed job's always is), else the error itself (None for none). The row kept
+    its last error twice: 469 of a dead benchmark job's 1,306 bytes (852 now), written with every
+    failed attempt and read by every retry of a dead letter, whose chunk of 5,000 dirtied 2,170
+    pages and wrote 18.7 MB of WAL, 1,690 and 16.5 now (`error_from_column` reads it back)."""
+    error = job.error
+    if error is not None and (errors := job.errors):
+        last = errors[-1]
+        if error is last or error == last:
+            return True
+    return error
+
+
+def error_from_column(value: Any, errors: list[Any]) -> Any:
+    """A job's error from its row's `error` column (loaded) and its `errors`: `true` stands
+    for the last of them (see stored_error; rows written before keep the copy, read as it is)."""
+    if value is True:
+        last = errors[-1] if errors else None
+        return dict(last) if isinstance(last, dict) else last
+    return value
+
+
 def _columns(
     job: Job, retry: dict[str, Any], keep_nulls: bool, seen: dict[tuple[int, int], bool]
 ) -> dict[str, Any]:
@@ -128,6 +151,8 @@ def _columns(
         for name, value in vars(job).items()
         if name not in NOT_COLUMNS and (keep_nulls or value is not None)
     }
+    if job.error is not None:
+        record["error"] = stored_error(job)
     record["max_attempts"] = job.max_attempts
     record["envelope"] = _envelope(job, retry, seen)
     if keep_nulls or job.run_at is not None:
@@ -340,6 +365,8 @@ def lifecycle_record(
     1.1 us with the copy and the filter it replaces)."""
     state = vars(job)
     record = {column: value for column in STORED_LIFECYCLE if (value := state[column]) is not None}
+    if "error" in record:
+        record["error"] = stored_error(job)
     if (run_at := job.run_at) is not None:  # a property, not a field
         record["run_at"] = run_at
     record["id"] = job.id
@@ -379,9 +406,9 @@ def job_from_row(row: dict[str, Any]) -> Job:
     )
     values["scheduled_at_text"] = envelope.get("scheduled_at_text")
     values["expires_at_text"] = envelope.get("expires_at_text")
-    values["error"] = load(row["error"])
     # Most jobs have no error history: '[]' needs no parser (1.4 us a claimed row).
-    values["errors"] = [] if errors in (None, "[]") else (load(errors) or [])
+    values["errors"] = errors = [] if errors in (None, "[]") else (load(errors) or [])
+    values["error"] = error_from_column(load(row["error"]), errors)
     values["result"] = load(row["result"])
     values["dead_lettered"] = bool(row["dead_lettered"])
     values["redrive_task_id"] = row.get("redrive_task_id")
