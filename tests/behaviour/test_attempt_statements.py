@@ -96,6 +96,20 @@ async def test_a_claim_writes_the_started_events_the_domain_makes(
     assert deliveries == (len(claimed) if subscribed else 0)
 
 
+async def test_a_claimed_job_is_its_row_as_stored(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """A claim reads its rows by position (Executor.table), not as dicts: each job it returns is
+    the job its row reads as by name (lock_jobs), every field."""
+    for index, priority in enumerate([0, 3, 0]):
+        await enqueue(client, "claim.job", [index, {"k": index}], queue=QUEUE, priority=priority,
+                      meta={"m": index})  # fmt: skip
+    claimed = await service.workers.fetch(CALLER, FetchRequest([QUEUE], 5, "w1"))
+    assert [job.priority for job in claimed] == [3, 0, 0]
+    stored = await jobs_now(service, [job.id for job in claimed])
+    assert claimed == [stored[job.id] for job in claimed]
+
+
 async def test_the_claims_of_one_fetch_take_each_queue_s_own_jobs_once(
     client: httpx.AsyncClient, service: Service
 ) -> None:

@@ -19,6 +19,7 @@ from redrive.store.codec import (
     dump,
     job_from_row,
     job_parameters,
+    job_reader,
     job_records,
     lifecycle_record,
     load,
@@ -217,21 +218,27 @@ class SqlJobs(SqlBase, JobStore):
         `event_ids`, which holds `claim.limit`), in one statement on PostgreSQL."""
         from redrive.ports.attempts import Claimed
 
-        rows = await self._rows(
+        columns, rows = await self.executor.table(
             "claim_jobs",
-            queue=claim.queue,
-            limit=claim.limit,
-            worker_id=claim.worker_id,
-            lease_token=claim.lease_token,
-            visibility_timeout_ms=claim.visibility_timeout_ms,
-            tenant_id=claim.tenant_id,
-            now=now,
-            event_ids=self.executor.list_parameter(event_ids),
+            {
+                "queue": claim.queue,
+                "limit": claim.limit,
+                "worker_id": claim.worker_id,
+                "lease_token": claim.lease_token,
+                "visibility_timeout_ms": claim.visibility_timeout_ms,
+                "tenant_id": claim.tenant_id,
+                "now": now,
+                "event_ids": self.executor.list_parameter(event_ids),
+            },
         )
-        rows.sort(key=lambda row: (-row["priority"], row["sequence"]))
-        jobs = [job_from_row(row) for row in rows]
-        listened = [job for job, row in zip(jobs, rows, strict=True) if row["listened"]]
-        return Claimed(jobs, listened)
+        if not rows:
+            return Claimed([], [])
+        # The rows by position (no dict a row): the claim is every worker's hottest read.
+        priority, sequence, listened = map(columns.index, ("priority", "sequence", "listened"))
+        ordered = sorted(rows, key=lambda row: (-row[priority], row[sequence]))
+        read = job_reader(columns)
+        jobs = [read(row) for row in ordered]
+        return Claimed(jobs, [job for job, row in zip(jobs, ordered, strict=True) if row[listened]])
 
     async def promote_due_jobs(self, now: int, queues: list[str] | None = None) -> set[str]:
         """Make every due job (of these queues; of all without) available, waiting for one
