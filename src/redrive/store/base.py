@@ -21,9 +21,9 @@ class Executor(Protocol):
 
     async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]: ...
     async def table(self, name: str, parameters: dict[str, Any]) -> Table:
-        """The rows of a statement whose one part that returns rows is a SELECT of known
-        columns, as values by position (no columns when there is no row): for a reader that
-        looks each column up once a call, not once a row."""
+        """The rows of a statement whose parts that return rows all give the same columns
+        (each run once), as values by position, in order (no columns when there is no row):
+        for a reader that looks each column up once a call, not once a row."""
         ...
 
     async def run(self, name: str, parameters: dict[str, Any]) -> int: ...

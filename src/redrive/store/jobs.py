@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from functools import cache
 from operator import itemgetter
@@ -42,16 +42,16 @@ if TYPE_CHECKING:
 
 
 @cache
-def completed_job_reader() -> tuple[
-    Assembler[CompletedJob], tuple[str, ...], Callable[[Mapping[str, Any]], tuple[Any, ...]]
-]:
+def completed_job_reader(
+    columns: tuple[str, ...],
+) -> tuple[Assembler[CompletedJob], tuple[str, ...], Callable[[Sequence[Any]], tuple[Any, ...]]]:
     """An ack's answer for each job it completed, assembled from its row (no frozen __init__
     setting each of its fields): every acked job has one. Its assembler, its fields and their
-    getter, made on the first ack."""
+    getter by position in a table of these columns, made on the first ack."""
     from redrive.ports.attempts import CompletedJob
 
     names = tuple(field.name for field in fields(CompletedJob))
-    return Assembler(CompletedJob), names, itemgetter(*names)
+    return Assembler(CompletedJob), names, itemgetter(*map(columns.index, names))
 
 
 class SqlJobs(SqlBase, JobStore):
@@ -156,27 +156,34 @@ class SqlJobs(SqlBase, JobStore):
             for completion in completions
         ]
         ids = self.executor.list_parameter([completion.job_id for completion in completions])
-        rows = await self._rows(
+        names, rows = await self.executor.table(
             "complete_jobs",
-            rows=self.executor.records_parameter(records),
-            ids=ids,
-            tenant_id=tenant_id,
-            now=now,
-            **{**columns, "error": dump(columns["error"])},
+            {
+                "rows": self.executor.records_parameter(records),
+                "ids": ids,
+                "tenant_id": tenant_id,
+                "now": now,
+                **columns,
+                "error": dump(columns["error"]),
+            },
         )
-        assemble_completed_job, completed_job_fields, completed = completed_job_reader()
+        if not rows:
+            return Completions([], [])
+        # The rows by position (no dict a row), as the claim's.
+        assemble_completed_job, completed_job_fields, completed = completed_job_reader(names)
+        kind, job_id, tenant, events = map(names.index, ("kind", "id", "tenant_id", "events"))
         return Completions(
             done=[
                 assemble_completed_job.adopt(
                     dict(zip(completed_job_fields, completed(row), strict=True))
                 )
                 for row in rows
-                if row["kind"] == "job"
+                if row[kind] == "job"
             ],
             listeners=[
-                Listener(row["id"], row["tenant_id"], tuple(load(row["events"])))
+                Listener(row[job_id], row[tenant], tuple(load(row[events])))
                 for row in rows
-                if row["kind"] == "listener"
+                if row[kind] == "listener"
             ],
         )
 

@@ -315,14 +315,17 @@ class SqliteExecutor:
         connection = self.store.connection
 
         def query() -> Table:
-            found: Table | None = None
+            columns: tuple[str, ...] | None = None
+            found: list[Any] = []
             for part in parts:
                 table = execute_table(connection, part, parameters)
-                if table is not None:
-                    if found is not None:
-                        raise ValueError(f"{name} has more than one part that returns rows")
-                    found = table
-            return ((), []) if found is None else found
+                if table is None:
+                    continue
+                if columns is not None and table[0] != columns:
+                    raise ValueError(f"the parts of {name} return different columns")
+                columns = table[0]
+                found.extend(table[1])
+            return (columns or ()), found
 
         return await self.store.call(query)
 
