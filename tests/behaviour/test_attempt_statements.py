@@ -71,6 +71,28 @@ async def test_an_ack_writes_the_job_and_event_the_domain_makes(
     assert {event.time for event in stored} == {now}
 
 
+async def test_an_ack_of_a_subscribed_tenant_queues_each_delivery(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """The ack reads its jobs' and its listeners' rows by position (Executor.table, one set of
+    columns for both kinds): each completed job is answered, and the tenant's subscription gets
+    a delivery of each `job.completed`."""
+    hook = SubscriptionRequest("https://example.test/hook", ("job.completed",), None)
+    await service.webhooks.create(CALLER, hook)
+    for index in range(3):
+        await enqueue(client, "ack.job", [index], queue=QUEUE)
+    fetched = await fetch(client, [QUEUE], count=3, worker_id="w1")
+    requests: list[AckRequest | OjsError] = [
+        AckRequest(job["id"], "w1", None, {"n": index}) for index, job in enumerate(fetched)
+    ]
+    outcomes = await service.workers.ack_many(CALLER, requests)
+    assert [outcome.id for outcome in outcomes if not isinstance(outcome, OjsError)] == [
+        job["id"] for job in fetched
+    ]
+    _, deliveries = await service.jobs.list(CALLER, JobFilter(queue=WEBHOOK_QUEUE), 10, 0)
+    assert deliveries == 3
+
+
 async def events_of(service: Service, kind: str, queues: tuple[str, ...] = (QUEUE,)) -> list[Any]:
     async with service.runtime.store.transaction(SYSTEM) as transaction:
         query = EventQuery(None, None, [kind], list(queues), None, 100)
@@ -94,6 +116,20 @@ async def test_a_claim_writes_the_started_events_the_domain_makes(
     assert await events_of(service, "job.started") == [started_event(job) for job in claimed]
     _, deliveries = await service.jobs.list(CALLER, JobFilter(queue=WEBHOOK_QUEUE), 10, 0)
     assert deliveries == (len(claimed) if subscribed else 0)
+
+
+async def test_a_claimed_job_is_its_row_as_stored(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """A claim reads its rows by position (Executor.table), not as dicts: each job it returns is
+    the job its row reads as by name (lock_jobs), every field."""
+    for index, priority in enumerate([0, 3, 0]):
+        await enqueue(client, "claim.job", [index, {"k": index}], queue=QUEUE, priority=priority,
+                      meta={"m": index})  # fmt: skip
+    claimed = await service.workers.fetch(CALLER, FetchRequest([QUEUE], 5, "w1"))
+    assert [job.priority for job in claimed] == [3, 0, 0]
+    stored = await jobs_now(service, [job.id for job in claimed])
+    assert claimed == [stored[job.id] for job in claimed]
 
 
 async def test_the_claims_of_one_fetch_take_each_queue_s_own_jobs_once(

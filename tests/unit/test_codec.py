@@ -136,6 +136,36 @@ def test_a_job_s_last_error_is_stored_once_and_reads_back() -> None:
     assert job_from_row(written_before) == failed
 
 
+def test_a_job_reads_the_same_from_a_row_by_position_in_any_column_order() -> None:
+    """A claim reads its rows as tuples (Executor.table): the job of a row by position is the
+    job of the same row as a dict, whatever order the columns come in, with or without the
+    redrive columns (then None, as a dict without them reads)."""
+    from dataclasses import replace
+
+    from redrive.domain.job import Job
+    from redrive.store.codec import job_from_row, job_parameters, job_reader
+
+    base = Job(id="j1", tenant_id="t", type="a.b", queue="q", args=[1], state="active",
+               created_at=5, enqueued_at=5, sequence=7, attempt=1, started_at=6,
+               lease_token="l", errors=[{"type": "E", "message": "m"}],
+               error={"type": "E", "message": "m"})  # fmt: skip
+    redriven = replace(base, redrive_task_id="rt_1", redrive_dead_letter_id="dl_1")
+    for job in (base, redriven):
+        row = {
+            **job_parameters(job),
+            "sequence": 7,
+            "redrive_task_id": job.redrive_task_id,
+            "redrive_dead_letter_id": job.redrive_dead_letter_id,
+            "listened": 0,
+        }
+        for columns in (tuple(row), tuple(reversed(row))):
+            values = tuple(row[name] for name in columns)
+            assert job_reader(columns)(values) == job_from_row(row) == job
+    row = {**job_parameters(base), "sequence": 7}
+    columns = tuple(row)
+    assert job_reader(columns)(tuple(row.values())) == job_from_row(row) == base
+
+
 def test_a_retry_policy_reads_back_from_its_sparse_record() -> None:
     from redrive.domain.records import retry_from_record, sparse_retry_record
     from redrive.domain.retry import RetryPolicy

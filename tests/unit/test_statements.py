@@ -29,7 +29,7 @@ TRANSACTION_MODULES = sorted(
     }
 )
 # Methods of the transaction and its executor whose first argument is a statement name.
-STATEMENT_CALLS = frozenset({"_rows", "_run", "rows", "run"})
+STATEMENT_CALLS = frozenset({"_rows", "_run", "rows", "run", "table"})
 
 
 def sqlite_statements() -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -11,11 +11,21 @@ from redrive.store.codec import dump
 if TYPE_CHECKING:
     from redrive.domain.job import Job
 
+# A statement's rows as their column names and each row's values in that order: no dict a row
+# (a claim's rows have 35 columns each; see Executor.table).
+Table = tuple[tuple[str, ...], Sequence[Sequence[Any]]]
+
 
 class Executor(Protocol):
     """Runs a named statement inside the open transaction."""
 
     async def rows(self, name: str, parameters: dict[str, Any]) -> list[dict[str, Any]]: ...
+    async def table(self, name: str, parameters: dict[str, Any]) -> Table:
+        """The rows of a statement whose parts that return rows all give the same columns
+        (each run once), as values by position, in order (no columns when there is no row):
+        for a reader that looks each column up once a call, not once a row."""
+        ...
+
     async def run(self, name: str, parameters: dict[str, Any]) -> int: ...
     def list_parameter(self, values: list[str] | None) -> Any: ...
     def ids_parameter(self, ids: list[str]) -> Any:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import cache
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -386,17 +387,51 @@ def job_parameters(job: Job) -> dict[str, Any]:
 
 # A row's plain columns, read in one call (every claimed or locked job's row).
 _job_columns = itemgetter(*JOB_COLUMNS)
+# The other columns a job is read from, in the order `_job` takes them.
+JOB_OTHER_COLUMNS = ("envelope", "errors", "error", "result", "sequence", "dead_lettered")
+# Columns a row may lack (a statement written before them): None then.
+JOB_OPTIONAL_COLUMNS = ("redrive_task_id", "redrive_dead_letter_id")
+_job_others = itemgetter(*JOB_OTHER_COLUMNS)
 
 
 def job_from_row(row: dict[str, Any]) -> Job:
-    """The job of a jobs row. Its state is built here, every field set once by name, and adopted
-    as it is (no keyword arguments, no merge, no copy, no key-set comparison: every claimed job
-    is one; 5.8 -> 3.9 us a row); a field missing or added shows as a wrong count."""
-    envelope = load(row["envelope"])
+    """The job of a jobs row read as a dict (by column name)."""
+    return _job(
+        _job_columns(row), _job_others(row),
+        row.get("redrive_task_id"), row.get("redrive_dead_letter_id"),
+    )  # fmt: skip
+
+
+@cache
+def job_reader(columns: tuple[str, ...]) -> Callable[[Sequence[Any]], Job]:
+    """How to read the job of each row of a table with these columns (Executor.table), by
+    position: the positions are found once a set of columns, not a dict made a row."""
+    at = {name: index for index, name in enumerate(columns)}
+    plain = itemgetter(*(at[name] for name in JOB_COLUMNS))
+    others = itemgetter(*(at[name] for name in JOB_OTHER_COLUMNS))
+    task, item = (at.get(name) for name in JOB_OPTIONAL_COLUMNS)
+
+    def read(row: Sequence[Any]) -> Job:
+        return _job(
+            plain(row), others(row),
+            None if task is None else row[task], None if item is None else row[item],
+        )  # fmt: skip
+
+    return read
+
+
+def _job(
+    plain: tuple[Any, ...], others: tuple[Any, ...], task: str | None, item: str | None
+) -> Job:
+    """The job of a jobs row: its JOB_COLUMNS, its JOB_OTHER_COLUMNS and its redrive task and
+    item. Its state is built here, every field set once by name, and adopted as it is (no
+    keyword arguments, no merge, no copy, no key-set comparison: every claimed job is one; 5.8
+    -> 3.9 us a row); a field missing or added shows as a wrong count."""
+    envelope_text, errors, error, result, sequence, dead_lettered = others
+    envelope = load(envelope_text)
     options = envelope["options"]
-    errors = row["errors"]
-    values = dict(zip(JOB_COLUMNS, _job_columns(row), strict=True))
-    values["sequence"] = row["sequence"]
+    values = dict(zip(JOB_COLUMNS, plain, strict=True))
+    values["sequence"] = sequence
     values["args"] = envelope["args"]
     values["meta"] = envelope.get("meta", {})
     values["options"] = options
@@ -408,11 +443,11 @@ def job_from_row(row: dict[str, Any]) -> Job:
     values["expires_at_text"] = envelope.get("expires_at_text")
     # Most jobs have no error history: '[]' needs no parser (1.4 us a claimed row).
     values["errors"] = errors = [] if errors in (None, "[]") else (load(errors) or [])
-    values["error"] = error_from_column(load(row["error"]), errors)
-    values["result"] = load(row["result"])
-    values["dead_lettered"] = bool(row["dead_lettered"])
-    values["redrive_task_id"] = row.get("redrive_task_id")
-    values["redrive_dead_letter_id"] = row.get("redrive_dead_letter_id")
+    values["error"] = error_from_column(load(error), errors)
+    values["result"] = load(result)
+    values["dead_lettered"] = bool(dead_lettered)
+    values["redrive_task_id"] = task
+    values["redrive_dead_letter_id"] = item
     return assemble_job.adopt(values)
 
 

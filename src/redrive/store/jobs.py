@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from functools import cache
 from operator import itemgetter
@@ -19,6 +19,7 @@ from redrive.store.codec import (
     dump,
     job_from_row,
     job_parameters,
+    job_reader,
     job_records,
     lifecycle_record,
     load,
@@ -41,16 +42,16 @@ if TYPE_CHECKING:
 
 
 @cache
-def completed_job_reader() -> tuple[
-    Assembler[CompletedJob], tuple[str, ...], Callable[[Mapping[str, Any]], tuple[Any, ...]]
-]:
+def completed_job_reader(
+    columns: tuple[str, ...],
+) -> tuple[Assembler[CompletedJob], tuple[str, ...], Callable[[Sequence[Any]], tuple[Any, ...]]]:
     """An ack's answer for each job it completed, assembled from its row (no frozen __init__
     setting each of its fields): every acked job has one. Its assembler, its fields and their
-    getter, made on the first ack."""
+    getter by position in a table of these columns, made on the first ack."""
     from redrive.ports.attempts import CompletedJob
 
     names = tuple(field.name for field in fields(CompletedJob))
-    return Assembler(CompletedJob), names, itemgetter(*names)
+    return Assembler(CompletedJob), names, itemgetter(*map(columns.index, names))
 
 
 class SqlJobs(SqlBase, JobStore):
@@ -155,27 +156,34 @@ class SqlJobs(SqlBase, JobStore):
             for completion in completions
         ]
         ids = self.executor.list_parameter([completion.job_id for completion in completions])
-        rows = await self._rows(
+        names, rows = await self.executor.table(
             "complete_jobs",
-            rows=self.executor.records_parameter(records),
-            ids=ids,
-            tenant_id=tenant_id,
-            now=now,
-            **{**columns, "error": dump(columns["error"])},
+            {
+                "rows": self.executor.records_parameter(records),
+                "ids": ids,
+                "tenant_id": tenant_id,
+                "now": now,
+                **columns,
+                "error": dump(columns["error"]),
+            },
         )
-        assemble_completed_job, completed_job_fields, completed = completed_job_reader()
+        if not rows:
+            return Completions([], [])
+        # The rows by position (no dict a row), as the claim's.
+        assemble_completed_job, completed_job_fields, completed = completed_job_reader(names)
+        kind, job_id, tenant, events = map(names.index, ("kind", "id", "tenant_id", "events"))
         return Completions(
             done=[
                 assemble_completed_job.adopt(
                     dict(zip(completed_job_fields, completed(row), strict=True))
                 )
                 for row in rows
-                if row["kind"] == "job"
+                if row[kind] == "job"
             ],
             listeners=[
-                Listener(row["id"], row["tenant_id"], tuple(load(row["events"])))
+                Listener(row[job_id], row[tenant], tuple(load(row[events])))
                 for row in rows
-                if row["kind"] == "listener"
+                if row[kind] == "listener"
             ],
         )
 
@@ -217,21 +225,27 @@ class SqlJobs(SqlBase, JobStore):
         `event_ids`, which holds `claim.limit`), in one statement on PostgreSQL."""
         from redrive.ports.attempts import Claimed
 
-        rows = await self._rows(
+        columns, rows = await self.executor.table(
             "claim_jobs",
-            queue=claim.queue,
-            limit=claim.limit,
-            worker_id=claim.worker_id,
-            lease_token=claim.lease_token,
-            visibility_timeout_ms=claim.visibility_timeout_ms,
-            tenant_id=claim.tenant_id,
-            now=now,
-            event_ids=self.executor.list_parameter(event_ids),
+            {
+                "queue": claim.queue,
+                "limit": claim.limit,
+                "worker_id": claim.worker_id,
+                "lease_token": claim.lease_token,
+                "visibility_timeout_ms": claim.visibility_timeout_ms,
+                "tenant_id": claim.tenant_id,
+                "now": now,
+                "event_ids": self.executor.list_parameter(event_ids),
+            },
         )
-        rows.sort(key=lambda row: (-row["priority"], row["sequence"]))
-        jobs = [job_from_row(row) for row in rows]
-        listened = [job for job, row in zip(jobs, rows, strict=True) if row["listened"]]
-        return Claimed(jobs, listened)
+        if not rows:
+            return Claimed([], [])
+        # The rows by position (no dict a row): the claim is every worker's hottest read.
+        priority, sequence, listened = map(columns.index, ("priority", "sequence", "listened"))
+        ordered = sorted(rows, key=lambda row: (-row[priority], row[sequence]))
+        read = job_reader(columns)
+        jobs = [read(row) for row in ordered]
+        return Claimed(jobs, [job for job, row in zip(jobs, ordered, strict=True) if row[listened]])
 
     async def promote_due_jobs(self, now: int, queues: list[str] | None = None) -> set[str]:
         """Make every due job (of these queues; of all without) available, waiting for one

@@ -27,6 +27,7 @@ from asyncpg.pool import PoolConnectionProxy
 from redrive.domain.caller import Caller
 from redrive.domain.errors import Duplicate
 from redrive.domain.job import Job
+from redrive.store.base import Table
 from redrive.store.codec import dump
 from redrive.store.postgres.statements import Statement, load_scripts
 from redrive.store.statements import migration_files
@@ -151,6 +152,10 @@ class StatementExecutor(PostgresParameters):
         statement = await self._statement(name, parameters)
         return await fetch_rows(self.connection, statement, parameters)
 
+    async def table(self, name: str, parameters: dict[str, Any]) -> Table:
+        statement = await self._statement(name, parameters)
+        return records_table(await fetch_records(self.connection, statement, parameters))
+
     async def run(self, name: str, parameters: dict[str, Any]) -> int:
         statement = await self._statement(name, parameters)
         return rowcount(
@@ -207,6 +212,11 @@ class PostgresExecutor(PostgresParameters):
         connection = await self._ready(statement)
         return await fetch_rows(connection, statement, parameters)
 
+    async def table(self, name: str, parameters: dict[str, Any]) -> Table:
+        (statement,) = self.store.scripts[name]
+        connection = await self._ready(statement)
+        return records_table(await fetch_records(connection, statement, parameters))
+
     async def run(self, name: str, parameters: dict[str, Any]) -> int:
         changed = 0
         for statement in self.store.scripts[name]:
@@ -237,7 +247,20 @@ class PostgresExecutor(PostgresParameters):
 async def fetch_rows(
     connection: Connection | TenantConnection, statement: Statement, parameters: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """The rows of a statement as dicts. A job's id that exists already (enqueue_jobs inserts
+    """The rows of a statement as dicts."""
+    return [dict(record) for record in await fetch_records(connection, statement, parameters)]
+
+
+def records_table(records: list[asyncpg.Record]) -> Table:
+    """Records as a table: their columns (none without a record), and the records themselves,
+    which asyncpg indexes by position too (a sequence its stubs do not declare)."""
+    return (tuple(records[0].keys()) if records else ()), cast("list[tuple[Any, ...]]", records)
+
+
+async def fetch_records(
+    connection: Connection | TenantConnection, statement: Statement, parameters: dict[str, Any]
+) -> list[asyncpg.Record]:
+    """The records of a statement. A job's id that exists already (enqueue_jobs inserts
     without ON CONFLICT: unique_violation on jobs_pkey) is the enqueue's Duplicate, naming no
     job (the error's detail leaves the key out under row-level security); the transaction
     cannot go on."""
@@ -249,7 +272,7 @@ async def fetch_rows(
         raise Duplicate(
             "a job of the enqueue has an id that exists already", {"field": "jobs"}
         ) from error
-    return [dict(record) for record in records]
+    return records
 
 
 def rowcount(status: str) -> int:

@@ -170,7 +170,8 @@ RETURNING :rows->>id AS id;
 -- between the two in the transaction), then the columns the domain decided (`completion`:
 -- :state, :completed_at, ...) and its result. No other column is read or written. Rows of kind
 -- `job` are the jobs completed, rows of kind `listener` the active webhook subscriptions of the
--- tenants of the jobs named (the caller queues their deliveries in the same transaction). (A
+-- tenants of the jobs named (the caller queues their deliveries in the same transaction), both
+-- with the same columns, as PostgreSQL's union gives them (read by position: Executor.table). (A
 -- statement per ack cost ~30 us a job, two thirds of it binding, stepping and reading each run;
 -- :ids, which PostgreSQL's set-based form needs for its plan, is not needed here.)
 CREATE TEMP TABLE IF NOT EXISTS acks (
@@ -209,8 +210,12 @@ WHERE jobs.id = ack.id AND (:tenant_id IS NULL OR jobs.tenant_id = :tenant_id)
   AND (COALESCE(ack.worker_id, '') = '' OR COALESCE(jobs.worker_id, '') = ''
        OR ack.worker_id = jobs.worker_id)
 RETURNING 'job' AS kind, jobs.id, jobs.tenant_id, jobs.queue, jobs.type, jobs.attempt,
-    jobs.max_attempts, jobs.started_at, jobs.redrive_task_id, jobs.redrive_dead_letter_id;
-SELECT 'listener' AS kind, id, tenant_id, events FROM webhook_subscriptions
+    jobs.max_attempts, jobs.started_at, jobs.redrive_task_id, jobs.redrive_dead_letter_id,
+    NULL AS events;
+SELECT 'listener' AS kind, id, tenant_id, NULL AS queue, NULL AS type, NULL AS attempt,
+    NULL AS max_attempts, NULL AS started_at, NULL AS redrive_task_id,
+    NULL AS redrive_dead_letter_id, events
+FROM webhook_subscriptions
 WHERE active AND tenant_id IN (
     SELECT tenant_id FROM jobs WHERE id IN (SELECT id FROM temp.acks)
 );
