@@ -12,6 +12,8 @@ from pathlib import Path
 from types import NoneType, UnionType
 from typing import Any, Literal, Self, get_args, get_origin, get_type_hints
 
+from redrive.domain.frozen import frozen_dataclass
+
 DEFAULT_CONFIG_FILE = "redrive.toml"
 PREFIX = "REDRIVE_"
 # Read from the environment as a comma-separated list; other list and dict settings as JSON.
@@ -21,7 +23,7 @@ TRUE_WORDS = frozenset({"1", "on", "t", "true", "y", "yes"})
 FALSE_WORDS = frozenset({"0", "off", "f", "false", "n", "no"})
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Secret:
     """A secret setting's value, kept out of repr and of error messages."""
 

@@ -17,11 +17,11 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import BACKTRACE_KEYS, Job
 
 FINGERPRINT_VERSION = 1
@@ -135,7 +135,7 @@ _LIBRARY_MODULES = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Frame:
     """Where a backtrace passed: a module (a short path, or a class) and a function."""
 
@@ -224,7 +224,7 @@ _KEY_PART = re.compile(r"[A-Za-z0-9_\-]{1,100}")
 _MISSING = object()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class KeyPath:
     """A value of a job named by a dotted path: `meta.aggregate_id`, `args.0.customer_id`
     (a number indexes a list)."""
@@ -280,7 +280,7 @@ def parse_custom_keys(raw: Mapping[str, object]) -> dict[str, KeyPath]:
 # ---- the fingerprint ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Fingerprint:
     """A dead letter's fingerprint, the algorithm version that made it, and what it read."""
 

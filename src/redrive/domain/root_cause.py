@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from redrive.domain.errors import InvalidRequest, PoisonPill, RootCauseRequired
+from redrive.domain.frozen import frozen_dataclass
 
 INFRASTRUCTURE = "infrastructure"
 CONTRACT = "contract"
@@ -38,7 +38,7 @@ MAX_LISTED = 100  # incidents a refusal names at most
 RULE_KEYS = ("class", "type", "error_type", "message")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ClassificationRule:
     """Picks `classification` for incidents whose job type (exact; ending in * a prefix), error
     type (a regular expression matching the whole type, any case) and message (a regular
@@ -163,7 +163,7 @@ def check_reason(value: object) -> str:
     return _text(value, "reason", MAX_REASON)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RootCauseInput:
     """What an operator writes in a root-cause record."""
 
@@ -200,7 +200,7 @@ def parse_root_cause(values: Mapping[str, Any]) -> RootCauseInput:
     return RootCauseInput(category, root_cause, fix_reference)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RootCause:
     """One incident's root-cause record: who wrote it first and when, who changed it last and
     when, and how many times it was written (`revision`)."""
@@ -240,7 +240,7 @@ def record(
     )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Unexplained:
     """An incident a redrive touches that lacks a root cause with a fix reference, or is a
     poison pill; `incident_id` None stands for dead letters not yet in any incident."""
