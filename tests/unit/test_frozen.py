@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from redrive.domain.frozen import Assembler
+from redrive.domain.frozen import Assembler, frozen_dataclass
 from redrive.domain.job import Job, assemble_job
 from redrive.domain.retry import RetryPolicy
 
@@ -71,3 +71,130 @@ def test_an_adopted_state_must_hold_every_field_and_no_other() -> None:
     del state["id"]
     with pytest.raises(TypeError):
         assemble_job.adopt(state)
+
+
+# ---- frozen_dataclass: the methods `@dataclass(frozen=True)` makes, without compiling them ----
+
+
+def _declared(decorate: Any) -> Any:
+    """The same class under `decorate`: every kind of field a dataclass's methods treat apart."""
+
+    class Sample:
+        """A sample."""
+
+        number: float
+        name: str = "x"
+        parts: tuple[int, ...] = ()
+        ignored: float = dataclasses.field(default=0.0, compare=False)
+        hidden: int = dataclasses.field(default=1, repr=False)
+        unhashed: int = dataclasses.field(default=2, hash=False)
+        items: list[int] = dataclasses.field(default_factory=list, hash=False)
+
+    return decorate(Sample)
+
+
+GENERATED = _declared(dataclasses.dataclass(frozen=True))
+SHARED = _declared(frozen_dataclass)
+VALUES: list[tuple[Any, ...]] = [
+    (1.0,),
+    (1.0, "y", (1, 2), 3.0, 5, 7),
+    (1.0, "y", (1, 2), 9.0, 5, 7),
+    (2.0, "y", (1, 2), 3.0, 6, 7),
+    (float("nan"), "q"),
+]
+
+
+@pytest.mark.parametrize("values", VALUES)
+def test_a_frozen_dataclass_shows_and_hashes_as_a_generated_one(values: tuple[Any, ...]) -> None:
+    generated, shared = GENERATED(*values), SHARED(*values)
+    assert repr(shared) == repr(generated)
+    assert hash(SHARED(*values[:4])) == hash(GENERATED(*values[:4]))
+    assert (shared == shared) == (generated == generated)  # a NaN field is itself (a tuple's `is`)
+    for others in VALUES:
+        assert (shared == SHARED(*others)) == (generated == GENERATED(*others))
+        assert (shared != SHARED(*others)) == (generated != GENERATED(*others))
+    assert shared.__eq__(generated) is NotImplemented
+    assert shared != generated and shared != values
+
+
+def test_a_frozen_dataclass_is_frozen_replaceable_and_matchable() -> None:
+    shared = SHARED(1.0, "y")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        shared.name = "z"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del shared.name
+    assert dataclasses.replace(shared, name="z") == SHARED(1.0, "z")
+    assert dataclasses.asdict(shared) == dataclasses.asdict(GENERATED(1.0, "y"))
+    assert [item.name for item in dataclasses.fields(SHARED)] == [
+        item.name for item in dataclasses.fields(GENERATED)
+    ]
+    assert SHARED.__match_args__ == GENERATED.__match_args__
+    assert SHARED.__doc__ == "A sample."
+    assert SHARED.__eq__.__qualname__ == GENERATED.__eq__.__qualname__
+    assert SHARED.__repr__.__qualname__ == GENERATED.__repr__.__qualname__
+    assert SHARED.__hash__.__qualname__ == GENERATED.__hash__.__qualname__
+
+
+def test_a_frozen_dataclass_that_contains_itself_shows_dots_as_a_generated_one() -> None:
+    shared, generated = SHARED(1.0, "y"), GENERATED(1.0, "y")
+    object.__setattr__(shared, "parts", (shared,))
+    object.__setattr__(generated, "parts", (generated,))
+    assert repr(shared) == repr(generated)
+    assert repr(shared).endswith(
+        "Sample(number=1.0, name='y', parts=(...,), ignored=0.0, unhashed=2, items=[])"
+    )
+
+
+def test_a_frozen_dataclass_of_one_field_or_none_compares_tuples() -> None:
+    @frozen_dataclass
+    class One:
+        value: float
+
+    @dataclasses.dataclass(frozen=True)
+    class GeneratedOne:
+        value: float
+
+    @frozen_dataclass
+    class Empty:
+        pass
+
+    @dataclasses.dataclass(frozen=True)
+    class GeneratedEmpty:
+        pass
+
+    nan = float("nan")
+    assert (One(nan) == One(nan)) == (GeneratedOne(nan) == GeneratedOne(nan)) is True
+    assert hash(One(3.0)) == hash(GeneratedOne(3.0)) == hash((3.0,))
+    assert Empty() == Empty() and hash(Empty()) == hash(GeneratedEmpty()) == hash(())
+    assert repr(Empty()).endswith("Empty()") and repr(One(1.0)).endswith("One(value=1.0)")
+
+
+def test_a_frozen_dataclass_keeps_the_methods_its_class_defines() -> None:
+    @frozen_dataclass
+    class Own:
+        value: int
+
+        def __repr__(self) -> str:
+            return "own"
+
+        def __hash__(self) -> int:
+            return 7
+
+    @frozen_dataclass
+    class OwnEquality:
+        value: int
+
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    @dataclasses.dataclass(frozen=True)
+    class GeneratedOwnEquality:
+        value: int
+
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    assert repr(Own(1)) == "own" and hash(Own(1)) == 7 and Own(1) == Own(1) != Own(2)
+    # A class's own __eq__ is kept, and (as dataclasses do) it still gets the fields' hash.
+    assert OwnEquality(1) == OwnEquality(2)
+    assert hash(OwnEquality(1)) == hash(GeneratedOwnEquality(1)) == hash((1,))
