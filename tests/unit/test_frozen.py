@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from redrive.client.frozen import frozen_dataclass as client_frozen_dataclass
 from redrive.domain.frozen import Assembler, frozen_dataclass
 from redrive.domain.job import Job, assemble_job
 from redrive.domain.retry import RetryPolicy
@@ -94,7 +95,8 @@ def _declared(decorate: Any) -> Any:
 
 
 GENERATED = _declared(dataclasses.dataclass(frozen=True))
-SHARED = _declared(frozen_dataclass)
+# The domain's and the client's copy (the client imports nothing of redrive outside itself).
+DECORATORS = [frozen_dataclass, client_frozen_dataclass]
 VALUES: list[tuple[Any, ...]] = [
     (1.0,),
     (1.0, "y", (1, 2), 3.0, 5, 7),
@@ -104,8 +106,12 @@ VALUES: list[tuple[Any, ...]] = [
 ]
 
 
+@pytest.mark.parametrize("decorate", DECORATORS)
 @pytest.mark.parametrize("values", VALUES)
-def test_a_frozen_dataclass_shows_and_hashes_as_a_generated_one(values: tuple[Any, ...]) -> None:
+def test_a_frozen_dataclass_shows_and_hashes_as_a_generated_one(
+    values: tuple[Any, ...], decorate: Any
+) -> None:
+    SHARED = _declared(decorate)
     generated, shared = GENERATED(*values), SHARED(*values)
     assert repr(shared) == repr(generated)
     assert hash(SHARED(*values[:4])) == hash(GENERATED(*values[:4]))
@@ -117,7 +123,9 @@ def test_a_frozen_dataclass_shows_and_hashes_as_a_generated_one(values: tuple[An
     assert shared != generated and shared != values
 
 
-def test_a_frozen_dataclass_is_frozen_replaceable_and_matchable() -> None:
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_is_frozen_replaceable_and_matchable(decorate: Any) -> None:
+    SHARED = _declared(decorate)
     shared = SHARED(1.0, "y")
     with pytest.raises(dataclasses.FrozenInstanceError):
         shared.name = "z"
@@ -135,7 +143,11 @@ def test_a_frozen_dataclass_is_frozen_replaceable_and_matchable() -> None:
     assert SHARED.__hash__.__qualname__ == GENERATED.__hash__.__qualname__
 
 
-def test_a_frozen_dataclass_that_contains_itself_shows_dots_as_a_generated_one() -> None:
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_that_contains_itself_shows_dots_as_a_generated_one(
+    decorate: Any,
+) -> None:
+    SHARED = _declared(decorate)
     shared, generated = SHARED(1.0, "y"), GENERATED(1.0, "y")
     object.__setattr__(shared, "parts", (shared,))
     object.__setattr__(generated, "parts", (generated,))
@@ -145,32 +157,46 @@ def test_a_frozen_dataclass_that_contains_itself_shows_dots_as_a_generated_one()
     )
 
 
-def test_a_frozen_dataclass_of_one_field_or_none_compares_tuples() -> None:
-    @frozen_dataclass
+def _one() -> type:
     class One:
         value: float
 
-    @dataclasses.dataclass(frozen=True)
-    class GeneratedOne:
-        value: float
+    return One
 
-    @frozen_dataclass
+
+def _empty() -> type:
     class Empty:
         pass
 
-    @dataclasses.dataclass(frozen=True)
-    class GeneratedEmpty:
-        pass
+    return Empty
 
+
+def _own_equality() -> type:
+    class OwnEquality:
+        value: int
+
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    return OwnEquality
+
+
+GENERATE: Any = dataclasses.dataclass(frozen=True)
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_of_one_field_or_none_compares_tuples(decorate: Any) -> None:
+    one, generated_one = decorate(_one()), GENERATE(_one())
+    empty, generated_empty = decorate(_empty()), GENERATE(_empty())
     nan = float("nan")
-    assert (One(nan) == One(nan)) == (GeneratedOne(nan) == GeneratedOne(nan)) is True
-    assert hash(One(3.0)) == hash(GeneratedOne(3.0)) == hash((3.0,))
-    assert Empty() == Empty() and hash(Empty()) == hash(GeneratedEmpty()) == hash(())
-    assert repr(Empty()).endswith("Empty()") and repr(One(1.0)).endswith("One(value=1.0)")
+    assert (one(nan) == one(nan)) == (generated_one(nan) == generated_one(nan)) is True
+    assert hash(one(3.0)) == hash(generated_one(3.0)) == hash((3.0,))
+    assert empty() == empty() and hash(empty()) == hash(generated_empty()) == hash(())
+    assert repr(empty()).endswith("Empty()") and repr(one(1.0)).endswith("One(value=1.0)")
 
 
-def test_a_frozen_dataclass_keeps_the_methods_its_class_defines() -> None:
-    @frozen_dataclass
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_keeps_the_methods_its_class_defines(decorate: Any) -> None:
     class Own:
         value: int
 
@@ -180,21 +206,9 @@ def test_a_frozen_dataclass_keeps_the_methods_its_class_defines() -> None:
         def __hash__(self) -> int:
             return 7
 
-    @frozen_dataclass
-    class OwnEquality:
-        value: int
-
-        def __eq__(self, other: object) -> bool:
-            return True
-
-    @dataclasses.dataclass(frozen=True)
-    class GeneratedOwnEquality:
-        value: int
-
-        def __eq__(self, other: object) -> bool:
-            return True
-
-    assert repr(Own(1)) == "own" and hash(Own(1)) == 7 and Own(1) == Own(1) != Own(2)
+    own = decorate(Own)
+    own_equality, generated_own_equality = decorate(_own_equality()), GENERATE(_own_equality())
+    assert repr(own(1)) == "own" and hash(own(1)) == 7 and own(1) == own(1) != own(2)
     # A class's own __eq__ is kept, and (as dataclasses do) it still gets the fields' hash.
-    assert OwnEquality(1) == OwnEquality(2)
-    assert hash(OwnEquality(1)) == hash(GeneratedOwnEquality(1)) == hash((1,))
+    assert own_equality(1) == own_equality(2)
+    assert hash(own_equality(1)) == hash(generated_own_equality(1)) == hash((1,))
