@@ -6,7 +6,7 @@ import json
 import math
 import os
 from collections.abc import Callable
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import MISSING, Field, field, fields
 from functools import cache
 from pathlib import Path
 from types import NoneType, UnionType
@@ -54,7 +54,7 @@ def setting(
     return field(default=default, metadata=metadata)
 
 
-@dataclass(frozen=True, init=False)
+@frozen_dataclass(init=False)
 class Settings:
     """Each setting from the constructor, else the environment (REDRIVE_NAME, any case), else
     the TOML file (REDRIVE_CONFIG_FILE, ./redrive.toml by default), else its default; checked

@@ -212,3 +212,30 @@ def test_a_frozen_dataclass_keeps_the_methods_its_class_defines(decorate: Any) -
     # A class's own __eq__ is kept, and (as dataclasses do) it still gets the fields' hash.
     assert own_equality(1) == own_equality(2)
     assert hash(own_equality(1)) == hash(generated_own_equality(1)) == hash((1,))
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_without_init_keeps_the_classs_own(decorate: Any) -> None:
+    class Own:
+        value: int = 0
+
+        def __init__(self, text: str) -> None:
+            object.__setattr__(self, "value", int(text))
+
+    own = decorate(init=False)(Own)
+    assert own("3").value == 3 and own("3") == own("3") != own("4")
+    assert repr(own("3")).endswith("Own(value=3)") and hash(own("3")) == hash((3,))
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_with_slots_is_one_with_slots(decorate: Any) -> None:
+    slotted, generated = decorate(slots=True)(_one()), GENERATE_SLOTS(_one())
+    assert slotted.__slots__ == generated.__slots__ == ("value",)
+    assert not hasattr(slotted(1.0), "__dict__")
+    assert repr(slotted(1.0)) == repr(generated(1.0)) and hash(slotted(1.0)) == hash((1.0,))
+    assert slotted(1.0) == slotted(1.0) != slotted(2.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        slotted(1.0).value = 2.0
+
+
+GENERATE_SLOTS: Any = dataclasses.dataclass(frozen=True, slots=True)

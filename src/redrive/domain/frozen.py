@@ -7,7 +7,7 @@ from _thread import get_ident
 from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
 from operator import attrgetter
-from typing import Any, Generic, TypeVar, dataclass_transform
+from typing import Any, Generic, TypeVar, dataclass_transform, overload
 
 Instance = TypeVar("Instance")
 
@@ -32,8 +32,28 @@ def _set_method(cls: type, method: Callable[..., Any]) -> None:
     setattr(cls, method.__name__, method)
 
 
+@overload
+def frozen_dataclass(cls: type[Instance], /) -> type[Instance]: ...
+
+
+@overload
+def frozen_dataclass(
+    *, init: bool = True, slots: bool = False
+) -> Callable[[type[Instance]], type[Instance]]: ...
+
+
 @dataclass_transform(frozen_default=True, field_specifiers=(field, Field))
-def frozen_dataclass(cls: type[Instance]) -> type[Instance]:
+def frozen_dataclass(
+    cls: type[Instance] | None = None, /, *, init: bool = True, slots: bool = False
+) -> type[Instance] | Callable[[type[Instance]], type[Instance]]:
+    """`@frozen_dataclass`, or `@frozen_dataclass(init=False)` for a class that writes its own
+    `__init__`, `slots=True` for one with `__slots__`, as dataclass takes them: see `_frozen`."""
+    if cls is None:
+        return lambda declared: _frozen(declared, init, slots)
+    return _frozen(cls, init, slots)
+
+
+def _frozen(cls: type[Instance], init: bool, slots: bool) -> type[Instance]:
     """`@dataclass(frozen=True)` for the same class at about two thirds of its cost at import:
     the same fields, `__init__`, frozen `__setattr__`/`__delattr__`, `__match_args__`, and the
     same `__eq__`, `__hash__` and `__repr__` (same fields, tuples, text and `...` for an instance
@@ -44,7 +64,7 @@ def frozen_dataclass(cls: type[Instance]) -> type[Instance]:
     of six fields costs 4.1 M instructions to make, this 2.7 M (callgrind); a process
     starting redrive makes 50-60 of them. The methods run at about the speed of the generated
     ones (a tuple built by `attrgetter` instead of by inline attribute reads)."""
-    made = dataclass(frozen=True, eq=False, repr=False)(cls)
+    made = dataclass(frozen=True, init=init, eq=False, repr=False, slots=slots)(cls)
     own = made.__dict__
     # As dataclasses decides (`has_explicit_hash`): a `__hash__` the class sets itself is kept;
     # the None Python sets beside a class's own `__eq__` is not.
