@@ -368,3 +368,18 @@ def test_an_embedded_bulk_retry_compiles_no_classification_rule_or_frame_pattern
         capture_output=True, text=True, check=True, timeout=60,
     ).stdout  # fmt: skip
     assert json.loads(output) == [0, 0]
+
+
+def test_an_http_client_without_a_proxy_in_its_environment_does_not_import_urllib_request() -> None:
+    """It imports http.client and the email package (~57 M instructions, a tenth of an HTTP
+    producer's or worker's start); only a proxy named in the environment needs it."""
+    loaded = modules_after(
+        "import asyncio, os, redrive\n"
+        "for name in [name for name in os.environ if name.lower().endswith('_proxy')]:\n"
+        "    del os.environ[name]\n"
+        "async def main():\n"
+        "    async with redrive.Client('http://127.0.0.1:9') as client:\n"
+        "        pass\n"
+        "asyncio.run(main())"
+    )
+    assert "redrive.client.transport" in loaded and "urllib.request" not in loaded
