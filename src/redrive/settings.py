@@ -6,11 +6,13 @@ import json
 import math
 import os
 from collections.abc import Callable
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import MISSING, Field, field, fields
 from functools import cache
 from pathlib import Path
 from types import NoneType, UnionType
 from typing import Any, Literal, Self, get_args, get_origin, get_type_hints
+
+from redrive.domain.frozen import frozen_dataclass
 
 DEFAULT_CONFIG_FILE = "redrive.toml"
 PREFIX = "REDRIVE_"
@@ -21,7 +23,7 @@ TRUE_WORDS = frozenset({"1", "on", "t", "true", "y", "yes"})
 FALSE_WORDS = frozenset({"0", "off", "f", "false", "n", "no"})
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Secret:
     """A secret setting's value, kept out of repr and of error messages."""
 
@@ -52,7 +54,7 @@ def setting(
     return field(default=default, metadata=metadata)
 
 
-@dataclass(frozen=True, init=False)
+@frozen_dataclass(init=False)
 class Settings:
     """Each setting from the constructor, else the environment (REDRIVE_NAME, any case), else
     the TOML file (REDRIVE_CONFIG_FILE, ./redrive.toml by default), else its default; checked

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -42,22 +44,6 @@ def test_the_environment_names_the_proxy_unless_no_proxy_covers_the_host(
     assert proxy_for("http://jobs.internal:8080") is None
 
 
-def test_an_environment_naming_no_proxy_is_read_as_the_standard_library_reads_it(
-    no_proxy_environment: pytest.MonkeyPatch,
-) -> None:
-    """The lookup skipped when no `*_proxy` variable has a value gives what urllib gives."""
-    import urllib.request
-
-    no_proxy_environment.setenv("https_proxy", "")  # empty: named, but no proxy
-    no_proxy_environment.setenv("NO_PROXY", "")
-    assert urllib.request.getproxies() == {}
-    assert proxy_for("http://jobs.internal:8080") is None
-    no_proxy_environment.setenv("Ftp_Proxy", "http://proxy.internal:3128")  # any case
-    assert proxy_for("ftp://jobs.internal") == "http://proxy.internal:3128"
-    no_proxy_environment.setenv("ALL_PROXY", "http://all.internal:3128")
-    assert proxy_for("http://jobs.internal:8080") == "http://all.internal:3128"
-
-
 @pytest.mark.parametrize(
     "body",
     [
@@ -79,3 +65,40 @@ def test_what_json_cannot_hold_is_refused(value: Any) -> None:
     with pytest.raises(InvalidRequestError) as refused:
         _encode({"args": [value]})
     assert refused.value.code == "invalid_payload"
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {},
+        {"HTTP_PROXY": ""},
+        {"http_proxy": "", "HTTPS_PROXY": "http://secure.internal:3128"},
+        {"ALL_PROXY": "socks5://all.internal:1080"},
+        {"no_proxy": "jobs.internal"},
+        {"Http_Proxy": "http://mixed.internal:3128"},
+        {"HTTP_PROXY": "http://upper.internal", "http_proxy": "http://lower.internal"},
+        {"HTTP_PROXY": "http://cgi.internal", "REQUEST_METHOD": "GET"},
+    ],
+)
+@pytest.mark.parametrize("url", ["http://jobs.internal:8080", "https://jobs.internal", "http://x"])
+def test_the_proxy_is_the_one_urllib_finds(
+    no_proxy_environment: pytest.MonkeyPatch, environment: dict[str, str], url: str
+) -> None:
+    """Where the environment names no proxy, the answer (None) comes without urllib.request;
+    every other environment is still asked of urllib, so both agree."""
+    import urllib.request
+
+    for name in [name for name in os.environ if name.lower().endswith("_proxy")]:
+        no_proxy_environment.delenv(name)
+    no_proxy_environment.delenv("REQUEST_METHOD", raising=False)
+    for name, value in environment.items():
+        no_proxy_environment.setenv(name, value)
+    parts = urlsplit(url)
+    assert parts.hostname is not None
+    proxies = urllib.request.getproxies()
+    expected = (
+        None
+        if urllib.request.proxy_bypass(parts.hostname)
+        else proxies.get(parts.scheme) or proxies.get("all")
+    )
+    assert proxy_for(url) == expected

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from redrive.domain.frozen import Assembler
+from redrive.client.frozen import frozen_dataclass as client_frozen_dataclass
+from redrive.domain.frozen import Assembler, frozen_dataclass
 from redrive.domain.job import Job, assemble_job
 from redrive.domain.retry import RetryPolicy
 
@@ -71,3 +72,170 @@ def test_an_adopted_state_must_hold_every_field_and_no_other() -> None:
     del state["id"]
     with pytest.raises(TypeError):
         assemble_job.adopt(state)
+
+
+# ---- frozen_dataclass: the methods `@dataclass(frozen=True)` makes, without compiling them ----
+
+
+def _declared(decorate: Any) -> Any:
+    """The same class under `decorate`: every kind of field a dataclass's methods treat apart."""
+
+    class Sample:
+        """A sample."""
+
+        number: float
+        name: str = "x"
+        parts: tuple[int, ...] = ()
+        ignored: float = dataclasses.field(default=0.0, compare=False)
+        hidden: int = dataclasses.field(default=1, repr=False)
+        unhashed: int = dataclasses.field(default=2, hash=False)
+        items: list[int] = dataclasses.field(default_factory=list, hash=False)
+
+    return decorate(Sample)
+
+
+GENERATED = _declared(dataclasses.dataclass(frozen=True))
+# The domain's and the client's copy (the client imports nothing of redrive outside itself).
+DECORATORS = [frozen_dataclass, client_frozen_dataclass]
+VALUES: list[tuple[Any, ...]] = [
+    (1.0,),
+    (1.0, "y", (1, 2), 3.0, 5, 7),
+    (1.0, "y", (1, 2), 9.0, 5, 7),
+    (2.0, "y", (1, 2), 3.0, 6, 7),
+    (float("nan"), "q"),
+]
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+@pytest.mark.parametrize("values", VALUES)
+def test_a_frozen_dataclass_shows_and_hashes_as_a_generated_one(
+    values: tuple[Any, ...], decorate: Any
+) -> None:
+    SHARED = _declared(decorate)
+    generated, shared = GENERATED(*values), SHARED(*values)
+    assert repr(shared) == repr(generated)
+    assert hash(SHARED(*values[:4])) == hash(GENERATED(*values[:4]))
+    assert (shared == shared) == (generated == generated)  # a NaN field is itself (a tuple's `is`)
+    for others in VALUES:
+        assert (shared == SHARED(*others)) == (generated == GENERATED(*others))
+        assert (shared != SHARED(*others)) == (generated != GENERATED(*others))
+    assert shared.__eq__(generated) is NotImplemented
+    assert shared != generated and shared != values
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_is_frozen_replaceable_and_matchable(decorate: Any) -> None:
+    SHARED = _declared(decorate)
+    shared = SHARED(1.0, "y")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        shared.name = "z"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del shared.name
+    assert dataclasses.replace(shared, name="z") == SHARED(1.0, "z")
+    assert dataclasses.asdict(shared) == dataclasses.asdict(GENERATED(1.0, "y"))
+    assert [item.name for item in dataclasses.fields(SHARED)] == [
+        item.name for item in dataclasses.fields(GENERATED)
+    ]
+    assert SHARED.__match_args__ == GENERATED.__match_args__
+    assert SHARED.__doc__ == "A sample."
+    assert SHARED.__eq__.__qualname__ == GENERATED.__eq__.__qualname__
+    assert SHARED.__repr__.__qualname__ == GENERATED.__repr__.__qualname__
+    assert SHARED.__hash__.__qualname__ == GENERATED.__hash__.__qualname__
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_that_contains_itself_shows_dots_as_a_generated_one(
+    decorate: Any,
+) -> None:
+    SHARED = _declared(decorate)
+    shared, generated = SHARED(1.0, "y"), GENERATED(1.0, "y")
+    object.__setattr__(shared, "parts", (shared,))
+    object.__setattr__(generated, "parts", (generated,))
+    assert repr(shared) == repr(generated)
+    assert repr(shared).endswith(
+        "Sample(number=1.0, name='y', parts=(...,), ignored=0.0, unhashed=2, items=[])"
+    )
+
+
+def _one() -> type:
+    class One:
+        value: float
+
+    return One
+
+
+def _empty() -> type:
+    class Empty:
+        pass
+
+    return Empty
+
+
+def _own_equality() -> type:
+    class OwnEquality:
+        value: int
+
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    return OwnEquality
+
+
+GENERATE: Any = dataclasses.dataclass(frozen=True)
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_of_one_field_or_none_compares_tuples(decorate: Any) -> None:
+    one, generated_one = decorate(_one()), GENERATE(_one())
+    empty, generated_empty = decorate(_empty()), GENERATE(_empty())
+    nan = float("nan")
+    assert (one(nan) == one(nan)) == (generated_one(nan) == generated_one(nan)) is True
+    assert hash(one(3.0)) == hash(generated_one(3.0)) == hash((3.0,))
+    assert empty() == empty() and hash(empty()) == hash(generated_empty()) == hash(())
+    assert repr(empty()).endswith("Empty()") and repr(one(1.0)).endswith("One(value=1.0)")
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_keeps_the_methods_its_class_defines(decorate: Any) -> None:
+    class Own:
+        value: int
+
+        def __repr__(self) -> str:
+            return "own"
+
+        def __hash__(self) -> int:
+            return 7
+
+    own = decorate(Own)
+    own_equality, generated_own_equality = decorate(_own_equality()), GENERATE(_own_equality())
+    assert repr(own(1)) == "own" and hash(own(1)) == 7 and own(1) == own(1) != own(2)
+    # A class's own __eq__ is kept, and (as dataclasses do) it still gets the fields' hash.
+    assert own_equality(1) == own_equality(2)
+    assert hash(own_equality(1)) == hash(generated_own_equality(1)) == hash((1,))
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_without_init_keeps_the_classs_own(decorate: Any) -> None:
+    class Own:
+        value: int = 0
+
+        def __init__(self, text: str) -> None:
+            object.__setattr__(self, "value", int(text))
+
+    own = decorate(init=False)(Own)
+    assert own("3").value == 3 and own("3") == own("3") != own("4")
+    assert repr(own("3")).endswith("Own(value=3)") and hash(own("3")) == hash((3,))
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_with_slots_is_one_with_slots(decorate: Any) -> None:
+    slotted, generated = decorate(slots=True)(_one()), GENERATE_SLOTS(_one())
+    assert slotted.__slots__ == generated.__slots__ == ("value",)
+    assert not hasattr(slotted(1.0), "__dict__")
+    assert repr(slotted(1.0)) == repr(generated(1.0)) and hash(slotted(1.0)) == hash((1.0,))
+    assert slotted(1.0) == slotted(1.0) != slotted(2.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        slotted(1.0).value = 2.0
+
+
+GENERATE_SLOTS: Any = dataclasses.dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ import pytest
 
 from redrive.domain.identifiers import (
     UUID7_PATTERN,
+    VERSION_7_COUNTER,
     block_of,
     in_block,
     is_uuid7,
@@ -234,3 +235,7 @@ def test_uuid7_and_uuid4_write_the_uuid_module_s_text_of_their_bits() -> None:
         assert uuid7(timestamp_ms, random_bits) == str(uuid.UUID(int=bits))
         random_128 = rng.getrandbits(128)
         assert uuid4(random_128) == str(uuid.UUID(int=random_128, version=4))
+
+
+def test_the_version_7_table_holds_each_rand_a_after_the_version() -> None:
+    assert [f"7{value:03x}" for value in range(4096)] == VERSION_7_COUNTER

@@ -23,6 +23,7 @@ from redrive.client.errors import (
 )
 from redrive.client.transport import DEFAULT_URL
 from redrive.composition import ConfigurationError, build_app, open_ready_store
+from redrive.domain.frozen import frozen_dataclass
 from redrive.settings import Settings
 
 # rich is imported when something is printed, not with this module: `redrive worker` and
@@ -78,7 +79,7 @@ TENANT = typer.Option(None, "--tenant", envvar="REDRIVE_TENANT", help="tenant id
 JSON = typer.Option(False, "--json", help="print JSON on stdout for scripts")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Target:
     """A server URL, or a database URL to serve in-process; and the tenant to act as."""
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from redrive.client.frozen import frozen_dataclass
 from redrive.client.models import Page, integer_of, text_of
 from redrive.client.transport import Connection, document_of, object_of
 
 ALERTS = "/ojs/v1/admin/alerts"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Alert:
     """A dead-letter alert: its rule and severity, the queue and key it is about, its state,
     what it counted and when it fired."""

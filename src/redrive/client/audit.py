@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from redrive.client.frozen import frozen_dataclass
 
 
 def _text(value: object) -> str | None:
@@ -14,7 +15,7 @@ def _number(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AuditRecord:
     """One operator action (or the server's own) as the audit log holds it."""
 
@@ -53,7 +54,7 @@ class AuditRecord:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AuditPage:
     """Records, newest first; `next_cursor` fetches the page after (None on the last one)."""
 
@@ -68,7 +69,7 @@ class AuditPage:
         return cls([AuditRecord.from_document(item) for item in items], _text(cursor))
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ChainCheck:
     """One tenant's chain verified: intact, or the first broken record and why."""
 
@@ -96,7 +97,7 @@ class ChainCheck:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AuditVerification:
     """Every chain the caller can see; `intact` only when each one is."""
 

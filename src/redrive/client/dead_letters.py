@@ -3,13 +3,14 @@ replay rules, retention policies, prune reports and archives."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from redrive.client.frozen import frozen_dataclass
 from redrive.client.models import Job, integer_of, strings_of, text_of
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Episode:
     """One time a job died: why, and how it left the dead-letter queue (if it did)."""
 
@@ -42,7 +43,7 @@ class Episode:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeadLetter:
     """A dead-lettered job: the job as it died, why, the incident it belongs to (and the
     fingerprint of its error), and (from get_dead_letter) its episodes."""
@@ -101,7 +102,7 @@ class DeadLetter:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class UpcastPreview:
     """What a redrive would change in one dead letter's payload: the schema versions, the
     upcasters in the order they run, and each changed value as a dict of `path` and `before`
@@ -135,7 +136,7 @@ def upcasts_of(value: object) -> list[UpcastPreview]:
     return [UpcastPreview.from_document(item) for item in value if isinstance(item, dict)]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class BulkResult:
     """What a bulk retry or purge matched and changed (or, with dry_run, would change)."""
 
@@ -176,7 +177,7 @@ class BulkResult:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeadLetterStats:
     """Counts of dead letters in total and by queue, type and error type."""
 
@@ -205,7 +206,7 @@ class DeadLetterStats:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ReplayRule:
     """An automatic replay rule: which dead letters it takes back, after what delay, how often."""
 
@@ -233,7 +234,7 @@ class ReplayRule:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RetentionPolicy:
     """How long dead letters are kept: globally (queue None) or for one queue."""
 
@@ -259,7 +260,7 @@ class RetentionPolicy:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RetentionPolicies:
     """The global retention policy, the per-queue overrides and the next scheduled prune."""
 
@@ -279,7 +280,7 @@ class RetentionPolicies:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PruneReport:
     """What a prune removed: deleted and archived counts, per queue, and archive files."""
 
@@ -310,7 +311,7 @@ class PruneReport:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Archive:
     """An archive file written by pruning."""
 

@@ -4,9 +4,10 @@ ignore, reopen, classify), and their root-cause records (read, write, as Markdow
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from redrive.client.frozen import frozen_dataclass
 from redrive.client.models import Page, integer_of, strings_of, text_of
 from redrive.client.transport import Connection, document_of, object_of
 
@@ -18,13 +19,13 @@ if TYPE_CHECKING:
 INCIDENTS = "/ojs/v1/admin/incidents"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TrendBucket:
     start: str  # RFC 3339; the bucket ends where the next starts
     count: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class IncidentTrend:
     """The dead letters that arrived at an incident per bucket (oldest first) over a window (24h
     in hourly buckets, 7d in daily ones), and the direction of the last bucket against the one
@@ -60,7 +61,7 @@ class IncidentTrend:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Incident:
     """Dead letters grouped by (tenant, job type, fingerprint): what their errors read, how many
     are dead now and ever, when, where, and the state operators keep."""
@@ -112,7 +113,7 @@ class Incident:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class IncidentDetail:
     """An incident and its newest dead letters (those still dead)."""
 
@@ -132,7 +133,7 @@ class IncidentDetail:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RootCauseRecord:
     """An incident with its root-cause record (`root_cause` None until someone writes one:
     then `category`, `root_cause`, `fix_reference`, who wrote it and when, in the dict) and the

@@ -5,16 +5,17 @@ or deleted until the hold is released; placing and releasing need an admin key."
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from redrive.client.frozen import frozen_dataclass
 from redrive.client.models import text_of
 from redrive.client.transport import Connection, document_of
 
 LEGAL_HOLDS = "/ojs/v1/admin/legal-holds"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LegalHold:
     """A hold: what it keeps (scope job, incident or filter, and its target), why, who placed
     it when, and who released it when (active until then)."""

@@ -3,8 +3,10 @@ keeping it as `raw`; and the helpers that read that JSON."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Generic, TypeVar
+
+from redrive.client.frozen import frozen_dataclass
 
 Item = TypeVar("Item")
 
@@ -23,7 +25,7 @@ def strings_of(value: object) -> list[str]:
     return [str(item) for item in value] if isinstance(value, list) else []
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RetryPolicy:
     """The OJS retry policy; fields left as None take the server's defaults."""
 
@@ -48,7 +50,7 @@ class RetryPolicy:
         return {key: value for key, value in values.items() if value is not None}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Job:
     """An OJS job as the server returned it."""
 
@@ -116,7 +118,7 @@ class Job:
         return job
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Outcome:
     """What ack or nack did to a job: its new state, and when it runs again or died."""
 
@@ -153,7 +155,7 @@ class Outcome:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Heartbeat:
     """The server's answer to a heartbeat: the directive and which leases were extended or lost."""
 
@@ -177,7 +179,7 @@ class Heartbeat:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Page(Generic[Item]):
     """One page of a list; pass `next_cursor` back as `cursor` for the next one."""
 
@@ -188,7 +190,7 @@ class Page(Generic[Item]):
     raw: dict[str, Any] = field(repr=False)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Queue:
     """A queue, whether it is paused, and (from queue_stats) its job counts by state."""
 
@@ -214,7 +216,7 @@ class Queue:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ApiKey:
     """An API key as the server lists it (never its secret). `secret` is set only on the answer
     to `create_key`, the one time the key itself is shown."""

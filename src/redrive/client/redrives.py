@@ -3,9 +3,10 @@ by filter or incident, list, get, its items by state, pause, resume, cancel)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from redrive.client.frozen import frozen_dataclass
 from redrive.client.models import integer_of, strings_of, text_of
 from redrive.client.requests import DeadLetterFilter, filter_params
 from redrive.client.transport import Connection, document_of, object_of
@@ -13,7 +14,7 @@ from redrive.client.transport import Connection, document_of, object_of
 REDRIVES = "/ojs/v1/dead-letter/redrives"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RedriveFailure:
     """Why a task stopped (and the job it stopped at), or why one of its items stayed dead."""
 
@@ -32,7 +33,7 @@ class RedriveFailure:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RedriveItem:
     """One dead letter a task pinned: its state, and the error that kept a failed one dead."""
 
@@ -55,7 +56,7 @@ class RedriveItem:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RedriveTask:
     """A paced redrive: what it pinned and how far it got, and how its redriven jobs ended."""
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from redrive.client.errors import InvalidRequestError
+from redrive.client.frozen import frozen_dataclass
 
 if TYPE_CHECKING:  # the client's models load with the client, not with a producer's JobSpec
     from redrive.client.models import RetryPolicy
@@ -68,7 +69,7 @@ def retry_document(retry: RetryPolicy | Mapping[str, Any]) -> dict[str, Any]:
     return dict(retry) if isinstance(retry, Mapping) else retry.to_document()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class JobSpec:
     """One job for `enqueue_many` (the same options as `enqueue`)."""
 
@@ -139,7 +140,7 @@ def envelope(
     return body
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeadLetterFilter:
     """Which dead letters a list or bulk operation means; an empty filter means all of them.
     `type` may end in `*` (a prefix); `since`/`until` take RFC 3339 or `-PT1H`-style moments;

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from redrive.client.frozen import frozen_dataclass
 
 
 def _text(value: object) -> str | None:
@@ -14,7 +16,7 @@ def _number(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class WebhookSubscription:
     """A URL subscribed to event types. `secret` is set only in the answer that made or rotated
     it: store it then, it is never shown again."""
@@ -49,7 +51,7 @@ class WebhookSubscription:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class WebhookDelivery:
     """One attempt of a delivery: `delivery_id` is the message (its webhook-id header, and the id
     of its job on the redrive.webhooks queue); status delivered, failed, dead or skipped."""
@@ -83,7 +85,7 @@ class WebhookDelivery:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class WebhookDeliveryPage:
     """Delivery log records, newest first; `next_cursor` fetches the page after."""
 

@@ -3,7 +3,6 @@ that set, either the rows the operator selected or everything a (time-pinned) fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from redrive.dashboard.filters import ListFilter
@@ -12,6 +11,7 @@ from redrive.domain.caller import Caller
 from redrive.domain.dead_letter import DEAD, DeadLetter
 from redrive.domain.dead_letter_filter import DeadLetterFilter, parse_filter
 from redrive.domain.errors import InvalidRequest, NotFound
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.redrive import RedriveTask
 from redrive.service.dead_letters import SAMPLE_SIZE, BulkRequest
 from redrive.service.facade import Service
@@ -25,7 +25,7 @@ ACTIONS = {
 }
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class BulkPlan:
     action: str  # retry or delete
     scope: str  # selection or filter

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, fields, replace
 from typing import Any
 from urllib.parse import urlencode
 
 from redrive.domain.dead_letter import DEAD, STATUSES
 from redrive.domain.durations import format_timestamp, parse_duration_ms
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.frozen import frozen_dataclass
 
 PAGE_SIZES = (25, 50, 100)
 DEFAULT_PAGE_SIZE = 50
@@ -35,7 +36,7 @@ def _moment(text: str) -> str:
     return text
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ListFilter:
     """Every filter field is a string exactly as it appears in the URL ('' when unset)."""
 

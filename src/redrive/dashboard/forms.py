@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -12,6 +11,7 @@ from starlette.requests import Request
 
 from redrive.domain.dead_letter import OVERRIDE_KEYS, RetryOverride, parse_override
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import Job
 from redrive.domain.replay import RuleChanges, parse_rule_changes
 from redrive.domain.retention import PolicyChanges, parse_policy_changes
@@ -20,7 +20,7 @@ MAX_SELECTED = 500
 FORM_TYPES = ("application/x-www-form-urlencoded", "")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Form:
     """A posted form: the first value of each field, and every value of repeated ones."""
 

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from enum import StrEnum
 
 from redrive.domain.errors import Conflict, InvalidRequest
 from redrive.domain.fingerprint import KeyPath, parse_key_path
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import Job
 from redrive.domain.redaction import Redactor
 
@@ -69,7 +70,7 @@ MAX_KEY = 200
 THRESHOLD_KEYS = ("type_count", "spike_factor", "spike_minimum", "aggregate_count")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Thresholds:
     """The numbers the rules compare with, for one queue of one tenant."""
 
@@ -79,7 +80,7 @@ class Thresholds:
     aggregate_count: int = 3
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AlertConfig:
     """Thresholds: the defaults, then per queue (every tenant), per tenant, per tenant's queue
     (the most specific wins, key by key). The quiet period and the aggregate key path are the
@@ -173,7 +174,7 @@ def _mapping(raw: object, field_name: str) -> Mapping[str, object]:
     return raw
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Arrivals:
     """Dead letters of one queue that arrived lately: within the quiet period, and within the
     spike window (the last five minutes)."""
@@ -184,7 +185,7 @@ class Arrivals:
     in_window: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GroupCount:
     """How many dead letters of one group (a job type, an aggregate key) are dead in a queue."""
 
@@ -194,7 +195,7 @@ class GroupCount:
     count: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Observations:
     """What the store counted for one evaluation. `baselines` holds, for the queues whose window
     could be a spike, the dead letters of the day before the window."""
@@ -224,7 +225,7 @@ def spike_candidates(arrivals: list[Arrivals], config: AlertConfig) -> list[tupl
     ]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Alert:
     id: str
     tenant_id: str
@@ -247,7 +248,7 @@ class Alert:
         return (self.tenant_id, self.rule, self.queue, self.key)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Condition:
     """A rule found true for one key of one queue of a tenant, with the number it counted."""
 
@@ -263,7 +264,7 @@ class Condition:
         return (self.tenant_id, self.rule.value, self.queue, self.key)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Decisions:
     """What one evaluation changes: alerts to open, open ones whose count or message changed,
     and open ones to resolve."""
@@ -372,7 +373,7 @@ def acknowledged(alert: Alert, now: int, actor: str) -> Alert:
                    updated_at=now)  # fmt: skip
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AlertQuery:
     """Which alerts a list means, newest first; None is any."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ from redrive.domain.caller import Caller
 from redrive.domain.cursor import decode_cursor, encode_cursor
 from redrive.domain.durations import parse_timestamp
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.frozen import frozen_dataclass
 
 
 class Action(StrEnum):
@@ -80,7 +81,7 @@ GENESIS = "0" * 64
 ENCODING = "redrive-audit-1"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AuditEntry:
     """What happened, before it is placed in a chain: the action, what it acted on (ids or the
     filter), how many things it changed, and how it ended."""
@@ -91,7 +92,7 @@ class AuditEntry:
     outcome: Outcome = Outcome.SUCCEEDED
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ChainHead:
     """A tenant's newest record: its seq (0 before the first) and hash."""
 
@@ -100,7 +101,7 @@ class ChainHead:
     hash: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AuditRecord:
     """One record as stored. `target` is canonical JSON text, stored as it was hashed."""
 
@@ -173,7 +174,7 @@ class Break(StrEnum):
     REORDERED = "reordered"  # it does not follow the record before it (or is past the head)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ChainCheck:
     """One tenant's chain checked: how many records, the head, and the first break if any."""
 
@@ -280,7 +281,7 @@ DEFAULT_PAGE = 50
 MAX_TEXT = 255
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AuditQuery:
     """Which records to list, newest first: None is any. `target` is text the target's JSON
     holds (an id, a queue name); `since` and `until` bound the time (both inclusive). Records

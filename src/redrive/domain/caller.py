@@ -3,10 +3,10 @@ what a route needs of its caller (its policy)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 
 from redrive.domain.errors import Forbidden
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import DEFAULT_TENANT
 
 
@@ -38,7 +38,7 @@ GRANTS: dict[Role, frozenset[Permission]] = {
 }
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Caller:
     """Made at an edge from credentials (or, until keys exist, from the tenant header) and passed
     to every use-case. A caller acts for one tenant; one that spans every tenant says so with
@@ -91,7 +91,7 @@ class Caller:
         return None if self.all_tenants else self.tenant_id
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Policy:
     """What a route needs of its caller (api/policies.py names one per route). `permission`
     None: open to anyone, no credential needed (health, the manifest, the sign-in form).

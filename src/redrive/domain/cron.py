@@ -6,9 +6,10 @@ import math
 import re
 from bisect import bisect_left
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from redrive.domain.frozen import frozen_dataclass
 
 __all__ = [
     "CronExpressionError",
@@ -28,7 +29,7 @@ class CronTimezoneError(ValueError):
     """A time zone that is not an IANA name known to `zoneinfo`."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class CronSchedule:
     """A parsed cron expression.
 
@@ -53,7 +54,7 @@ class CronSchedule:
         return self.interval is not None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class _FieldSpec:
     name: str
     minimum: int

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from redrive.domain import job as states
@@ -11,7 +11,7 @@ from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import RESERVED_QUEUE_PREFIX, check_client_queue
 from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
 from redrive.domain.fingerprint import Fingerprint, incident_id
-from redrive.domain.frozen import Assembler
+from redrive.domain.frozen import Assembler, frozen_dataclass
 from redrive.domain.job import Job
 from redrive.domain.redaction import counts_document
 from redrive.domain.retry import parse_retry_policy
@@ -28,7 +28,7 @@ STATUSES = (DEAD, RETRIED, REPLAYED, DELETED, PRUNED, ARCHIVED)
 TOMBSTONES = (PRUNED, ARCHIVED)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeadLetter:
     """One dead episode of a job: the job exactly as it died, and how the episode ended."""
 
@@ -73,7 +73,7 @@ class DeadLetter:
         return counts_document(total)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class MovedEpisode:
     """An episode a bulk operation moved out of `dead`, as the move returns it: enough for the
     tallies, the events and requeueing, without the job snapshot."""
@@ -98,7 +98,7 @@ class MovedEpisode:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RequeuedGroup:
     """Episodes a bulk retry moved and requeued in place, counted by what the tallies, the
     incidents and the metrics count them by (nothing more is done with them one by one)."""
@@ -116,7 +116,7 @@ LAST_REPLAYED_AT = "ojs.last_replayed_at"
 REPLAY_RULE = "ojs.replay_rule"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeadLetterStats:
     """What the dead-letter queue holds now (status `dead`): how many, per queue, per job type
     and per error type ("unknown" for none), and when the oldest and newest died."""
@@ -176,7 +176,7 @@ def fingerprinted(dead: DeadLetter, fingerprint: Fingerprint) -> DeadLetter:
 OVERRIDE_KEYS = ("queue", "priority", "args", "meta", "retry")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RetryOverride:
     """What a single retry changes: queue, priority and args replace; meta and the retry policy
     merge over what the job had. All None: the job goes back exactly as it died."""

@@ -6,17 +6,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 
 from redrive.domain.dead_letter import DEAD, STATUSES
 from redrive.domain.durations import parse_timestamp
 from redrive.domain.envelope import validate_queue_name
 from redrive.domain.errors import InvalidRequest
 from redrive.domain.fingerprint import FINGERPRINT_PATTERN
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.incident import check_id
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FilterField:
     """One field of the dead-letter filter as users write it: the key in a query string, a JSON
     `filter` object, a replay rule, the dashboard's URL and `redrive dlq --filter KEY=VALUE`."""
@@ -44,7 +45,7 @@ FILTER_KEYS = tuple(field.key for field in FILTER_FIELDS)
 _CANONICAL = {name: field.key for field in FILTER_FIELDS for name in (field.key, *field.aliases)}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeadLetterFilter:
     """Which dead letters an operation means: every field None means any. The tenant is never
     parsed: the service sets it from the caller (None only for a caller spanning tenants)."""

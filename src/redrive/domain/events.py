@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import groupby
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from redrive.domain.durations import format_timestamp
-from redrive.domain.frozen import Assembler
+from redrive.domain.frozen import Assembler, frozen_dataclass
 from redrive.domain.identifiers import (
     SERIES_COUNTER,
     UUID7_PATTERN,
@@ -43,7 +43,7 @@ EVENT_TYPES = frozenset(
 SOURCE = "ojs://redrive"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Event:
     type: str
     tenant_id: str

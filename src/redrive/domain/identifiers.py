@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import random
 import re
+import struct
 
 UUID7_PATTERN = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 _MASK_48 = (1 << 48) - 1
 _MASK_62 = (1 << 62) - 1
 _VARIANT = 0b10 << 62  # rand_b's top two bits, RFC 9562's variant
-# A UUIDv7's third group for each rand_a: its version (7), then rand_a.
-VERSION_7_COUNTER = [f"7{value:03x}" for value in range(4096)]
+# A UUIDv7's third group for each rand_a: its version (7), then rand_a ("7000" to "7fff").
+# Written by `bytes.hex` in one call: formatting each of the 4,096 in a comprehension was ~12 M
+# instructions of every process's start (callgrind), this ~3 M.
+VERSION_7_COUNTER = struct.pack(">4096H", *range(0x7000, 0x8000)).hex(" ", 2).split()
 
 
 def uuid7(timestamp_ms: int, random_bits: int) -> str:

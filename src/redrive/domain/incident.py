@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from redrive.domain.cursor import decode_cursor, encode_cursor
 from redrive.domain.dead_letter import DEAD, DeadLetter
 from redrive.domain.errors import Conflict, InvalidRequest
 from redrive.domain.fingerprint import Fingerprint
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.root_cause import UNCLASSIFIED, ClassificationRule, classify
 
 # The trend windows are parsed by the list query that asks for them: a bulk retry, which reads
@@ -59,7 +59,7 @@ def arrival(episode_id: str) -> str:
     return f"dead_letter:{episode_id}"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Incident:
     """One group of dead letters: its key, what its errors read, its counts and its state (who
     last changed it, when, and the fix reference of a resolution)."""
@@ -85,7 +85,7 @@ class Incident:
     classified_by: str | None = None  # None: the classification rules, when it opened
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class IncidentEntry:
     """What a batch of dead letters adds to one incident (created with it when it is new):
     counts, the times they died, their queues, the newest as the sample, and `arrival`, the
@@ -156,7 +156,7 @@ def entries_of(
     return entries
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class StateChange:
     """An operator's change of one incident's state, guarded by the state it was decided from."""
 
@@ -225,7 +225,7 @@ MAX_PAGE = 500
 MAX_TEXT = 255
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class IncidentQuery:
     """Which incidents to list and in which order: `states` (any of them; None is every
     state), a job type (ending in * for a prefix), a queue among those affected, an error type.

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from redrive.domain.frozen import Assembler
+from redrive.domain.frozen import Assembler, frozen_dataclass
 from redrive.domain.retry import RetryPolicy
 
 SCHEDULED = "scheduled"
@@ -30,7 +30,7 @@ DEFAULT_VISIBILITY_TIMEOUT_MS = 1_800_000
 BACKTRACE_KEYS = ("backtrace", "stack", "stacktrace", "traceback")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Job:
     """One job as stored: the client's envelope plus everything the server tracks about it."""
 

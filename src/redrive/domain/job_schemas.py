@@ -3,17 +3,17 @@ one job type, and checking a registration before it is stored."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from redrive.domain.envelope import MAX_TYPE_LENGTH, TYPE_PATTERN
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.upcasting import check_version
 
 REGISTRATION_KEYS = ("schema",)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class JobSchema:
     """One registered schema, in one tenant; registering it again replaces it."""
 
@@ -25,7 +25,7 @@ class JobSchema:
     registered_by: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SchemaRegistration:
     """A registration as the edge read it: the type and version from the path, the schema from
     the body (a valid JSON Schema, draft 2020-12)."""

@@ -6,10 +6,10 @@ import hashlib
 import hmac
 import re
 import zlib
-from dataclasses import dataclass
 
 from redrive.domain.caller import Caller, Role
 from redrive.domain.errors import Forbidden, InvalidRequest, Unauthenticated
+from redrive.domain.frozen import frozen_dataclass
 
 PREFIX = "rdk"
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -23,7 +23,7 @@ KEY_PATTERN = re.compile(
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ApiKey:
     """A key as stored: everything but its secret, of which only a hash is kept."""
 
@@ -41,7 +41,7 @@ class ApiKey:
         return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class KeyRequest:
     """What `keys create` asks for, checked."""
 

@@ -3,13 +3,14 @@ of a request to place one. Held dead letters are never pruned, purged or deleted
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from redrive.domain.dead_letter import DeadLetter
 from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import validate_queue_name
 from redrive.domain.errors import Conflict, InvalidRequest
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.incident import ID_PATTERN
 
 JOB = "job"
@@ -21,7 +22,7 @@ MAX_REASON = 1000
 MAX_NAME = 255
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LegalHold:
     """A hold on one job's dead letters (scope job), an incident's (incident), or every dead
     letter matching exact queue, type and error type (filter; None is any), with who placed it,
@@ -85,7 +86,7 @@ class LegalHold:
         return document
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class HoldRequest:
     """What to hold, as a request names it (exactly one target), and why."""
 

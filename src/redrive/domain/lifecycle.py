@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from redrive.domain import job as states
 from redrive.domain.durations import format_timestamp
 from redrive.domain.errors import Conflict, InvalidRequest
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import BACKTRACE_KEYS, Job, evolve
 from redrive.domain.redaction import Redactor, counts_document
 from redrive.domain.retry import matches_non_retryable, retry_delay_ms
@@ -19,7 +20,7 @@ DIRECTIVE_DEAD_LETTER = "DEAD_LETTER"
 DIRECTIVES_DISCARD = frozenset({"DISCARD", "FAIL"})
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Failure:
     """A failed attempt as the worker (or the reaper) reported it."""
 
@@ -32,7 +33,7 @@ class Failure:
     redactions: Mapping[str, int] | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FailureOutcome:
     job: Job
     dead_letter_reason: str | None
@@ -68,7 +69,7 @@ def check_lease(
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Completed:
     """An acknowledged job as its ack reports it (an ack reads no more of the job)."""
 

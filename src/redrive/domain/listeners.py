@@ -4,7 +4,7 @@ so that an enqueue, which checks for listeners, does not import their parsing an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from redrive.domain.frozen import frozen_dataclass
 
 # The reserved queue webhook deliveries wait in, as jobs of this type.
 WEBHOOK_QUEUE = "redrive.webhooks"
@@ -12,7 +12,7 @@ DELIVERY_TYPE = "webhook.deliver"
 ALL_EVENTS = "*"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Listener:
     """What queuing deliveries needs of an active subscription: whose, and which events."""
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
-from redrive.domain.frozen import Assembler
+from redrive.domain.frozen import Assembler, frozen_dataclass
 from redrive.domain.job import Job
 from redrive.domain.retry import RetryPolicy, parse_retry_policy
 
@@ -42,7 +41,7 @@ JOB_TYPED_DEFAULTS = {
 }
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class QueueRecord:
     """A tenant's queue as the server keeps it. Queues are keyed by (tenant_id, name): two
     tenants' queues of one name are two queues, each paused or resumed on its own."""
@@ -55,7 +54,7 @@ class QueueRecord:
     resumed_at: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class WorkerRecord:
     """A worker as the server last saw it, keyed by (tenant_id, id): its state, the directive
     waiting for it (None for none), the queues it fetches from and the jobs it holds."""
@@ -70,7 +69,7 @@ class WorkerRecord:
     last_heartbeat_at: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CronRecord:
     """A registered cron entry, keyed by (tenant_id, name): what it enqueues and when, and how
     its runs have gone (the last run, the job it made, how many runs)."""

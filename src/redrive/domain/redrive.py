@@ -4,13 +4,14 @@ the jobs they redrove."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from redrive.domain.caller import Caller, Role
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.errors import Conflict, Forbidden, InvalidRequest, OjsError
 from redrive.domain.events import Event
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.incident import (
     ACKNOWLEDGED,
     OPEN,
@@ -48,7 +49,7 @@ MAX_FAILURE_MESSAGE = 2000
 UNEXPECTED = "internal_error"  # the code of a failure that is no OjsError
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RedriveFailure:
     """Why a task stopped, or why one of its dead letters could not move: an error code and
     message, and (a task's) the job it stopped at."""
@@ -58,7 +59,7 @@ class RedriveFailure:
     job_id: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RedriveRequest:
     """Start a task: by filter or for one incident's dead letters, at a rate (None: the default),
     `critical` for a rate above the default (admins, with a reason), at most `limit` of them."""
@@ -70,7 +71,7 @@ class RedriveRequest:
     limit: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RedriveTask:
     """A task as stored: its pinned set's counts, its pace (`paced_until`: the moment up to which
     its rate has been spent), who started it and why, and its state."""
@@ -114,7 +115,7 @@ class RedriveTask:
         return None if not self.verified else self.succeeded / self.verified
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RedriveOutcome:
     """A redriven job ended: it succeeded, or died again (with its new fingerprint and incident);
     its item is the task's and the dead letter's the task moved."""
@@ -126,7 +127,7 @@ class RedriveOutcome:
     incident_id: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ItemOutcome:
     """An outcome as recorded: the pinned item's original incident beside where it died again."""
 

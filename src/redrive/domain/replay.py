@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from redrive.domain.dead_letter_filter import filter_values, parse_filter
 from redrive.domain.durations import format_duration, parse_duration_ms
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.frozen import frozen_dataclass
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 RULE_KEYS = ("name", "filter", "delay", "max_replays", "enabled")
 MAX_REPLAYS_LIMIT = 1000
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ReplayRule:
     id: str
     tenant_id: str
@@ -40,7 +41,7 @@ class ReplayRule:
         }
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RuleChanges:
     """A replay rule as a request gives it: every field optional (a new rule takes defaults for
     what is missing, an update keeps what the rule had)."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from redrive.domain.durations import format_duration, parse_duration_ms
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.frozen import frozen_dataclass
 
 GLOBAL = "*"
 PRUNING_POLICIES = ("delete", "archive")
@@ -14,7 +14,7 @@ MAX_COUNT_LIMIT = 1_000_000_000
 DAY_MS = 86_400_000
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RetentionPolicy:
     """How long dead letters stay (max_age) and how many (max_count); what pruning does; and the
     floor (min_age): no dead letter younger than it is deleted by pruning, whatever the other two
@@ -49,7 +49,7 @@ class RetentionPolicy:
         }
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PolicyRecord:
     """A stored retention policy: the global one (queue GLOBAL) or one queue's override, and who
     changed it last, when."""
@@ -61,7 +61,7 @@ class PolicyRecord:
     updated_by: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ArchiveRecord:
     """An archive file pruning wrote: where it is, how many dead letters it holds, and when it
     was written (and restored, once it has been)."""
@@ -74,7 +74,7 @@ class ArchiveRecord:
     restored_at: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PolicyChanges:
     """A retention change as a request gives it; what is None keeps its current value."""
 
@@ -137,7 +137,7 @@ def parse_policy_changes(raw: object) -> PolicyChanges:
     return PolicyChanges(max_age_ms, max_count, pruning, min_age_ms)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PrunePlan:
     """Per scope: the age cut-off, and how many of the oldest dead letters exceed the count."""
 

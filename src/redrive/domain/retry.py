@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from redrive.domain.durations import MAX_DURATION_MS, format_duration, parse_duration_ms
 from redrive.domain.errors import InvalidRequest, InvalidRetryPolicy
+from redrive.domain.frozen import frozen_dataclass
 
 BACKOFF_STRATEGIES = ("constant", "linear", "exponential", "polynomial")
 EXHAUSTION_ACTIONS = ("discard", "dead_letter")
@@ -14,7 +15,7 @@ MAX_ATTEMPTS = 100_000
 _STRATEGY_ALIASES = {"none": "constant", "fixed": "constant"}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RetryPolicy:
     max_attempts: int = 3
     initial_interval_ms: int = 1_000

@@ -16,14 +16,14 @@ import re
 import string
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.secret_keys import normal_key
 
 Decide = Callable[[re.Match[str]], tuple[str, int, int] | None]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Detector:
     """One kind of secret: where it is in a match (`decide` gives kind, start, end, or None to
     leave the match alone)."""

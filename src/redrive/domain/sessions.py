@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.keys import ApiKey
 
 TOKEN_BYTES = 32  # secrets.token_urlsafe(32): 43 characters, 256 random bits
 TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9_-]{43}$")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DashboardSession:
     """A browser signed in with an API key. The token lives only in the browser's cookie; the
     store keeps its hash, the key (whose tenant and role the session acts with) and the end."""

@@ -12,10 +12,10 @@ still arrived).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.frozen import frozen_dataclass
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -42,7 +42,7 @@ class Direction(StrEnum):
     QUIET = "quiet"  # none in either
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Buckets:
     """Where a window's buckets lie: [start, end) cut into `count` buckets of `width` ms."""
 
@@ -66,13 +66,13 @@ def buckets_for(window: Window, now: int) -> Buckets:
     return Buckets(window, now + 1 - width * count, width, count)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Bucket:
     start: int  # epoch ms, inclusive; the bucket ends where the next starts
     count: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Trend:
     """One incident's arrivals per bucket (oldest first, empty buckets zero), the direction of
     the last bucket against the one before, and that direction in words."""

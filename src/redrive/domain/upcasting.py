@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from redrive.domain.errors import InvalidRequest, OjsError
 from redrive.domain.fingerprint import KeyPath, parse_key_path
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import Job
 
 VERSION_FIELD = "version"
@@ -35,7 +36,7 @@ class MissingUpcaster(UpcastFailed):
     hint = "register the upcaster for the step the message names, then redrive again"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Payload:
     """What an upcaster reads and returns: a job's args and meta (copies: change them freely)."""
 
@@ -47,7 +48,7 @@ UpcastFunction = Callable[[Payload], Payload]
 Function = TypeVar("Function", bound=UpcastFunction)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Step:
     """One upcaster: a job type's payload from `from_version` to the next version."""
 
@@ -150,7 +151,7 @@ def job_version(job: Job) -> int:
     return FIRST_VERSION
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Change:
     """One value the upcast changed: its path (`args.0.currency`, `meta.source`, `version`) and
     what it was and became (absent: None with the flag False)."""
@@ -162,7 +163,7 @@ class Change:
     has_after: bool = True
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Upcast:
     """A job before and after its upcast (the same job when it is already current)."""
 
@@ -273,7 +274,7 @@ DOCUMENT_KEYS = ("upcasters",)
 STEP_KEYS = ("type", "from", "to", "renames", "defaults")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FieldChanges:
     """A declarative step: renames (old path -> new path), then defaults (path -> value, set
     where the key is absent). Paths name a key of an object: `meta.KEY`, `args.INDEX.KEY...`."""

@@ -9,13 +9,13 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from redrive.domain import job as states
 from redrive.domain.cursor import decode_cursor, encode_cursor
 from redrive.domain.errors import InvalidRequest
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import Job
 from redrive.domain.lifecycle import Failure
 from redrive.domain.listeners import DELIVERY_TYPE, WEBHOOK_QUEUE
@@ -32,7 +32,7 @@ MAX_PAGE = 1000
 DEFAULT_PAGE = 50
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeliveryOptions:
     """How deliveries are sent and retried (from the REDRIVE_WEBHOOK_* settings)."""
 
@@ -84,7 +84,7 @@ def delivery_job(
     )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeliveryMessage:
     """What a delivery job carries, read back: its subscription and the event's envelope."""
 
@@ -142,7 +142,7 @@ class Problem(StrEnum):
     UNREADABLE_SECRET = "unreadable_secret"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AttemptResult:
     """What sending one attempt met: the receiver's status code, or a problem (with detail)."""
 
@@ -183,7 +183,7 @@ class DeliveryStatus(StrEnum):
     SKIPPED = "skipped"  # the subscription is inactive or gone: nothing was sent
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeliveryRecord:
     """One attempt in a subscription's delivery log (no secret, no body, no URL)."""
 
@@ -209,7 +209,7 @@ def delivery_status(delivered: bool, job_after: Job) -> DeliveryStatus:
     return DeliveryStatus.FAILED
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeliveryQuery:
     """Which log records to list, newest first by (time, id); None is any."""
 

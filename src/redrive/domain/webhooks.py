@@ -8,12 +8,13 @@ import binascii
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from redrive.domain.errors import InvalidRequest
 from redrive.domain.events import EVENT_TYPES
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.listeners import ALL_EVENTS
 
 SUBSCRIPTION_KEYS = ("url", "events", "secret", "active", "description")
@@ -29,7 +30,7 @@ MAX_EVENT_PATTERNS = 50
 MAX_DESCRIPTION = 500
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Subscription:
     """A tenant's webhook endpoint and the event types it wants (exact, `prefix.*` or `*`)."""
 
@@ -46,7 +47,7 @@ class Subscription:
     previous_secret_until: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SealedSecrets:
     """A subscription's signing secrets as stored (sealed by the server key, never in clear):
     the current one, and the one it replaced while the rotation overlap lasts."""
@@ -55,7 +56,7 @@ class SealedSecrets:
     previous: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SubscriptionRequest:
     url: str
     events: tuple[str, ...]
@@ -64,7 +65,7 @@ class SubscriptionRequest:
     description: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SubscriptionChanges:
     """The fields a PATCH changes; None keeps a field (a description is cleared with "")."""
 

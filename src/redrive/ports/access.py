@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from redrive.domain.frozen import frozen_dataclass
 
 if TYPE_CHECKING:
     from redrive.domain.keys import ApiKey
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
     from redrive.domain.webhooks import SealedSecrets, Subscription
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class StoredKey:
     """A key's record and the hash of its secret (the hash never leaves the key service)."""
 
@@ -19,7 +20,7 @@ class StoredKey:
     key_hash: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class StoredSession:
     """A dashboard session and its key as the key is now (revoked or expired ones included)."""
 
@@ -27,7 +28,7 @@ class StoredSession:
     key: ApiKey
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class StoredSubscription:
     """A webhook subscription and its sealed secrets (opened only to sign a delivery)."""
 

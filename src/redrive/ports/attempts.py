@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from redrive.domain.frozen import frozen_dataclass
 
 if TYPE_CHECKING:
     from redrive.domain.job import Job
     from redrive.domain.listeners import Listener
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Claim:
     """A request to lease up to `limit` available jobs of one queue (none of a paused one)."""
 
@@ -22,7 +23,7 @@ class Claim:
     tenant_id: str | None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Claimed:
     """The jobs a claim leased (by priority, then age), each with its `job.started` event; those
     of `unannounced` without it: their tenant has an active webhook subscription, so the caller
@@ -32,7 +33,7 @@ class Claimed:
     unannounced: list[Job]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class JobChange:
     """A decided job to write, guarded by the state and lease it was decided from."""
 
@@ -41,7 +42,7 @@ class JobChange:
     expected_lease_token: str | None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Completion:
     """One ack to write if its lease still holds: the job, the worker and lease token the
     request names (None: not named), its result and the id of its `job.completed` event."""
@@ -53,7 +54,7 @@ class Completion:
     event_id: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CompletedJob:
     """A job an ack completed, as much of it as the ack's answer, event, metrics and redrive
     verification read."""
@@ -69,7 +70,7 @@ class CompletedJob:
     redrive_dead_letter_id: str | None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Completions:
     """What a set of acks wrote: the jobs completed (an ack whose lease no longer held, or whose
     job is not there, is absent) and the active webhook subscriptions of their tenants."""

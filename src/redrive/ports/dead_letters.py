@@ -4,15 +4,17 @@ retry moved, one batch of pruning."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
+
+from redrive.domain.frozen import frozen_dataclass
 
 if TYPE_CHECKING:
     from redrive.domain.dead_letter import MovedEpisode, RequeuedGroup
     from redrive.domain.listeners import Listener
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Page:
     limit: int
     offset: int = 0
@@ -20,7 +22,7 @@ class Page:
     cursor_id: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Retried:
     """What a retry statement moved: one by one (`moved`) the episodes whose job it did not put
     back and every episode of a tenant with an active webhook subscription (`listeners`: it
@@ -45,7 +47,7 @@ class Retried:
         return counts
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PruneScope:
     """One batch of pruning: one queue or every queue but the excluded ones; by age (every
     episode that died before `before`) or by count (the oldest dead ones, those that died before

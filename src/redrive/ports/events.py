@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from redrive.domain.frozen import frozen_dataclass
 
 if TYPE_CHECKING:
     from redrive.domain.events import Event
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class StoredEvent:
     id: str
     sequence: int
@@ -17,7 +18,7 @@ class StoredEvent:
     event: Event
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class EventQuery:
     tenant_id: str | None
     after_id: str | None

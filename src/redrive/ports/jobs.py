@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from redrive.domain.frozen import frozen_dataclass
 
 if TYPE_CHECKING:
     from redrive.domain.listeners import Listener
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Enqueued:
     """What an enqueue found: the ids of its jobs that exist already (then what it wrote must not
     stand: the caller reports them and rolls back) and the active webhook subscriptions of its
@@ -19,7 +20,7 @@ class Enqueued:
     listeners: list[Listener]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class JobFilter:
     """Which jobs an admin search means; None is any."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from redrive.domain.alerts import (
     BASELINE_MS,
@@ -25,6 +25,7 @@ from redrive.domain.audit import Action
 from redrive.domain.caller import Caller
 from redrive.domain.errors import Conflict, NotFound
 from redrive.domain.events import Event, alert_event
+from redrive.domain.frozen import frozen_dataclass
 from redrive.ports import AlertStore, AlertWrites
 from redrive.service.audit import AuditService
 from redrive.service.runtime import Runtime
@@ -32,7 +33,7 @@ from redrive.service.runtime import Runtime
 log = logging.getLogger("redrive.alerts")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Evaluation:
     """What one evaluation did: alerts fired, refreshed (still holding, count changed), resolved."""
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from redrive.domain import lifecycle
 from redrive.domain.caller import Caller
 from redrive.domain.errors import InvalidRequest, NotFound, OjsError
 from redrive.domain.events import arrival_events, batch_failure_events, completion_event
-from redrive.domain.frozen import Assembler
+from redrive.domain.frozen import Assembler, frozen_dataclass
 from redrive.domain.job import AVAILABLE, Job
 from redrive.ports import (
     AttemptWrites,
@@ -41,19 +40,19 @@ Outcome = Job | OjsError
 Acknowledgement = lifecycle.Completed | OjsError
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AttemptRequest:
     job_id: str
     worker_id: str | None
     lease_token: str | None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AckRequest(AttemptRequest):
     result: Any
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class NackRequest(AttemptRequest):
     failure: lifecycle.Failure
     requeue: bool

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from redrive.domain.cron import (
 from redrive.domain.envelope import EnqueueContext, validate_envelope
 from redrive.domain.errors import InvalidRequest, NotFound
 from redrive.domain.events import Event, job_event
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import TERMINAL_STATES
 from redrive.domain.records import CronRecord
 from redrive.ports import CronFiring
@@ -32,7 +33,7 @@ def next_run_ms(expression: str, timezone: str, after_ms: int) -> int:
     return int(moment.timestamp() * 1000)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CronRegistration:
     """A cron entry as a request gives it, read at the edge (api/cron_requests.py); the job
     template is checked here, against the caller's tenant and the server's defaults."""

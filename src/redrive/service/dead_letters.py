@@ -20,6 +20,7 @@ from redrive.domain.dead_letter import (
 from redrive.domain.dead_letter_filter import DeadLetterFilter
 from redrive.domain.errors import Forbidden, InvalidRequest, NotFound
 from redrive.domain.events import episode_event, job_event, retried_event_ids
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import Job
 from redrive.domain.redaction import Redactor
 from redrive.domain.root_cause import POISON_PILL
@@ -43,7 +44,7 @@ UPCAST_ERRORS_SHOWN = 10
 Counted = Callable[[int, Iterable[str]], None]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class BulkRequest:
     """A bulk retry or purge by filter: `confirm` to act, `dry_run` to count only; `limit` moves
     at most that many (the newest first), None every match."""
@@ -71,7 +72,7 @@ class BulkResult:
     upcasts: list[Upcast] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PreparedUpcasts:
     """Dead letters upcast before they move: the jobs an upcast changes (by job id, upcast),
     and the episodes an upcaster refused (by episode id, with its error)."""
@@ -80,7 +81,7 @@ class PreparedUpcasts:
     refused: dict[str, UpcastFailed] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RetryIntent:
     """Why one dead letter is retried (kept in the audit log), and `force`: an admin's override
     of a poison pill's refusal, which needs a reason."""
@@ -89,7 +90,7 @@ class RetryIntent:
     force: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Preview:
     """What a bulk action by filter would move: the count, per queue, and the newest few."""
 
@@ -98,7 +99,7 @@ class Preview:
     sample: list[DeadLetter]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SelectionResult:
     """A retry or delete of chosen dead letters: the ids moved, and those no longer dead (moved
     by someone else, or never dead in the caller's tenant); a delete skips held ones."""

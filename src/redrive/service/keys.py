@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 
 from redrive.domain.caller import SYSTEM, Caller, Permission
 from redrive.domain.errors import Duplicate, Forbidden, NotFound, Unauthenticated
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.keys import (
     ID_LENGTH,
     SECRET_LENGTH,
@@ -26,7 +26,7 @@ from redrive.service.runtime import Runtime
 KEY_CACHE_MS = 5_000
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CreatedKey:
     key: ApiKey
     secret: str  # the key itself: shown once, never stored

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from redrive.domain.caller import SYSTEM
+from redrive.domain.frozen import frozen_dataclass
 from redrive.service.runtime import Metrics, Runtime
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class MetricsSnapshot:
     """This process's counters and the database's gauges, read at one moment, across tenants."""
 
@@ -24,7 +25,7 @@ class MetricsSnapshot:
     dead_letters_by_class: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class HealthStatus:
     healthy: bool
     backend: str

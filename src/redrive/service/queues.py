@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 from redrive.domain.audit import Action
 from redrive.domain.caller import Caller
 from redrive.domain.envelope import check_client_queue, validate_queue_name
 from redrive.domain.events import Event
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import STATES
 from redrive.domain.records import QueueRecord
 from redrive.service.audit import AuditService
@@ -22,7 +22,7 @@ def empty_counts() -> dict[str, int]:
     return dict.fromkeys(STATES, 0)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class QueueSummary:
     """A queue as its caller sees it: whether it is paused, since when it is known, and its jobs
     per state. For a caller spanning every tenant, a name covers every tenant's queue of that

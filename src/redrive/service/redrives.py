@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from redrive.domain import redrive
 from redrive.domain.audit import Action
 from redrive.domain.caller import SYSTEM, Caller
 from redrive.domain.errors import Conflict, NotFound
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.redrive import RedriveRequest, RedriveTask, task_event
 from redrive.domain.upcasting import upcast
 from redrive.ports import Transaction
@@ -341,7 +342,7 @@ class RedriveService:
         return failed
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Batch:
     """What one task's batch did: dead letters moved, and those an upcaster refused."""
 

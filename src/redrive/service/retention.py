@@ -15,6 +15,7 @@ from redrive.domain.durations import format_timestamp
 from redrive.domain.envelope import validate_queue_name
 from redrive.domain.errors import InvalidRequest, NotFound
 from redrive.domain.events import Event
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import DEFAULT_TENANT
 from redrive.domain.retention import (
     GLOBAL,
@@ -64,7 +65,7 @@ class PruneReport:
         return self.deleted + self.archived
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Policies:
     global_policy: RetentionPolicy
     queues: dict[str, RetentionPolicy]

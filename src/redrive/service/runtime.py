@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from redrive.domain.events import Event, alike_runs, enqueued_runs, event_envelope
 from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, Fingerprinter
-from redrive.domain.frozen import Assembler
+from redrive.domain.frozen import Assembler, frozen_dataclass
 from redrive.domain.identifiers import uuid7, uuid7_block_heads, uuid7_blocks, uuid7_series
 from redrive.domain.job import Job
 from redrive.domain.listeners import DELIVERY_TYPE, WEBHOOK_QUEUE, Listener, wants
@@ -41,7 +41,7 @@ class SystemClock:
         return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ServiceOptions:
     """Behaviour switches the composition root sets from Settings."""
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 
 from redrive.domain.caller import SYSTEM
 from redrive.domain.errors import Unauthenticated
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.keys import ApiKey
 from redrive.domain.sessions import (
     TOKEN_BYTES,
@@ -19,7 +19,7 @@ from redrive.service.keys import KeyService
 from redrive.service.runtime import Runtime
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class StartedSession:
     token: str  # for the browser's cookie only: never stored, never logged
     session: DashboardSession

@@ -5,13 +5,14 @@ log, and the delivery loop's steps: claim due deliveries and sign them, then rec
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from redrive.domain import lifecycle
 from redrive.domain.audit import Action
 from redrive.domain.caller import Caller, Role
 from redrive.domain.errors import Conflict, NotConfigured, NotFound
 from redrive.domain.events import completed_event
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import Job
 from redrive.domain.listeners import WEBHOOK_QUEUE
 from redrive.domain.secret_box import KEY_HINT, NONCE_BYTES, SecretBox, UnreadableSecret
@@ -55,13 +56,13 @@ NOT_CONFIGURED = (
 )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CreatedSubscription:
     subscription: Subscription
     secret: str = field(repr=False)  # answered once, never stored in clear
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Delivery:
     """A claimed delivery, ready to send: its job and subscription (None when it is gone, or
     inactive: nothing is sent), the signed request, or `blocked` when it cannot be sent at all."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from redrive.domain import lifecycle
 from redrive.domain.caller import Caller
 from redrive.domain.errors import Conflict, InvalidRequest, NotFound, OjsError
 from redrive.domain.events import started_event
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import Job
 from redrive.domain.records import WorkerRecord
 from redrive.ports import Claim, JobChange
@@ -38,7 +38,7 @@ IDLE_VISIT_MS = 10_000
 MAX_VISITS = 10_000
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FetchRequest:
     """Claim up to `count` jobs of `queues` (in that order); `wait_ms` > 0 long-polls."""
 
@@ -49,14 +49,14 @@ class FetchRequest:
     wait_ms: int = 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class HeartbeatRequest:
     worker_id: str | None
     job_ids: list[str]
     visibility_timeout_ms: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Heartbeat:
     state: str
     extended: list[str]

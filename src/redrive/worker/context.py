@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from redrive.domain.frozen import frozen_dataclass
+
 SyncHandler = Callable[["JobContext"], Any]
 AsyncHandler = Callable[["JobContext"], Awaitable[Any]]
 Handler = SyncHandler | AsyncHandler
@@ -44,7 +46,7 @@ class JobContext:
         self.progress = value
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Registered:
     function: Handler
     is_async: bool

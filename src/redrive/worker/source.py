@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
+
+from redrive.domain.frozen import frozen_dataclass
 
 DIRECTIVE_QUIET = "quiet"
 DIRECTIVE_TERMINATE = "terminate"
@@ -14,7 +15,7 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Completion:
     """A job its handler finished: ack it with `result` under the lease it was fetched with."""
 
@@ -23,7 +24,7 @@ class Completion:
     result: Any = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Failure:
     """A job to nack: a failed attempt (`error`), or handed back untouched (`requeue`)."""
 
@@ -33,7 +34,7 @@ class Failure:
     requeue: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Outcome:
     """What the server made of one ack or nack: the job's new state, or why it refused."""
 

@@ -9,11 +9,11 @@ table has row-level security disabled or not forced.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
+from redrive.domain.frozen import frozen_dataclass
 from redrive.store.postgres.store import PostgresStore
 
 # The effective role, on every row, beside each table of the schema with a tenant_id column
@@ -40,7 +40,7 @@ ORDER BY table_name
 """
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TenantTable:
     name: str
     enabled: bool

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
+from redrive.domain.frozen import frozen_dataclass
 from redrive.store.statements import ParsedOnUse, load_statements, numbered, split_script
 
 # Filter queries keep custom plans: a generic prepared plan is slow on skewed data. asyncpg
@@ -40,7 +41,7 @@ CUSTOM_PLANS = frozenset(
 INDEX_ORDER = frozenset({"select_pending_redrive_items"})
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_dataclass(slots=True)
 class Statement:
     """One SQL statement with `$n` placeholders, the parameter name each number stands for, and
     whether it must be planned for its values each time (see CUSTOM_PLANS) or walk an index in

@@ -10,11 +10,11 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from redrive.domain.caller import Caller
+from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import Job
 from redrive.store.base import Table
 from redrive.store.codec import dump, event_blocks, load
@@ -134,7 +134,7 @@ ECHO = re.compile(
 Echo = tuple[str, str | None, str | None]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Part:
     """One statement of a named script, and the JSON array (if any) it runs once per element
     of, with how each of its positional parameters is read (a kind, a name)."""
