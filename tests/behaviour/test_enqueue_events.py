@@ -4,19 +4,22 @@ from the job's own columns, and it is exactly the event the domain names (`enque
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from redrive.domain.caller import Caller, Role
-from redrive.domain.envelope import JobRequest, read_envelope
+from redrive.domain.envelope import EnqueueContext, JobRequest, new_job, read_envelope
 from redrive.domain.errors import Duplicate
 from redrive.domain.events import Event, block_event_id, enqueued_event
 from redrive.domain.identifiers import is_uuid7
+from redrive.domain.job import Job
 from redrive.domain.listeners import WEBHOOK_QUEUE
 from redrive.domain.webhooks import SubscriptionRequest
 from redrive.ports import EventQuery, JobFilter, Store, StoredEvent
 from redrive.service.facade import Service
+from redrive.store.base import SqlBase
+from redrive.store.codec import new_job_parameters
 from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
@@ -130,6 +133,57 @@ async def test_a_single_duplicate_enqueue_writes_nothing(service: Service, store
     assert [stored.event.subject for stored in events] == [job.id]
     assert counts == {("default", "available"): 1}
     assert {queue.name for queue in await service.queues.overview(ACME)} == {"default"}
+
+
+async def test_a_duplicate_id_while_a_subscription_listens_writes_nothing(
+    service: Service, store: Store
+) -> None:
+    """The enqueue found a listener, so it goes on in a transaction; there, the taken id is the
+    job's Duplicate (SQLite's statement names it `existing`, PostgreSQL's insert fails)."""
+    subscription = SubscriptionRequest("https://example.test/hook", ("job.enqueued",), None)
+    await service.webhooks.create(ACME, subscription)
+    job = await service.jobs.enqueue(ACME, read_envelope({"type": "mail.send", "args": []}))
+    again = {"type": "mail.send", "args": [1], "id": job.id}
+    with pytest.raises(Duplicate) as raised:
+        await service.jobs.enqueue(ACME, read_envelope(again))
+    assert raised.value.details == {"job_id": job.id}
+    async with store.transaction(ACME) as transaction:
+        events = await transaction.list_events(EventQuery("acme", None, None, None, None, 100))
+        counts = await transaction.count_jobs("acme", None)
+        deliveries = await transaction.count_jobs("acme", WEBHOOK_QUEUE)
+    assert [stored.event.subject for stored in events] == [job.id]
+    assert sum(deliveries.values()) == 1
+    assert sum(counts.values()) == 1 + 1
+
+
+@pytest.mark.parametrize("statement", ["enqueue_job", "enqueue_job_known_queue"])
+async def test_a_one_job_enqueue_answers_with_its_listeners_alone(
+    service: Service, store: Store, clock: ManualClock, statement: str
+) -> None:
+    """The one-job statement names no job it wrote (it writes it, or fails, or, run alone,
+    writes nothing for a listener, which its rows tell): on PostgreSQL a row for the job cost
+    the server a scan under an Append and the caller a record to read, per call."""
+    runtime, now = service.runtime, clock.now_ms()
+    jobs = [new_job_for(service, now) for _ in range(2)]
+    async with store.transaction(ACME) as transaction:
+        quiet = await cast(SqlBase, transaction).executor.rows(
+            statement, new_job_parameters(jobs[0], runtime.new_id(now), now, False)
+        )
+    subscription = SubscriptionRequest("https://example.test/hook", ("job.enqueued",), None)
+    made = await service.webhooks.create(ACME, subscription)
+    async with store.transaction(ACME) as transaction:
+        listened = await cast(SqlBase, transaction).executor.rows(
+            statement, new_job_parameters(jobs[1], runtime.new_id(now), now, False)
+        )
+    assert quiet == []
+    assert [(row["kind"], row["id"]) for row in listened] == [("listener", made.subscription.id)]
+
+
+def new_job_for(service: Service, now: int) -> Job:
+    context = EnqueueContext(
+        now, service.runtime.new_id(now), "acme", service.runtime.options.default_retry
+    )
+    return new_job(read_envelope({"type": "mail.send", "args": []}), context)
 
 
 @pytest.mark.parametrize(

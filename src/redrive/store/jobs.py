@@ -93,18 +93,15 @@ class SqlJobs(SqlBase, JobStore):
             rows = await self._rows(
                 "enqueue_jobs", rows=records, blocks=blocks, now=now, alone=alone
             )
+        if not rows:  # a producer's one job, written, no listener: the usual answer
+            return Enqueued(set(), [])
         listeners = [
             Listener(row["id"], row["tenant_id"], tuple(load(row["events"])))
             for row in rows
             if row["kind"] == "listener"
         ]
-        if len(jobs) == 1:
-            # enqueue_job names the job it inserted (kind `job`); it inserted none when the id
-            # exists (on SQLite: PostgreSQL's fails, the store's Duplicate), or when it ran
-            # alone and found a listener (it then writes nothing).
-            inserted = any(row["kind"] == "job" for row in rows)
-            held_back = alone and bool(listeners)
-            return Enqueued(set() if inserted or held_back else {jobs[0].id}, listeners)
+        # A job whose id exists comes back as `existing` (SQLite's, and a batch's; PostgreSQL's
+        # one-job insert fails instead: Duplicate); one held back for a listener does not.
         return Enqueued({row["id"] for row in rows if row["kind"] == "existing"}, listeners)
 
     async def insert_job(self, job: Job) -> bool:
