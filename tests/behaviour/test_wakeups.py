@@ -4,13 +4,16 @@ webhook delivery loop listens for other replicas only while a subscription is ac
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, MutableMapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
 import psycopg
 import pytest
 
+from redrive.api.app import create_app
 from redrive.api.worker_requests import fetch_request
 from redrive.domain.caller import Caller, Role
 from redrive.domain.envelope import read_envelope
@@ -63,6 +66,70 @@ async def test_waiting_fetch_wakes_on_enqueue(service: Service) -> None:
     )
     claimed = await asyncio.wait_for(waiting, PATIENCE_SECONDS)
     assert [found.id for found in claimed] == [job.id]
+
+
+async def test_a_waiting_fetch_whose_worker_is_gone_claims_nothing(service: Service) -> None:
+    """Once `abandoned` says the worker hung up, the wake-up of an enqueue ends the wait with
+    nothing claimed, and the job stays available for the next worker."""
+    gone = False
+
+    async def abandoned() -> bool:
+        return gone
+
+    waiting = asyncio.create_task(
+        service.workers.fetch(
+            CALLER, fetch_request({"queues": ["mail"], "wait_ms": WAIT_MS}), abandoned
+        )
+    )
+    await asyncio.sleep(0.2)
+    assert not waiting.done(), "an empty fetch with wait_ms must wait"
+    gone = True
+    job = await service.jobs.enqueue(
+        CALLER, read_envelope({"type": "mail.send", "args": [], "options": {"queue": "mail"}})
+    )
+    assert await asyncio.wait_for(waiting, PATIENCE_SECONDS) == []
+    taken = await service.workers.fetch(CALLER, fetch_request({"queues": ["mail"]}))
+    assert [found.id for found in taken] == [job.id]
+
+
+async def test_a_long_poll_over_http_stops_claiming_when_its_worker_hangs_up(
+    service: Service,
+) -> None:
+    """The fetch route asks the connection: a worker that hung up mid-poll (the ASGI server's
+    `http.disconnect`) leaves the job it would have leased to the next worker."""
+    hung_up = asyncio.Event()
+    body = json.dumps({"queues": ["mail"], "wait_ms": WAIT_MS}).encode()
+    requests = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if requests:
+            return requests.pop()
+        await hung_up.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/ojs/v1/workers/fetch", "raw_path": b"/ojs/v1/workers/fetch",
+        "query_string": b"", "root_path": "", "server": ("redrive.test", 80),
+        "client": ("127.0.0.1", 50_000),
+        "headers": [(b"host", b"redrive.test"), (b"content-type", b"application/json")],
+    }  # fmt: skip
+    polling = asyncio.create_task(create_app(service)(scope, receive, send))
+    await asyncio.sleep(0.3)
+    assert not polling.done(), "the long poll must wait"
+    hung_up.set()
+    job = await service.jobs.enqueue(
+        CALLER, read_envelope({"type": "mail.send", "args": [], "options": {"queue": "mail"}})
+    )
+    await asyncio.wait_for(polling, PATIENCE_SECONDS)
+    assert sent[0]["status"] == 200  # an empty answer for nobody, never an error
+    assert json.loads(b"".join(part.get("body", b"") for part in sent[1:])) == {"jobs": []}
+    taken = await service.workers.fetch(CALLER, fetch_request({"queues": ["mail"]}))
+    assert [found.id for found in taken] == [job.id]
 
 
 async def test_waiting_fetch_ignores_other_queues(service: Service) -> None:

@@ -61,7 +61,9 @@ def _outcome(job: Job, with_document: bool = True) -> dict[str, Any]:
 )
 async def fetch(request: Request) -> Response:
     claim = fetch_request(await read_json(request))
-    jobs = await service_of(request).workers.fetch(caller_of(request), claim)
+    # A long poll stops claiming once its worker has hung up (`is_disconnected`).
+    abandoned = request.is_disconnected if claim.wait_ms else None
+    jobs = await service_of(request).workers.fetch(caller_of(request), claim, abandoned)
     return ojs({"jobs": [job_document(job) for job in jobs]})
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 
 from redrive.domain import lifecycle
 from redrive.domain.caller import Caller
@@ -70,9 +71,18 @@ class WorkerService:
         # (tenant, worker) -> when this service last recorded its visit, and the count then.
         self._visits: dict[tuple[str, str], tuple[int, int]] = {}
 
-    async def fetch(self, caller: Caller, request: FetchRequest) -> list[Job]:
+    async def fetch(
+        self,
+        caller: Caller,
+        request: FetchRequest,
+        abandoned: Callable[[], Awaitable[bool]] | None = None,
+    ) -> list[Job]:
         """Claim up to `count` jobs, queues in the order given. With `wait_ms`, an empty fetch
-        waits (up to 30 s) for a wake-up from any replica instead of returning at once."""
+        waits (up to 30 s) for a wake-up from any replica instead of returning at once. A
+        waiting fetch asks `abandoned` (the HTTP route: has the worker hung up?) after each
+        wait, before it claims again: a long poll whose worker is gone claims nothing, where it
+        went on claiming every second until its deadline and leased what it took to no one (the
+        job then waited for its lease to expire)."""
         limit = self.runtime.options.max_fetch_count
         if request.count > limit:
             raise InvalidRequest(f"count must be at most {limit}", {"field": "count"})
@@ -85,6 +95,8 @@ class WorkerService:
             await self.runtime.store.wait_for_work(
                 request.queues, min(remaining, WAIT_SLICE_SECONDS)
             )
+            if abandoned is not None and await abandoned():
+                return []
 
     async def _claim(self, caller: Caller, request: FetchRequest) -> list[Job]:
         queues, count, worker_id = request.queues, request.count, request.worker_id
