@@ -73,8 +73,9 @@ WHERE active AND tenant_id IN (SELECT value ->> '$.tenant_id' FROM json_each(:ro
 -- fragment: enqueue_one_job
 -- The one-job enqueue's job row, event row and listeners, shared by enqueue_job and
 -- enqueue_job_known_queue. A job not written because its id exists comes back as a row of kind
--- `existing` (as enqueue_jobs names them; `changes()` counts the insert just before), one
--- held back for a listener (run alone) does not.
+-- `existing` (as enqueue_jobs names them; `changes()` counts the insert just before). (One held
+-- back for a listener, run alone, may come back `existing` too when its id is taken: the caller
+-- reads the listeners first and runs it again in a transaction, which reports it the same.)
 INSERT INTO jobs (
     id, tenant_id, queue, type, state, priority, max_attempts, envelope, timeout_ms,
     visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, run_at
@@ -87,9 +88,7 @@ WHERE NOT (:alone AND :event_id IS NOT NULL AND EXISTS (
 ))
 ON CONFLICT (id) DO NOTHING;
 SELECT 'existing' AS kind, :id AS id, NULL AS tenant_id, NULL AS events
-WHERE changes() = 0 AND NOT (:alone AND :event_id IS NOT NULL AND EXISTS (
-    SELECT 1 FROM webhook_subscriptions WHERE active AND tenant_id = :tenant_id
-));
+WHERE changes() = 0 AND EXISTS (SELECT 1 FROM jobs WHERE id = :id);
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
 SELECT :event_id, :tenant_id, :event_type, :queue, :type, :id, :now,
     json_object('job_type', :type, 'queue', :queue, 'priority', :priority)
