@@ -8,7 +8,7 @@ import random
 import pytest
 
 from redrive.domain.identifiers import uuid7_blocks
-from redrive.store.codec import dump, load
+from redrive.store.codec import dump, event_from_row, load
 
 
 @pytest.mark.parametrize(
@@ -294,3 +294,26 @@ def test_each_job_of_a_batch_of_blocks_names_its_block() -> None:
     assert rows[0]["data"] == {"job_type": "a.b", "queue": "q"}
     assert rows[1]["members"] == {"subjects": ["j3"]}
     assert rows[1]["data"] == {"job_type": "c.d", "queue": "q", "priority": 0}
+
+
+def test_a_run_member_s_own_data_follows_the_run_s_in_the_event_s_order() -> None:
+    """A claim's or an ack's run member (SQLite's select_events gives its own values as columns):
+    its duration, attempt and result after the run's shared keys, as `completed_event` orders
+    them, a null result left out; a row of its own reads as it is."""
+    row = {
+        "sequence": 7, "id": "evt_01900000-0000-7000-8000-000000000000", "tenant_id": "t",
+        "type": "job.completed", "queue": "q", "job_type": "j", "time": 5,
+        "data": '{"job_type":"j","queue":"q"}', "subject": "job-2", "position": 2,
+        "priority": None, "episode_id": None, "duration_ms": 12, "attempt": 3,
+        "result": '{"a":null}',
+    }  # fmt: skip
+    stored = event_from_row(row)
+    assert stored.id == "evt_01900000-0000-7002-8000-000000000000"
+    assert list(stored.event.data.items()) == [
+        ("job_type", "j"), ("queue", "q"), ("duration_ms", 12), ("attempt", 3),
+        ("result", {"a": None}),
+    ]  # fmt: skip
+    assert "result" not in event_from_row({**row, "result": "null"}).event.data
+    alone = {**row, "position": None, "data": '{"attempt":1}', "duration_ms": None,
+             "attempt": None, "result": None}  # fmt: skip
+    assert event_from_row(alone).event.data == {"attempt": 1}

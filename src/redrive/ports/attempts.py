@@ -45,7 +45,10 @@ class JobChange:
 @frozen_dataclass
 class Completion:
     """One ack to write if its lease still holds: the job, the worker and lease token the
-    request names (None: not named), its result and the id of its `job.completed` event."""
+    request names (None: not named), its result and a block head (identifiers.
+    uuid7_block_heads): the id of its `job.completed` event if that is a row of its own (a job
+    of a subscribed tenant's always is), else of the run's row if its job is the run's first
+    (the run's members' ids are that block's: domain/events.py `block_event_id`)."""
 
     job_id: str
     worker_id: str | None

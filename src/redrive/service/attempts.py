@@ -234,7 +234,9 @@ async def _acknowledge(
     done: dict[str, CompletedJob] = {}
 
     async def complete(chosen: list[AckRequest]) -> None:
-        ids = runtime.new_ids(len(chosen), now)
+        # Block heads: the acks' events are a row a run of alike jobs, named by its first
+        # ack's (complete_jobs); a subscribed tenant's job's is a row of its own, its ack's id.
+        ids = runtime.block_heads(len(chosen), now)
         completions = [
             assemble_completion.adopt(
                 {
@@ -242,7 +244,7 @@ async def _acknowledge(
                     "worker_id": r.worker_id,
                     "lease_token": r.lease_token,
                     "result": r.result,
-                    "event_id": f"evt_{event_id}",
+                    "event_id": event_id,
                 }
             )
             for r, event_id in zip(chosen, ids, strict=True)

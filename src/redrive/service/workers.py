@@ -115,8 +115,10 @@ class WorkerService:
                     queue, count - len(claimed), worker_id, token,
                     request.visibility_timeout_ms, caller.tenant_scope,
                 )  # fmt: skip
-                event_ids = self.runtime.new_ids(claim.limit, now)
-                taken = await transaction.claim_jobs(claim, now, [f"evt_{i}" for i in event_ids])
+                # Block heads: the claim's events are a row a run of alike jobs, named by the
+                # head at its first job's place (claim_jobs).
+                heads = self.runtime.block_heads(claim.limit, now)
+                taken = await transaction.claim_jobs(claim, now, heads)
                 claimed.extend(taken.jobs)
                 unannounced.extend(taken.unannounced)
             visit = (caller.tenant_id, worker_id or "")

@@ -582,6 +582,18 @@ def event_rows(events: list[StoredEvent], runs: list[int] | None) -> list[dict[s
     return rows
 
 
+def _merge_member_data(data: dict[str, Any], row: dict[str, Any]) -> None:
+    """A member's own data in a claim's or an ack's run (`members.data`, an array a key), after
+    the run's shared keys, in the order its event's data has them: `job.started`'s attempt,
+    `job.completed`'s duration, attempt and result (none when null). SQLite's select_events
+    gives each as a column; PostgreSQL's merges them into `data` itself (jsonb's key order)."""
+    for key in ("duration_ms", "attempt"):
+        if (value := row.get(key)) is not None:
+            data[key] = int(value)
+    if (result := load(row.get("result"))) is not None:
+        data["result"] = result
+
+
 def event_from_row(row: dict[str, Any]) -> StoredEvent:
     """An event of select_events: a row's own, or a member of a block's row (its `position`
     there names it, its `priority`, when the block's differ, and its `episode_id`, a retried
@@ -594,6 +606,7 @@ def event_from_row(row: dict[str, Any]) -> StoredEvent:
             data["priority"] = int(row["priority"])
         if row["episode_id"] is not None:
             data["episode_id"] = row["episode_id"]
+        _merge_member_data(data, row)
     event = Event(
         type=row["type"],
         tenant_id=row["tenant_id"],

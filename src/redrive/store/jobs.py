@@ -218,8 +218,9 @@ class SqlJobs(SqlBase, JobStore):
         return [job_from_row(row) for row in rows], int(total[0]["count"])
 
     async def claim_jobs(self, claim: Claim, now: int, event_ids: list[str]) -> Claimed:
-        """Lease up to `claim.limit` jobs and write their `job.started` events (ids from
-        `event_ids`, which holds `claim.limit`), in one statement on PostgreSQL."""
+        """Lease up to `claim.limit` jobs and write their `job.started` events, in one statement
+        on PostgreSQL: a row a run of alike jobs, named by the block head of `event_ids` (which
+        holds `claim.limit`) at its first job's place, its members' ids that block's."""
         from redrive.ports.attempts import Claimed
 
         columns, rows = await self.executor.table(

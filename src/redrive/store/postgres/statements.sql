@@ -267,14 +267,19 @@ RETURNING jobs.id;
 -- batches over overlapping jobs cannot deadlock). The columns written are the domain's
 -- (`completion`: :state, :completed_at, ...) and each ack's result; each job written gets its
 -- `job.completed` event, made from the job's columns as domain/events.py `completed_event`
--- makes it, in the order of the acks (their event ids increase). No other column is read or
+-- makes it, in the order of the acks (`place`): a row a run of consecutive alike jobs (tenant,
+-- queue, job type; at most 4,096), named by its first job's ack's `event_id` (a block head), its
+-- members' ids (`subjects`) and their own data (`data`: `duration_ms`, `attempt`, `result`, an
+-- array each) in `members`, as select_events reads them back (a run of one is a plain row; a job
+-- of a subscribed tenant is always one, named by its own ack's id, by which the caller delivers
+-- it). No other column is read or
 -- written. Rows of kind `job` are the jobs completed, rows of kind `listener` the active
 -- webhook subscriptions of their tenants (the caller queues their deliveries in the same
 -- transaction). :ids repeats the records' ids for the plan.
 WITH r AS MATERIALIZED (
-    SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+    SELECT * FROM ROWS FROM (jsonb_to_recordset(CAST(:rows AS jsonb)) AS (
         id text, worker_id text, lease_token text, result jsonb, event_id text
-    )
+    )) WITH ORDINALITY AS r(id, worker_id, lease_token, result, event_id, place)
 ), held AS MATERIALIZED (
     SELECT jobs.id FROM jobs JOIN r ON r.id = jobs.id
     WHERE jobs.id = ANY(CAST(:ids AS text[]))
@@ -294,22 +299,51 @@ WITH r AS MATERIALIZED (
     FROM held, r
     WHERE jobs.id = held.id AND r.id = held.id
     RETURNING jobs.id, jobs.tenant_id, jobs.queue, jobs.type, jobs.attempt, jobs.max_attempts,
-        jobs.started_at, jobs.redrive_task_id, jobs.redrive_dead_letter_id, r.result, r.event_id
-), added AS (
-    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-    SELECT
-        event_id, tenant_id, 'job.completed', queue, type, id, :now,
-        jsonb_build_object(
-            'job_type', type, 'queue', queue,
-            'duration_ms', CASE WHEN COALESCE(started_at, 0) = 0 THEN 0
-                                ELSE :completed_at - started_at END,
-            'attempt', attempt
-        ) || CASE WHEN result IS NULL THEN '{}' ELSE jsonb_build_object('result', result) END
-    FROM done
-    ORDER BY event_id COLLATE "C"
+        jobs.started_at, jobs.redrive_task_id, jobs.redrive_dead_letter_id, r.result, r.event_id,
+        r.place
 ), listening AS (
     SELECT id, tenant_id, events FROM webhook_subscriptions
     WHERE active AND tenant_id IN (SELECT tenant_id FROM done)
+), ordered AS (
+    SELECT place, event_id, result, id, tenant_id, queue, type, attempt,
+        CASE WHEN COALESCE(started_at, 0) = 0 THEN 0 ELSE :completed_at - started_at END
+            AS duration,
+        CASE WHEN listened OR lag(listened) OVER ack_order
+                  OR tenant_id IS DISTINCT FROM lag(tenant_id) OVER ack_order
+                  OR queue IS DISTINCT FROM lag(queue) OVER ack_order
+                  OR type IS DISTINCT FROM lag(type) OVER ack_order
+                  OR (row_number() OVER ack_order) % 4096 = 1
+             THEN 1 ELSE 0 END AS starts
+    FROM (
+        SELECT done.*, tenant_id IN (SELECT tenant_id FROM listening) AS listened FROM done
+    ) AS done
+    WINDOW ack_order AS (ORDER BY place)
+), runs AS (
+    SELECT *, sum(starts) OVER (ORDER BY place ROWS UNBOUNDED PRECEDING) AS run FROM ordered
+), added AS (
+    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
+    SELECT
+        (array_agg(event_id ORDER BY place))[1], tenant_id, 'job.completed', queue, type,
+        CASE WHEN count(*) = 1 THEN min(id) END, :now,
+        CASE WHEN count(*) > 1 THEN jsonb_build_object('job_type', type, 'queue', queue)
+             ELSE jsonb_build_object(
+                 'job_type', type, 'queue', queue, 'duration_ms', min(duration),
+                 'attempt', min(attempt)
+             ) || CASE WHEN count(result) = 0 THEN '{}'
+                       ELSE jsonb_build_object('result', (array_agg(result))[1]) END
+        END,
+        CASE WHEN count(*) > 1 THEN jsonb_build_object(
+            'subjects', jsonb_agg(id ORDER BY place),
+            'data', jsonb_build_object(
+                'duration_ms', jsonb_agg(duration ORDER BY place),
+                'attempt', jsonb_agg(attempt ORDER BY place)
+            ) || CASE WHEN count(result) = 0 THEN '{}'
+                      ELSE jsonb_build_object('result', jsonb_agg(result ORDER BY place)) END
+        ) END,
+        CASE WHEN count(*) > 1 THEN count(*) END
+    FROM runs
+    GROUP BY run, tenant_id, queue, type
+    ORDER BY min(place)
 )
 SELECT 'job' AS kind, id, tenant_id, queue, type, attempt, max_attempts, started_at,
     redrive_task_id, redrive_dead_letter_id, NULL AS events
@@ -356,10 +390,12 @@ WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 -- MATERIALIZED: the pick runs once, so no more than :limit are claimed whatever the plan. Nothing
 -- is claimed from a queue the caller's tenant paused (a caller spanning every tenant, :tenant_id
 -- NULL: one any tenant paused, as its claim would take that tenant's jobs too). Each job claimed
--- gets its `job.started` event (ids from :event_ids, which holds :limit), made from its columns
--- as domain/events.py `started_event` makes it, in the order of the claim, unless its tenant has
--- an active webhook subscription (`listened`): the caller emits those (and queues their
--- deliveries).
+-- gets its `job.started` event, made from its columns as domain/events.py `started_event` makes
+-- it, in the order of the claim, unless its tenant has an active webhook subscription
+-- (`listened`): the caller emits those (and queues their deliveries). A row keeps a run of
+-- consecutive alike jobs (tenant and job type; at most 4,096), named by the block head of
+-- :event_ids (which holds :limit) at its first job's place, its members' ids (`subjects`) and
+-- attempts (`data`) in `members`, as select_events reads them back (a run of one is a plain row).
 WITH candidates AS MATERIALIZED (
     SELECT id FROM jobs
     WHERE queue = :queue AND state = 'available'
@@ -384,17 +420,34 @@ WITH candidates AS MATERIALIZED (
     RETURNING jobs.*, jobs.tenant_id IN (
         SELECT tenant_id FROM webhook_subscriptions WHERE active
     ) AS listened
-), added AS (
-    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data)
-    SELECT
-        (CAST(:event_ids AS text[]))[row_number() OVER (ORDER BY priority DESC, sequence)],
-        tenant_id, 'job.started', queue, type, id, :now,
-        jsonb_strip_nulls(jsonb_build_object(
-            'job_type', type, 'queue', queue, 'worker_id', worker_id, 'attempt', attempt
-        ))
+), ordered AS (
+    SELECT id, tenant_id, queue, type, attempt, row_number() OVER claim_order AS place,
+        CASE WHEN tenant_id IS DISTINCT FROM lag(tenant_id) OVER claim_order
+                  OR type IS DISTINCT FROM lag(type) OVER claim_order
+                  OR (row_number() OVER claim_order) % 4096 = 1
+             THEN 1 ELSE 0 END AS starts
     FROM claimed
     WHERE NOT listened
-    ORDER BY priority DESC, sequence
+    WINDOW claim_order AS (ORDER BY priority DESC, sequence)
+), runs AS (
+    SELECT *, sum(starts) OVER (ORDER BY place ROWS UNBOUNDED PRECEDING) AS run FROM ordered
+), added AS (
+    INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
+    SELECT
+        (CAST(:event_ids AS text[]))[min(place)], tenant_id, 'job.started', queue, type,
+        CASE WHEN count(*) = 1 THEN min(id) END, :now,
+        jsonb_strip_nulls(jsonb_build_object(
+            'job_type', type, 'queue', queue, 'worker_id', CAST(:worker_id AS text)
+        )) || CASE WHEN count(*) = 1 THEN jsonb_build_object('attempt', min(attempt))
+                   ELSE '{}' END,
+        CASE WHEN count(*) > 1 THEN jsonb_build_object(
+            'subjects', jsonb_agg(id ORDER BY place),
+            'data', jsonb_build_object('attempt', jsonb_agg(attempt ORDER BY place))
+        ) END,
+        CASE WHEN count(*) > 1 THEN count(*) END
+    FROM runs
+    GROUP BY run, tenant_id, queue, type
+    ORDER BY min(place)
 )
 SELECT * FROM claimed;
 
@@ -1373,21 +1426,31 @@ WHERE active AND tenant_id = ANY(CAST(:tenant_ids AS text[]));
 -- The events after :after_sequence (and, in that row, after the member at :after_position), in
 -- order: a row that keeps a block of alike events (`members`) is one event a member, each
 -- with its `position` and `subject` (and `priority`, when the members' differ, and
--- `episode_id`, a retried dead letter's); a row without is one event (its position null). A
--- page reads only the rows it shows.
+-- `episode_id`, a retried dead letter's; a claim's or an ack's member's own `duration_ms`,
+-- `attempt` and `result` are merged into its data here, in jsonb's order of keys); a row
+-- without is one event (its position null). A page reads only the rows it shows.
 SELECT
-    e.sequence, e.id, e.tenant_id, e.type, e.queue, e.job_type, e.time, e.data,
+    e.sequence, e.id, e.tenant_id, e.type, e.queue, e.job_type, e.time,
+    COALESCE(e.data || m.data, e.data) AS data,
     COALESCE(m.subject, e.subject) AS subject, m.position, m.priority, m.episode_id
 FROM events AS e
 LEFT JOIN LATERAL (
     -- (Each array read once a row, side by side: a member's own `e.members -> ...` read the
     -- row's members, ~200 kB toasted at 4,096, again for each member: 13 s to page 4,100.)
-    SELECT s.subject, CAST(s.position AS integer) - 1 AS position, s.priority, s.episode_id
+    -- A claim's or an ack's member keeps its own data (`members.data`, an array a key: the
+    -- attempt, the duration, the result), merged into the run's.
+    SELECT s.subject, CAST(s.position AS integer) - 1 AS position, s.priority, s.episode_id,
+        jsonb_strip_nulls(jsonb_build_object('duration_ms', s.duration_ms, 'attempt', s.attempt))
+        || CASE WHEN s.result IS NULL OR s.result = 'null' THEN '{}'
+                ELSE jsonb_build_object('result', s.result) END AS data
     FROM ROWS FROM (
         jsonb_array_elements_text(e.members -> 'subjects'),
         jsonb_array_elements(e.members -> 'priorities'),
-        jsonb_array_elements_text(e.members -> 'episodes')
-    ) WITH ORDINALITY AS s(subject, priority, episode_id, position)
+        jsonb_array_elements_text(e.members -> 'episodes'),
+        jsonb_array_elements(e.members -> 'data' -> 'duration_ms'),
+        jsonb_array_elements(e.members -> 'data' -> 'attempt'),
+        jsonb_array_elements(e.members -> 'data' -> 'result')
+    ) WITH ORDINALITY AS s(subject, priority, episode_id, duration_ms, attempt, result, position)
 ) AS m ON true
 WHERE (CAST(:tenant_id AS text) IS NULL OR e.tenant_id = :tenant_id)
   AND (CAST(:after_sequence AS bigint) IS NULL OR e.sequence >= :after_sequence)
