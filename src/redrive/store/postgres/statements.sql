@@ -320,14 +320,20 @@ WITH r AS MATERIALIZED (
     WINDOW ack_order AS (ORDER BY place)
 ), runs AS (
     SELECT *, sum(starts) OVER (ORDER BY place ROWS UNBOUNDED PRECEDING) AS run FROM ordered
+), shape AS (
+    -- The usual ack: every job written alike (one tenant, queue and job type, none of a
+    -- subscribed tenant, at most a block), one row made without the windows that split runs.
+    SELECT count(*) <= 4096 AND min(tenant_id) = max(tenant_id) AND min(queue) = max(queue)
+        AND min(type) = max(type) AND NOT EXISTS (SELECT 1 FROM listening) AS alike
+    FROM done
 ), added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
     SELECT
-        (array_agg(event_id ORDER BY place))[1], tenant_id, 'job.completed', queue, type,
-        CASE WHEN count(*) = 1 THEN min(id) END, :now,
-        CASE WHEN count(*) > 1 THEN jsonb_build_object('job_type', type, 'queue', queue)
+        (array_agg(event_id ORDER BY place))[1], min(tenant_id), 'job.completed', min(queue),
+        min(type), CASE WHEN count(*) = 1 THEN min(id) END, :now,
+        CASE WHEN count(*) > 1 THEN jsonb_build_object('job_type', min(type), 'queue', min(queue))
              ELSE jsonb_build_object(
-                 'job_type', type, 'queue', queue, 'duration_ms', min(duration),
+                 'job_type', min(type), 'queue', min(queue), 'duration_ms', min(duration),
                  'attempt', min(attempt)
              ) || CASE WHEN count(result) = 0 THEN '{}'
                        ELSE jsonb_build_object('result', (array_agg(result))[1]) END
@@ -341,9 +347,40 @@ WITH r AS MATERIALIZED (
                       ELSE jsonb_build_object('result', jsonb_agg(result ORDER BY place)) END
         ) END,
         CASE WHEN count(*) > 1 THEN count(*) END
-    FROM runs
-    GROUP BY run, tenant_id, queue, type
-    ORDER BY min(place)
+    FROM (
+        SELECT place, event_id, result, id, tenant_id, queue, type, attempt,
+            CASE WHEN COALESCE(started_at, 0) = 0 THEN 0 ELSE :completed_at - started_at END
+                AS duration
+        FROM done
+    ) AS done
+    WHERE (SELECT alike FROM shape)
+    HAVING count(*) > 0
+    UNION ALL (
+        -- Else a row a run.
+        SELECT
+            (array_agg(event_id ORDER BY place))[1], tenant_id, 'job.completed', queue, type,
+            CASE WHEN count(*) = 1 THEN min(id) END, :now,
+            CASE WHEN count(*) > 1 THEN jsonb_build_object('job_type', type, 'queue', queue)
+                 ELSE jsonb_build_object(
+                     'job_type', type, 'queue', queue, 'duration_ms', min(duration),
+                     'attempt', min(attempt)
+                 ) || CASE WHEN count(result) = 0 THEN '{}'
+                           ELSE jsonb_build_object('result', (array_agg(result))[1]) END
+            END,
+            CASE WHEN count(*) > 1 THEN jsonb_build_object(
+                'subjects', jsonb_agg(id ORDER BY place),
+                'data', jsonb_build_object(
+                    'duration_ms', jsonb_agg(duration ORDER BY place),
+                    'attempt', jsonb_agg(attempt ORDER BY place)
+                ) || CASE WHEN count(result) = 0 THEN '{}'
+                          ELSE jsonb_build_object('result', jsonb_agg(result ORDER BY place)) END
+            ) END,
+            CASE WHEN count(*) > 1 THEN count(*) END
+        FROM runs
+        WHERE NOT (SELECT alike FROM shape)
+        GROUP BY run, tenant_id, queue, type
+        ORDER BY min(place)
+    )
 )
 SELECT 'job' AS kind, id, tenant_id, queue, type, attempt, max_attempts, started_at,
     redrive_task_id, redrive_dead_letter_id, NULL AS events
