@@ -318,7 +318,8 @@ def execute(connection: sqlite3.Connection, part: Part, parameters: dict[str, An
         try:
             cursor.executemany(part.sql, [values for _, values in runs])
         except BaseException:
-            release_one_row_runs(connection, undo=False)
+            with contextlib.suppress(sqlite3.Error):  # the run's error is the one to raise
+                release_one_row_runs(connection, undo=False)
             raise
         if cursor.rowcount == len(runs):
             release_one_row_runs(connection, undo=False)
