@@ -3,14 +3,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import redrive.store.sqlite.store as store_module
 from redrive.store.codec import dump
-from redrive.store.sqlite.store import Records, compile_part, execute
+from redrive.store.sqlite.store import (
+    KEYED_BY_ID,
+    Records,
+    SqliteExecutor,
+    SqliteStore,
+    compile_part,
+    execute,
+    split_script,
+)
+from redrive.store.statements import load_statements
 
 
 def test_fields_are_read_as_json_operators_read_them(tmp_path: Path) -> None:
@@ -131,3 +143,126 @@ def test_records_are_written_as_json_only_for_a_statement_reading_them_whole() -
     whole = compile_part("SELECT count(*) AS n FROM json_each(:rows) WHERE :now = 7")
     assert execute(connection, whole, parameters) == ([{"n": 2}], -1)
     assert (records._text, others._text) == (dump(elements), None)
+
+
+def test_a_statement_changing_one_row_a_run_is_known_by_its_form() -> None:
+    """Only a statement whose runs change one row at most runs its echoed elements in one
+    executemany: an INSERT of one VALUES row, an UPDATE or DELETE of a table whose id is unique,
+    keyed by the element's id and ANDed with the rest."""
+    one_row = [
+        "INSERT INTO t (id) VALUES (:rows->>id) ON CONFLICT (id) DO NOTHING "
+        "RETURNING :rows->>id AS id",
+        "INSERT INTO t (id, x) VALUES (:rows->>id, ')') RETURNING :rows->>id AS id",
+        "UPDATE jobs SET x = 1 WHERE id = :rows->>id AND y = 'OR' RETURNING :rows->>id AS id",
+        "DELETE FROM jobs WHERE id = :rows->>id RETURNING :rows->>id AS id",
+    ]
+    more = [
+        "INSERT INTO t (id) VALUES (:rows->>id), ('b') RETURNING :rows->>id AS id",
+        "INSERT INTO t (id) SELECT :rows->>id RETURNING :rows->>id AS id",
+        "UPDATE jobs SET x = 1 WHERE id = :rows->>id OR y = 2 RETURNING :rows->>id AS id",
+        "UPDATE jobs SET x = (SELECT 1 FROM t WHERE id = :rows->>id) WHERE y = 1 "
+        "RETURNING :rows->>id AS id",
+        "UPDATE workers SET x = 1 WHERE id = :rows->>id RETURNING :rows->>id AS id",
+        "UPDATE jobs SET x = 1 WHERE id = :rows->>identity RETURNING :rows->>id AS id",
+        "UPDATE jobs SET x = :rows->>x WHERE id = :rows->>id",  # nothing echoed
+    ]
+    assert [compile_part(sql).one_row_each for sql in one_row] == [True] * len(one_row)
+    assert [compile_part(sql).one_row_each for sql in more] == [False] * len(more)
+
+
+def test_the_job_writes_run_as_one_row_a_run() -> None:
+    statements = load_statements(Path(store_module.__file__).parent / "statements.sql")
+    for name in ("update_jobs", "insert_jobs"):
+        (part,) = [compile_part(sql) for sql in split_script(statements[name])]
+        assert part.one_row_each and part.echoes, name
+
+
+def test_the_tables_keyed_by_id_have_a_unique_id(tmp_path: Path) -> None:
+    """KEYED_BY_ID (an UPDATE keyed by an element's id changes one row at most) holds in the
+    migrated schema: each table's id alone is its primary key or has a unique index."""
+    store = SqliteStore(str(tmp_path / "redrive.db"))
+    try:
+        asyncio.run(store.migrate())
+        connection = store.connection
+        for table in KEYED_BY_ID:
+            columns = connection.execute(f"PRAGMA table_info({table})").fetchall()
+            keys = [column[1] for column in columns if column[5]]
+            unique = [
+                [entry[2] for entry in connection.execute(f"PRAGMA index_info({index[1]})")]
+                for index in connection.execute(f"PRAGMA index_list({table})")
+                if index[2]
+            ]
+            assert keys == ["id"] or ["id"] in unique, table
+    finally:
+        asyncio.run(store.close())
+
+
+@pytest.mark.parametrize("in_transaction", [False, True])
+def test_one_row_runs_echo_what_a_run_at_a_time_echoes(in_transaction: bool) -> None:
+    """All written: one executemany, every element echoed. One lost (its guard refused it):
+    the executemany is undone and the runs are made one at a time, so the echoes and the rows
+    are those of a run at a time (nothing written twice, nothing of the undone attempt kept)."""
+    connection = sqlite3.connect(":memory:", isolation_level=None)
+    connection.execute("CREATE TABLE jobs (id TEXT PRIMARY KEY, state TEXT, n INTEGER)")
+    connection.executemany(
+        "INSERT INTO jobs VALUES (?, 'active', 0)", [("a",), ("b",), ("c",), ("d",)]
+    )
+    connection.execute("UPDATE jobs SET state = 'done' WHERE id = 'c'")
+    part = compile_part(
+        "UPDATE jobs SET state = :rows->>state, n = n + 1 WHERE id = :rows->>id "
+        "AND state = 'active' RETURNING :rows->>id AS id"
+    )
+    assert part.one_row_each
+    if in_transaction:
+        connection.execute("BEGIN IMMEDIATE")
+    written = {"rows": Records([{"id": "a", "state": "done"}, {"id": "b", "state": "done"}])}
+    assert execute(connection, part, written) == ([{"id": "a"}, {"id": "b"}], 2)
+    raced = Records([{"id": "c", "state": "failed"}, {"id": "d", "state": "done"}])
+    assert execute(connection, part, {"rows": raced}) == ([{"id": "d"}], 1)
+    assert connection.in_transaction is in_transaction
+    if in_transaction:
+        connection.execute("COMMIT")
+    assert connection.execute("SELECT * FROM jobs ORDER BY id").fetchall() == [
+        ("a", "done", 1), ("b", "done", 1), ("c", "done", 0), ("d", "done", 1),
+    ]  # fmt: skip
+
+
+def test_a_failing_run_leaves_what_a_run_at_a_time_leaves() -> None:
+    """A run that raises (a constraint) raises, the runs before it written, as one at a time:
+    the unit's savepoint undoes them, not the executor."""
+    connection = sqlite3.connect(":memory:", isolation_level=None)
+    connection.execute("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+    part = compile_part(
+        "INSERT INTO t (id, n) VALUES (:rows->>id, :rows->>n) ON CONFLICT (id) DO NOTHING "
+        "RETURNING :rows->>id AS id"
+    )
+    connection.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.IntegrityError):
+        execute(connection, part, {"rows": Records([{"id": "a", "n": 1}, {"id": "b"}])})
+    assert connection.in_transaction
+    assert connection.execute("SELECT * FROM t").fetchall() == [("a", 1)]
+    connection.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[], ["a", "b"], ["é", "日本", 'quote " and \\ slash'], ["lone \ud800 surrogate"], None],
+)
+def test_a_list_parameter_reads_back_as_the_list(tmp_path: Path, values: list[str] | None) -> None:
+    """A list bound as JSON text (orjson's, the standard library's for what orjson refuses)
+    reads back in SQL as the standard library's text of it did."""
+    store = SqliteStore(str(tmp_path / "redrive.db"))
+    try:
+        text = SqliteExecutor(store).list_parameter(values)
+        if values is None:
+            assert text is None
+            return
+        read = "SELECT key, hex(value), type FROM json_each(?) ORDER BY key"
+        connection = store.connection
+        assert (
+            connection.execute(read, (text,)).fetchall()
+            == connection.execute(read, (json.dumps(values),)).fetchall()
+        )
+        assert json.loads(text) == values
+    finally:
+        asyncio.run(store.close())
