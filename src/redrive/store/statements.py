@@ -9,7 +9,10 @@ from typing import TypeVar
 
 Parsed = TypeVar("Parsed")
 
-_HEADER = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
+# A header line, found from the newline before it (the file is read with one put first): a
+# pattern that begins with a literal is searched for that literal, not tried at every position of
+# the ~100 kB file (`^` first: 0.50 -> 0.13 ms of every store's making).
+_HEADER = re.compile(r"\n-- (name|fragment): (\w+)[ \t]*$", re.MULTILINE)
 _INCLUDE = re.compile(r"\{(\w+)\}")
 _PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 
@@ -18,7 +21,7 @@ def load_statements(path: Path) -> dict[str, str]:
     """`-- name: x` headers split the file; each body runs the statements it holds in order.
     A `-- fragment: y` body is SQL that several statements share, written `{y}` where it goes
     (the dead-letter filter, for one)."""
-    parts = _HEADER.split(path.read_text(encoding="utf-8"))
+    parts = _HEADER.split("\n" + path.read_text(encoding="utf-8"))
     found: dict[str, dict[str, str]] = {"name": {}, "fragment": {}}
     for index in range(1, len(parts), 3):
         kind, name, body = parts[index : index + 3]
