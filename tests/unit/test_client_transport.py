@@ -102,3 +102,128 @@ def test_the_proxy_is_the_one_urllib_finds(
         else proxies.get(parts.scheme) or proxies.get("all")
     )
     assert proxy_for(url) == expected
+
+
+# -- the envelope Client.enqueue writes --------------------------------------------------
+
+
+def _reference_envelope(
+    type: str, args: Any = None, queue: Any = None, priority: Any = None, meta: Any = None,
+    scheduled_at: Any = None, delay: Any = None, expires_at: Any = None, retry: Any = None,
+    timeout_ms: Any = None, visibility_timeout_ms: Any = None, unique: Any = None,
+    tags: Any = None, pending: bool = False, metadata: Any = None, schema: Any = None,
+    id: Any = None, extra: Any = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The envelope as the client wrote it before its options were set one by one."""
+    from redrive.client.requests import relative, retry_document, timestamp
+
+    options: dict[str, Any] = {
+        "queue": queue, "priority": priority, "timeout_ms": timeout_ms,
+        "visibility_timeout_ms": visibility_timeout_ms,
+        "expires_at": None if expires_at is None else timestamp(expires_at, "expires_at"),
+        "retry": None if retry is None else retry_document(retry),
+        "unique": None if unique is None else dict(unique), "tags": tags,
+        "pending": True if pending else None,
+        "metadata": None if metadata is None else dict(metadata),
+    }  # fmt: skip
+    if scheduled_at is not None:
+        options["scheduled_at"] = timestamp(scheduled_at, "scheduled_at")
+    if delay is not None:
+        options["scheduled_at"] = relative(delay)
+    body: dict[str, Any] = {**(extra or {}), "type": type, "args": list(args or [])}
+    optional = {"id": id, "meta": meta, "schema": schema}
+    body.update({key: value for key, value in optional.items() if value is not None})
+    kept = {key: value for key, value in options.items() if value is not None}
+    if kept:
+        body["options"] = kept
+    return body
+
+
+ENVELOPE_CASES: list[dict[str, Any]] = [
+    {},
+    {"args": [1, "a"], "queue": "default"},
+    {"args": (), "queue": "q", "priority": 0},
+    {"args": [], "priority": -3, "tags": [], "pending": False},
+    {"meta": {}, "schema": "urn:s", "id": "019ad0b1-aaaa-7bbb-8ccc-ddddeeeeffff"},
+    {"timeout_ms": 5, "visibility_timeout_ms": 0, "unique": {"key": "k"}, "tags": ["t"]},
+    {"pending": True, "metadata": {"m": 1}, "retry": {"max_attempts": 2}},
+    {"expires_at": "2030-01-01T00:00:00Z", "scheduled_at": "2029-01-01T00:00:00Z"},
+    {"delay": 5, "expires_at": datetime(2030, 1, 1, tzinfo=UTC)},
+    {"extra": {"args": "x", "zeta": 1, "type": "other", "options": {"o": 1}, "meta": 2}},
+    {"extra": {"options": {"o": 1}}, "queue": "q", "id": "i", "meta": {"a": 1}},
+    {"extra": {}, "args": None, "queue": None, "priority": None},
+]
+
+
+@pytest.mark.parametrize("given", ENVELOPE_CASES)
+def test_the_envelope_is_the_one_every_option_written_then_dropped_made(
+    given: dict[str, Any],
+) -> None:
+    from redrive.client.requests import envelope
+
+    written = envelope("email.send", **given)
+    expected = _reference_envelope("email.send", **given)
+    assert written == expected
+    assert json.dumps(written) == json.dumps(expected)  # the same keys in the same order
+
+
+# -- the connection slots ------------------------------------------------------------------
+
+
+def test_slots_are_taken_at_once_until_none_is_free_then_in_turn() -> None:
+    import asyncio
+
+    from redrive.client.transport import Slots
+
+    async def scenario() -> list[str]:
+        slots = Slots(2)
+        assert slots.take_now() and slots.take_now()
+        assert not slots.take_now()
+        loop = asyncio.get_running_loop()
+        order: list[str] = []
+
+        async def wait(name: str) -> None:
+            await slots.take(loop.time() + 5)
+            order.append(name)
+
+        first = asyncio.create_task(wait("first"))
+        second = asyncio.create_task(wait("second"))
+        await asyncio.sleep(0)
+        assert not slots.take_now()  # others wait: no slot taken ahead of them
+        slots.give()
+        await first
+        assert order == ["first"] and not second.done()
+        slots.give()
+        await second
+        slots.give()
+        slots.give()
+        assert slots.take_now() and slots.take_now() and not slots.take_now()
+        return order
+
+    assert asyncio.run(scenario()) == ["first", "second"]
+
+
+def test_a_wait_for_a_slot_times_out_and_a_slot_handed_to_a_cancelled_waiter_goes_on() -> None:
+    import asyncio
+
+    from redrive.client.transport import Slots
+
+    async def scenario() -> None:
+        slots = Slots(1)
+        assert slots.take_now()
+        loop = asyncio.get_running_loop()
+        with pytest.raises(TimeoutError):
+            await slots.take(loop.time() + 0.01)
+        late = asyncio.create_task(slots.take(loop.time() + 5))
+        after = asyncio.create_task(slots.take(loop.time() + 5))
+        await asyncio.sleep(0)
+        slots.give()  # handed to `late`, which is cancelled before it runs: `after` gets it
+        late.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await late
+        await asyncio.wait_for(after, 1)
+        assert not slots.take_now()
+        slots.give()
+        assert slots.take_now()
+
+    asyncio.run(scenario())

@@ -21,18 +21,34 @@ AUTHORIZATION_HEADER = "authorization"
 async def authorize(request: Request) -> None:
     """A FastAPI dependency on the whole app: sets `request.state.caller` or refuses (for a
     dashboard route, sets `request.state.policy` for the dashboard's own check)."""
+    if not authorized_at_once(request):
+        await authorize_by_key(request)
+
+
+def authorized_at_once(request: Request) -> bool:
+    """`authorize`'s steps that read no key: True when they settle the request (a dashboard
+    route, a server with auth off, a route that needs no permission), False when the key must
+    be checked (`authorize_by_key`). Exact routes call this first, without a coroutine: with
+    auth off, every request of a producer ends here."""
     endpoint = request.scope.get("endpoint")
     policy = policy_of(endpoint)
     if endpoint is None or policy is None:
-        raise Forbidden("this route declares no access policy, so nobody may call it")
+        raise _no_policy()
     if is_dashboard(endpoint):
         request.state.policy = policy
-        return
+        return True
     if not request.app.state.auth_required:
         request.scope.setdefault("state", {})["caller"] = open_caller(request)
-        return
-    if policy.permission is None:
-        return
+        return True
+    return policy.permission is None
+
+
+async def authorize_by_key(request: Request) -> None:
+    """The rest of `authorize` once `authorized_at_once` has not settled the request: the key,
+    its caller and the route's policy."""
+    policy = policy_of(request.scope.get("endpoint"))
+    if policy is None:  # refused by `authorized_at_once` already
+        raise _no_policy()
     key = await service_of(request).keys.authenticate(_bearer(request))
     try:
         caller = key_caller(request, key)
@@ -43,6 +59,10 @@ async def authorize(request: Request) -> None:
         await _record_refusal(request, key, refusal)
         raise
     request.scope.setdefault("state", {})["caller"] = caller
+
+
+def _no_policy() -> Forbidden:
+    return Forbidden("this route declares no access policy, so nobody may call it")
 
 
 async def _record_refusal(request: Request, key: ApiKey, refusal: Forbidden) -> None:

@@ -5,8 +5,8 @@ third of `redrive serve`'s CPU per enqueue request (FastAPI 0.165 walks its incl
 solves the app-wide `authorize` dependency on every request); the table is one dict lookup.
 Routes with path parameters, dependencies of their own or another handler signature go on to
 FastAPI, and every route, these too, stays in the app's routes and its OpenAPI document.
-`authorize` is called here as the app's one app-wide dependency: another app-wide dependency
-added in `create_app` must be called here too."""
+`authorize` is called here (its two steps, the first without a coroutine) as the app's one
+app-wide dependency: another app-wide dependency added in `create_app` must be called here too."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from redrive.api.authorization import authorize
+from redrive.api.authorization import authorize_by_key, authorized_at_once
 from redrive.api.errors import handle_http_error, handle_ojs_error
 from redrive.domain.errors import OjsError
 
@@ -75,7 +75,8 @@ class ExactRoutes:
         scope["endpoint"] = route.endpoint
         request = Request(scope, receive, send)
         try:
-            await authorize(request)
+            if not authorized_at_once(request):
+                await authorize_by_key(request)
             response = await route.endpoint(request)
         except OjsError as error:
             response = await handle_ojs_error(request, error)

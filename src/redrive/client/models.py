@@ -103,7 +103,7 @@ class Job:
             "max_attempts": max_attempts if isinstance(max_attempts, int) else None,
             "priority": priority if type(priority) is int else 0,
             "errors": [item for item in errors if isinstance(item, dict)]
-            if isinstance(errors, list) else [],
+            if errors and isinstance(errors, list) else [],
             "error": error if isinstance(error, dict) else None,
             "result": get("result"),
             "worker_id": None if worker_id is None else str(worker_id),

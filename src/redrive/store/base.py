@@ -52,7 +52,10 @@ class Executor(Protocol):
         them from the jobs' records."""
         ...
 
-    async def notify(self, queues: set[str]) -> None: ...
+    def notify(self, queues: set[str]) -> None:
+        """Queue the wake-ups of these queues (sent or signalled as the transaction ends); no
+        I/O here, so no coroutine: every enqueue's transaction calls it."""
+        ...
 
 
 def present(record: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +130,7 @@ class SqlBase:
         fresh = queues - self.notified
         if fresh:
             self.notified |= fresh
-            await self.executor.notify(fresh)
+            self.executor.notify(fresh)
 
     async def _rows(self, statement: str, /, **parameters: Any) -> list[dict[str, Any]]:
         return await self.executor.rows(statement, parameters)

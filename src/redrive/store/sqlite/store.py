@@ -442,7 +442,7 @@ class SqliteExecutor:
     def event_blocks_parameter(self, jobs: list[Job], event_ids: list[str] | None) -> Any:
         return Records(event_blocks(jobs, event_ids))
 
-    async def notify(self, queues: set[str]) -> None:
+    def notify(self, queues: set[str]) -> None:
         """Nothing to send: the store wakes in-process waiters once the transaction commits."""
 
 
