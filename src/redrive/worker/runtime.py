@@ -39,6 +39,11 @@ DEFAULT_CONCURRENCY = 100
 IDLE_HEARTBEAT_SECONDS = 30.0
 MIN_HEARTBEAT_SECONDS = 0.1
 FETCH_RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
+# Each visibility timeout's heartbeat interval, found once (~4k instructions a job otherwise).
+_HEARTBEATS: dict[int, float] = {}
+MAX_HEARTBEATS_KEPT = 64
+# Every job's task is named this (asyncio would format a "Task-N" for each).
+TASK_NAME = "redrive-job"
 
 
 def default_worker_id() -> str:
@@ -55,6 +60,17 @@ class Running:
 def heartbeat_seconds(payload: dict[str, Any]) -> float:
     """Beat three times per visibility timeout, so one late beat does not lose the lease."""
     visibility = payload.get("visibility_timeout_ms")
+    if visibility.__class__ is int:  # every job of a queue has the same: found once
+        seconds = _HEARTBEATS.get(visibility)
+        if seconds is None:
+            seconds = _heartbeat_seconds(visibility)
+            if len(_HEARTBEATS) < MAX_HEARTBEATS_KEPT:
+                _HEARTBEATS[visibility] = seconds
+        return seconds
+    return _heartbeat_seconds(visibility)
+
+
+def _heartbeat_seconds(visibility: object) -> float:
     if not isinstance(visibility, int) or visibility <= 0:
         return IDLE_HEARTBEAT_SECONDS
     return max(MIN_HEARTBEAT_SECONDS, min(IDLE_HEARTBEAT_SECONDS, visibility / 3000))
@@ -67,6 +83,8 @@ class Worker:
     At most `concurrency` jobs run at once (default 100) and up to `prefetch` more (default
     `concurrency`) wait, claimed, for a slot; a fetch claims at least half of that capacity.
     """
+
+    _loop: asyncio.AbstractEventLoop  # the running loop, from run()
 
     def __init__(
         self,
@@ -162,6 +180,7 @@ class Worker:
         self._reset()
         if stop_requested:
             self._stopping.set()
+        self._loop = asyncio.get_running_loop()
         self._executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="redrive-worker")
         self._delivery = Delivery(self.source, self.worker_id)
         flusher = asyncio.create_task(self._delivery.run())
@@ -248,31 +267,37 @@ class Worker:
         self._running[job_id] = running
         if running.heartbeat_seconds < self._heartbeat_interval:
             self._wake_heartbeat.set()
-        task = asyncio.create_task(self._execute(job_id, payload, registered))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        # The loop's own create_task, with a name given (no "Task-N" formatted a job); the task
+        # leaves `_tasks` as its coroutine ends (no done callback scheduled on the loop a job).
+        self._tasks.add(
+            self._loop.create_task(self._execute(job_id, payload, registered), name=TASK_NAME)
+        )
 
     def _note_heartbeat(self, payload: dict[str, Any]) -> None:
         if heartbeat_seconds(payload) < self._heartbeat_interval:
             self._wake_heartbeat.set()
 
     async def _execute(self, job_id: str, payload: dict[str, Any], registered: Registered) -> None:
-        context = JobContext.from_payload(payload)
         try:
-            if registered.is_async:
-                result = await registered.function(context)
-            else:
-                loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(self._executor, registered.function, context)
-            if result is not None:
-                json.dumps(result, allow_nan=False)
-        except asyncio.CancelledError as error:
-            if job_id in self._running:  # cancelled inside the handler, not by the shutdown
+            context = JobContext.from_payload(payload)
+            try:
+                if registered.is_async:
+                    result = await registered.function(context)
+                else:
+                    result = await self._loop.run_in_executor(
+                        self._executor, registered.function, context
+                    )
+                if result is not None:
+                    json.dumps(result, allow_nan=False)
+            except asyncio.CancelledError as error:
+                if job_id in self._running:  # cancelled inside the handler, not by the shutdown
+                    self._finish(job_id, None, error)
+            except BaseException as error:  # SystemExit from a handler is its failure, not ours
                 self._finish(job_id, None, error)
-        except BaseException as error:  # SystemExit from a handler is its failure, not ours
-            self._finish(job_id, None, error)
-        else:
-            self._finish(job_id, result, None)
+            else:
+                self._finish(job_id, result, None)
+        finally:
+            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
 
     def _finish(self, job_id: str, result: Any, error: BaseException | None) -> None:
         running = self._running.pop(job_id, None)
@@ -324,7 +349,7 @@ class Worker:
             del self._running[job_id]
             error = shutdown_error("the worker stopped before the job finished")
             self._deliver_failure(Failure(job_id, running.lease_token, error, requeue=True))
-        for task in self._tasks:
+        for task in list(self._tasks):
             task.cancel()
 
     # -- heartbeats -----------------------------------------------------------------------------
