@@ -306,10 +306,13 @@ async def _acknowledge(
 
 def _count(runtime: Runtime, done: list[CompletedJob], now: int) -> None:
     """The metrics of completed jobs, once their transaction committed."""
-    for job in done:
-        runtime.metrics.completed[(job.queue, job.type)] += 1
-        runtime.metrics.duration_sum_seconds += (now - (job.started_at or now)) / 1000
-        runtime.metrics.duration_count += 1
+    metrics = runtime.metrics
+    completed, duration = metrics.completed, metrics.duration_sum_seconds
+    for job in done:  # the same sums, in the same order, without their attribute reads a job
+        completed[(job.queue, job.type)] += 1
+        duration += (now - (job.started_at or now)) / 1000
+    metrics.duration_sum_seconds = duration
+    metrics.duration_count += len(done)
 
 
 async def fail_all(

@@ -443,8 +443,9 @@ def _job(
     values["expires_at_text"] = envelope.get("expires_at_text")
     # Most jobs have no error history: '[]' needs no parser (1.4 us a claimed row).
     values["errors"] = errors = [] if errors in (None, "[]") else (load(errors) or [])
-    values["error"] = error_from_column(load(error), errors)
-    values["result"] = load(result)
+    # A claimed job's error and result are null: no call to read them.
+    values["error"] = None if error is None else error_from_column(load(error), errors)
+    values["result"] = None if result is None else load(result)
     values["dead_lettered"] = bool(dead_lettered)
     values["redrive_task_id"] = task
     values["redrive_dead_letter_id"] = item

@@ -67,8 +67,12 @@ class EmbeddedJobSource:
             )
             jobs = await self.service.workers.fetch(self.caller, request)
             if jobs or not waiting or self._interrupted:
-                self._held.update((job.id, job) for job in jobs)
-                return [job_payload(job) for job in jobs]
+                held = self._held
+                payloads = []
+                for job in jobs:
+                    held[job.id] = job
+                    payloads.append(job_payload(job))
+                return payloads
 
     def interrupt(self) -> None:
         self._interrupted = True

@@ -297,7 +297,7 @@ class Worker:
             else:
                 self._finish(job_id, result, None)
         finally:
-            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
+            self._tasks.discard(asyncio.current_task())
 
     def _finish(self, job_id: str, result: Any, error: BaseException | None) -> None:
         running = self._running.pop(job_id, None)
