@@ -241,7 +241,10 @@ class SqlJobs(SqlBase, JobStore):
             return Claimed([], [])
         # The rows by position (no dict a row): the claim is every worker's hottest read.
         priority, sequence, listened = map(columns.index, ("priority", "sequence", "listened"))
-        ordered = sorted(rows, key=lambda row: (-row[priority], row[sequence]))
+        # By priority (highest first), then sequence: two stable sorts by a column each, in C
+        # (a key function of Python built a tuple a row).
+        ordered = sorted(rows, key=itemgetter(sequence))
+        ordered.sort(key=itemgetter(priority), reverse=True)
         read = job_reader(columns)
         jobs = [read(row) for row in ordered]
         return Claimed(jobs, [job for job, row in zip(jobs, ordered, strict=True) if row[listened]])

@@ -113,6 +113,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._forced = asyncio.Event()
         self._wake_fetcher = asyncio.Event()
+        self._fetcher_waits = False  # whether the fetch loop waits for a slot (_wake_fetcher)
         self._wake_heartbeat = asyncio.Event()
         self._heartbeat_interval = IDLE_HEARTBEAT_SECONDS
         self._quiet = False
@@ -225,7 +226,11 @@ class Worker:
             free = self._free_slots()
             if free <= 0 or self._quiet:
                 self._wake_fetcher.clear()
-                await self._wake_fetcher.wait()
+                self._fetcher_waits = True
+                try:
+                    await self._wake_fetcher.wait()
+                finally:
+                    self._fetcher_waits = False
                 continue
             try:
                 jobs = await source.fetch(self.queues, free, self.wait_ms, self.worker_id)
@@ -237,8 +242,7 @@ class Worker:
                 await self._sleep_unless_stopping(pause)
                 continue
             failures = 0
-            for payload in jobs:
-                self._accept(payload)
+            self._accept(jobs)
 
     async def _sleep_unless_stopping(self, seconds: float) -> None:
         try:
@@ -246,14 +250,21 @@ class Worker:
         except TimeoutError:
             return
 
-    def _accept(self, payload: dict[str, Any]) -> None:
+    def _accept(self, payloads: list[dict[str, Any]]) -> None:
+        """A fetch's jobs: each started while a slot is free, then held waiting; a stopping or
+        quiet worker hands them all back. Nothing between them can stop the worker (no await),
+        so that is asked once a fetch, not once a job."""
         if self._stopping.is_set() or self._quiet:
-            self._hand_back(payload, "the worker is stopping")
-        elif len(self._running) >= self.concurrency:
-            self._waiting.append(payload)
-            self._note_heartbeat(payload)
-        else:
-            self._start(payload)
+            for payload in payloads:
+                self._hand_back(payload, "the worker is stopping")
+            return
+        running, concurrency = self._running, self.concurrency
+        for payload in payloads:
+            if len(running) >= concurrency:
+                self._waiting.append(payload)
+                self._note_heartbeat(payload)
+            else:
+                self._start(payload)
 
     def _start(self, payload: dict[str, Any]) -> None:
         job_id = str(payload["id"])
@@ -313,7 +324,8 @@ class Worker:
             self._deliver_failure(Failure(job_id, running.lease_token, document))
         if self._waiting and not (self._stopping.is_set() or self._quiet):
             self._start(self._waiting.popleft())
-        self._wake_fetcher.set()
+        if self._fetcher_waits:  # a fetch under way sees the slot when it is back
+            self._wake_fetcher.set()
 
     def _deliver_failure(self, failure: Failure) -> None:
         assert self._delivery is not None
