@@ -67,7 +67,9 @@ def load(value: Any) -> Any:
         value = value.decode()
     if isinstance(value, str):
         # UTF-8 (lone surrogates passed through): only ASCII digits become 0 bytes.
-        if LONG_DIGITS in value.encode("utf-8", "surrogatepass").translate(DIGITS_AS_ZERO):
+        # `find`, not `in`: bytes' `in` first tries its operand as an integer, and formats and
+        # drops a TypeError every call (~1.1k instructions of ~2.7k).
+        if value.encode("utf-8", "surrogatepass").translate(DIGITS_AS_ZERO).find(LONG_DIGITS) >= 0:
             return json.loads(value)
         try:
             return orjson.loads(value)
