@@ -10,7 +10,7 @@ from redrive.domain.caller import Caller
 from redrive.domain.errors import InvalidRequest, NotFound, OjsError
 from redrive.domain.events import arrival_events, batch_failure_events, completion_event
 from redrive.domain.frozen import Assembler, frozen_dataclass
-from redrive.domain.job import AVAILABLE, Job
+from redrive.domain.job import AVAILABLE, COMPLETED, Job
 from redrive.ports import (
     AttemptWrites,
     CompletedJob,
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 # Each ack's record for the store, assembled (no frozen __init__ setting each of its fields).
 assemble_completion = Assembler(Completion)
+# Each ack's answer, assembled too (its frozen __init__ cost ~9,000 instructions a job).
+assemble_completed = Assembler(lifecycle.Completed)
 Request = TypeVar("Request", bound="AttemptRequest")
 Answer = TypeVar("Answer")
 # One entry per request of a batch: the job as written, or why that request was refused.
@@ -295,16 +297,24 @@ async def _acknowledge(
             outcomes.append(refused[request.job_id])
         else:
             job = done[request.job_id]
-            outcomes.append(lifecycle.Completed(job.id, job.attempt, job.max_attempts, now))
+            outcomes.append(
+                assemble_completed.adopt(
+                    {"id": job.id, "attempt": job.attempt, "max_attempts": job.max_attempts,
+                     "completed_at": now, "state": COMPLETED}
+                )
+            )  # fmt: skip
     return outcomes, completed
 
 
 def _count(runtime: Runtime, done: list[CompletedJob], now: int) -> None:
     """The metrics of completed jobs, once their transaction committed."""
-    for job in done:
-        runtime.metrics.completed[(job.queue, job.type)] += 1
-        runtime.metrics.duration_sum_seconds += (now - (job.started_at or now)) / 1000
-        runtime.metrics.duration_count += 1
+    metrics = runtime.metrics
+    completed, duration = metrics.completed, metrics.duration_sum_seconds
+    for job in done:  # the same sums, in the same order, without their attribute reads a job
+        completed[(job.queue, job.type)] += 1
+        duration += (now - (job.started_at or now)) / 1000
+    metrics.duration_sum_seconds = duration
+    metrics.duration_count += len(done)
 
 
 async def fail_all(

@@ -67,7 +67,9 @@ def load(value: Any) -> Any:
         value = value.decode()
     if isinstance(value, str):
         # UTF-8 (lone surrogates passed through): only ASCII digits become 0 bytes.
-        if LONG_DIGITS in value.encode("utf-8", "surrogatepass").translate(DIGITS_AS_ZERO):
+        # `find`, not `in`: bytes' `in` first tries its operand as an integer, and formats and
+        # drops a TypeError every call (~1.1k instructions of ~2.7k).
+        if value.encode("utf-8", "surrogatepass").translate(DIGITS_AS_ZERO).find(LONG_DIGITS) >= 0:
             return json.loads(value)
         try:
             return orjson.loads(value)
@@ -443,8 +445,9 @@ def _job(
     values["expires_at_text"] = envelope.get("expires_at_text")
     # Most jobs have no error history: '[]' needs no parser (1.4 us a claimed row).
     values["errors"] = errors = [] if errors in (None, "[]") else (load(errors) or [])
-    values["error"] = error_from_column(load(error), errors)
-    values["result"] = load(result)
+    # A claimed job's error and result are null: no call to read them.
+    values["error"] = None if error is None else error_from_column(load(error), errors)
+    values["result"] = None if result is None else load(result)
     values["dead_lettered"] = bool(dead_lettered)
     values["redrive_task_id"] = task
     values["redrive_dead_letter_id"] = item

@@ -14,7 +14,7 @@ from redrive.domain.job import Job
 from redrive.domain.listeners import Listener
 from redrive.ports import JobStore
 from redrive.ports.jobs import Enqueued
-from redrive.store.base import SqlBase, present
+from redrive.store.base import SqlBase
 from redrive.store.codec import (
     dump,
     job_from_row,
@@ -140,18 +140,20 @@ class SqlJobs(SqlBase, JobStore):
 
         if not completions:
             return Completions([], [])
-        records = [
-            present(
-                {
-                    "id": completion.job_id,
-                    "worker_id": completion.worker_id,
-                    "lease_token": completion.lease_token,
-                    "result": completion.result,
-                    "event_id": completion.event_id,
-                }
-            )
-            for completion in completions
-        ]
+        # Each record without its null fields, as `present` makes it, written so (no second
+        # dict a record).
+        records = []
+        for completion in completions:
+            record = {"id": completion.job_id}
+            if (worker_id := completion.worker_id) is not None:
+                record["worker_id"] = worker_id
+            if (lease_token := completion.lease_token) is not None:
+                record["lease_token"] = lease_token
+            if (result := completion.result) is not None:
+                record["result"] = result
+            if (event_id := completion.event_id) is not None:
+                record["event_id"] = event_id
+            records.append(record)
         ids = self.executor.list_parameter([completion.job_id for completion in completions])
         names, rows = await self.executor.table(
             "complete_jobs",
@@ -240,7 +242,10 @@ class SqlJobs(SqlBase, JobStore):
             return Claimed([], [])
         # The rows by position (no dict a row): the claim is every worker's hottest read.
         priority, sequence, listened = map(columns.index, ("priority", "sequence", "listened"))
-        ordered = sorted(rows, key=lambda row: (-row[priority], row[sequence]))
+        # By priority (highest first), then sequence: two stable sorts by a column each, in C
+        # (a key function of Python built a tuple a row).
+        ordered = sorted(rows, key=itemgetter(sequence))
+        ordered.sort(key=itemgetter(priority), reverse=True)
         read = job_reader(columns)
         jobs = [read(row) for row in ordered]
         return Claimed(jobs, [job for job, row in zip(jobs, ordered, strict=True) if row[listened]])

@@ -30,13 +30,17 @@ class Delivery:
         self._wanted = asyncio.Event()
         self._closing = False
 
+    # The flusher waits for `_wanted` only once both lists are empty: the item that makes a
+    # list non-empty wakes it, the others join the batch it takes (no Event.set a job).
     def add_completion(self, completion: Completion) -> None:
         self._completions.append(completion)
-        self._wanted.set()
+        if len(self._completions) == 1:
+            self._wanted.set()
 
     def add_failure(self, failure: Failure) -> None:
         self._failures.append(failure)
-        self._wanted.set()
+        if len(self._failures) == 1:
+            self._wanted.set()
 
     @property
     def pending(self) -> int:

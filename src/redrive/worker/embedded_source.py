@@ -9,12 +9,15 @@ from typing import Any, TypeVar
 from redrive.domain import lifecycle
 from redrive.domain.caller import Caller, Role
 from redrive.domain.errors import OjsError
+from redrive.domain.frozen import Assembler
 from redrive.domain.job import DEFAULT_TENANT, Job
 from redrive.service.attempts import AckRequest, NackRequest
 from redrive.service.facade import Service
 from redrive.service.workers import FetchRequest, HeartbeatRequest
 from redrive.worker.source import Completion, Failure, HeartbeatReply, Outcome
 
+# Each ack's request, assembled.
+assemble_ack = Assembler(AckRequest)
 # An embedded worker works the default tenant unless it is given another caller.
 DEFAULT_TENANT_WORKER = Caller.for_tenant(DEFAULT_TENANT, "embedded-worker", Role.WORKER)
 Request = TypeVar("Request", AckRequest, NackRequest)
@@ -64,19 +67,32 @@ class EmbeddedJobSource:
             )
             jobs = await self.service.workers.fetch(self.caller, request)
             if jobs or not waiting or self._interrupted:
-                self._held.update((job.id, job) for job in jobs)
-                return [job_payload(job) for job in jobs]
+                held = self._held
+                payloads = []
+                for job in jobs:
+                    held[job.id] = job
+                    payloads.append(job_payload(job))
+                return payloads
 
     def interrupt(self) -> None:
         self._interrupted = True
 
     async def ack(self, completions: list[Completion], worker_id: str) -> list[Outcome]:
-        requests: list[AckRequest] = [
-            AckRequest(completion.job_id, worker_id, completion.lease_token, completion.result)
-            for completion in completions
-        ]
-        for completion in completions:
-            self._held.pop(completion.job_id, None)
+        # Each request assembled (no frozen __init__ setting its four fields one by one).
+        held = self._held
+        requests: list[AckRequest] = []
+        for job_id, lease_token, result in completions:
+            held.pop(job_id, None)
+            requests.append(
+                assemble_ack.adopt(
+                    {
+                        "job_id": job_id,
+                        "worker_id": worker_id,
+                        "lease_token": lease_token,
+                        "result": result,
+                    }
+                )
+            )
         return await self._in_batches(requests, self.service.workers.ack_many)
 
     async def nack(self, failures: list[Failure], worker_id: str) -> list[Outcome]:
@@ -120,7 +136,7 @@ class EmbeddedJobSource:
                     job_id = "" if isinstance(request, OjsError) else request.job_id
                     outcomes.append(Outcome(job_id, problem=result.code))
                 else:
-                    outcomes.append(Outcome(result.id, state=result.state))
+                    outcomes.append(Outcome(result.id, result.state))
         return outcomes
 
     async def heartbeat(self, job_ids: list[str], worker_id: str) -> HeartbeatReply:

