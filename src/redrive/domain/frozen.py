@@ -172,7 +172,7 @@ class Assembler(Generic[Instance]):
             raise TypeError(
                 f"{self.cls.__name__} has no fields {sorted(changes.keys() - self.names)}"
             )
-        state = dict(instance.__dict__)
+        state = instance.__dict__.copy()
         state.update(changes)
         copy = object.__new__(self.cls)
         object.__setattr__(copy, "__dict__", state)
