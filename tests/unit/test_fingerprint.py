@@ -200,6 +200,32 @@ def test_a_fingerprint_is_versioned_and_names_what_it_read() -> None:
     assert DEFAULT_FINGERPRINTER.fingerprint(other_frames).value != fingerprint.value
 
 
+def test_jobs_sharing_one_backtrace_object_are_fingerprinted_as_each_alone() -> None:
+    """A batch's jobs that failed alike hold one backtrace object (the fingerprinter remembers
+    the last); whatever their order, each gets what a fresh fingerprinter gives a copy of it."""
+    shared = list(PYTHON)
+    text = "\n".join(JAVA)
+    jobs = [
+        corpus_job("TimeoutError", "timed out after 30s", shared),
+        corpus_job("TimeoutError", "timed out after 30s", shared),
+        corpus_job("TimeoutError", "timed out after 9s", shared),
+        corpus_job("OSError", "timed out after 9s", shared),
+        corpus_job("OSError", "timed out after 9s", None),
+        corpus_job("OSError", "refused", None),
+        corpus_job("OSError", "refused", text),  # type: ignore[arg-type]
+        corpus_job("OSError", "refused", text),  # type: ignore[arg-type]
+        corpus_job("OSError", "refused", shared),
+        replace(corpus_job("OSError", "refused", None), error=None, errors=[]),
+    ]
+    remembering = Fingerprinter()
+    for job in [*jobs, *reversed(jobs)]:
+        copied = json.loads(json.dumps(job.error)) if job.error is not None else None
+        alone = Fingerprinter().fingerprint(replace(job, error=copied))
+        assert remembering.fingerprint(job) == alone
+    values = {remembering.fingerprint(job).value for job in jobs}
+    assert len(values) == 7
+
+
 def test_the_last_error_of_the_history_is_read_when_the_job_has_none() -> None:
     job = replace(corpus_job("E", "x", None), error=None, errors=[{"type": "E", "message": "x"}])
     assert (

@@ -182,7 +182,7 @@ class Assembler(Generic[Instance]):
             raise TypeError(
                 f"{self.cls.__name__} has no fields {sorted(changes.keys() - self.names)}"
             )
-        state = dict(instance.__dict__)
+        state = instance.__dict__.copy()
         state.update(changes)
         copy = _new(self.cls)
         self._set_dict(copy, state)

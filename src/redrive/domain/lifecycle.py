@@ -222,16 +222,25 @@ def _terminal(job: Job, failure: Failure) -> tuple[bool, str | None]:
         return True, "handler_requested"
     if failure.code in DIRECTIVES_DISCARD:
         return True, None
-    candidates = [value for value in (failure.type, failure.code) if value]
-    if failure.details and isinstance(failure.details.get("error_class"), str):
-        candidates.append(failure.details["error_class"])
-    if not failure.retryable or matches_non_retryable(job.retry.non_retryable_errors, candidates):
+    if not failure.retryable or (
+        # Most policies list no non-retryable errors: no candidates to gather then.
+        (patterns := job.retry.non_retryable_errors)
+        and matches_non_retryable(patterns, _candidates(failure))
+    ):
         return True, _dead_letter_reason(job, "non_retryable_error")
     if failure.code == "RETRY":
         return job.attempt >= job.max_attempts, _dead_letter_reason(job, "max_attempts_exceeded")
     if job.attempt >= job.max_attempts:
         return True, _dead_letter_reason(job, "max_attempts_exceeded")
     return False, None
+
+
+def _candidates(failure: Failure) -> list[str]:
+    """The names a job's `non_retryable_errors` are matched against: type, code, error class."""
+    candidates = [value for value in (failure.type, failure.code) if value]
+    if failure.details and isinstance(failure.details.get("error_class"), str):
+        candidates.append(failure.details["error_class"])
+    return candidates
 
 
 def _dead_letter_reason(job: Job, reason: str) -> str | None:

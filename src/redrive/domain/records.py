@@ -103,6 +103,9 @@ RETRY_DEFAULTS = retry_to_record(RetryPolicy())
 RETRY_TYPED_DEFAULTS = tuple((name, type(value), value) for name, value in RETRY_DEFAULTS.items())
 # The fields retry_to_record copies into a list and a dict.
 RETRY_COPIED = {"non_retryable_errors": list, "extra": dict}
+# `sparse_retry_record` leaves those out when empty: right while their defaults are empty.
+if any(RETRY_DEFAULTS[name] for name in RETRY_COPIED):
+    raise RuntimeError("sparse_retry_record expects the copied fields' defaults to be empty")
 
 
 def sparse_retry_record(policy: RetryPolicy) -> dict[str, Any]:
@@ -117,8 +120,11 @@ def sparse_retry_record(policy: RetryPolicy) -> dict[str, Any]:
         value = state[name]
         copy = RETRY_COPIED.get(name)
         if copy is not None:
-            value = copy(value)
-        if type(value) is not kind or value != default:
+            # Copied only when kept: its default is empty (RETRY_COPIED_EMPTY), so an empty one
+            # is left out without a list and a dict made and compared a job.
+            if value:
+                record[name] = copy(value)
+        elif type(value) is not kind or value != default:
             record[name] = value
     return record
 
@@ -145,7 +151,7 @@ def retry_from_record(record: dict[str, Any]) -> RetryPolicy:
 def job_to_record(job: Job) -> dict[str, Any]:
     # A job's __dict__ holds its fields, in order (frozen, made by its __init__ or assembled):
     # one copy instead of a getattr per field.
-    record = dict(vars(job))
+    record = vars(job).copy()
     record["retry"] = retry_to_record(job.retry)
     return record
 
@@ -174,7 +180,8 @@ def sparse_job_record(job: Job) -> dict[str, Any]:
         record.pop("retry", None)
     errors = job.errors
     if errors:
-        if job.error == errors[-1]:
+        # A failed job's error is its last (the same object): no comparison of the two then.
+        if (error := job.error) is errors[-1] or error == errors[-1]:
             record.pop("error", None)
         elif job.error is None:
             record["error"] = None

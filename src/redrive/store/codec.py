@@ -502,7 +502,7 @@ def dead_letter_from_row(row: dict[str, Any]) -> DeadLetter:
 def incident_entry_record(entry: IncidentEntry) -> dict[str, Any]:
     """What a batch adds to one incident, as one element of the JSON `incidents` of
     enter_dead_letters and upsert_incidents."""
-    record = dict(vars(entry))
+    record = vars(entry).copy()
     record["queues"] = list(entry.queues)
     return record
 
