@@ -259,6 +259,29 @@ WHERE jobs.id = ANY(CAST(:ids AS text[])) AND jobs.id = r.id
   AND COALESCE(jobs.lease_token, '') = COALESCE(r.expected_lease_token, '')
 RETURNING jobs.id;
 
+-- fragment: completed_run
+-- The subject, time, data, members and size of the `job.completed` row of a run of acked jobs
+-- (a group of rows with place, id, type, queue, duration, attempt and result, one tenant, queue
+-- and job type): a run of one is a plain row with its subject and all its data; a longer one
+-- keeps its members' ids and their own data in `members`, in ack order (complete_jobs).
+CASE WHEN count(*) = 1 THEN min(id) END, :now,
+CASE WHEN count(*) > 1 THEN jsonb_build_object('job_type', min(type), 'queue', min(queue))
+     ELSE jsonb_build_object(
+         'job_type', min(type), 'queue', min(queue), 'duration_ms', min(duration),
+         'attempt', min(attempt)
+     ) || CASE WHEN count(result) = 0 THEN '{}'
+               ELSE jsonb_build_object('result', (array_agg(result))[1]) END
+END,
+CASE WHEN count(*) > 1 THEN jsonb_build_object(
+    'subjects', jsonb_agg(id ORDER BY place),
+    'data', jsonb_build_object(
+        'duration_ms', jsonb_agg(duration ORDER BY place),
+        'attempt', jsonb_agg(attempt ORDER BY place)
+    ) || CASE WHEN count(result) = 0 THEN '{}'
+              ELSE jsonb_build_object('result', jsonb_agg(result ORDER BY place)) END
+) END,
+CASE WHEN count(*) > 1 THEN count(*) END
+
 -- name: complete_jobs
 -- Acks in one statement (:rows is a JSON array of {id, worker_id, lease_token, result,
 -- event_id}): each job is written only while the lease the ack names still holds, as
@@ -330,23 +353,7 @@ WITH r AS MATERIALIZED (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
     SELECT
         (array_agg(event_id ORDER BY place))[1], min(tenant_id), 'job.completed', min(queue),
-        min(type), CASE WHEN count(*) = 1 THEN min(id) END, :now,
-        CASE WHEN count(*) > 1 THEN jsonb_build_object('job_type', min(type), 'queue', min(queue))
-             ELSE jsonb_build_object(
-                 'job_type', min(type), 'queue', min(queue), 'duration_ms', min(duration),
-                 'attempt', min(attempt)
-             ) || CASE WHEN count(result) = 0 THEN '{}'
-                       ELSE jsonb_build_object('result', (array_agg(result))[1]) END
-        END,
-        CASE WHEN count(*) > 1 THEN jsonb_build_object(
-            'subjects', jsonb_agg(id ORDER BY place),
-            'data', jsonb_build_object(
-                'duration_ms', jsonb_agg(duration ORDER BY place),
-                'attempt', jsonb_agg(attempt ORDER BY place)
-            ) || CASE WHEN count(result) = 0 THEN '{}'
-                      ELSE jsonb_build_object('result', jsonb_agg(result ORDER BY place)) END
-        ) END,
-        CASE WHEN count(*) > 1 THEN count(*) END
+        min(type), {completed_run}
     FROM (
         SELECT place, event_id, result, id, tenant_id, queue, type, attempt,
             CASE WHEN COALESCE(started_at, 0) = 0 THEN 0 ELSE :completed_at - started_at END
@@ -359,23 +366,7 @@ WITH r AS MATERIALIZED (
         -- Else a row a run.
         SELECT
             (array_agg(event_id ORDER BY place))[1], tenant_id, 'job.completed', queue, type,
-            CASE WHEN count(*) = 1 THEN min(id) END, :now,
-            CASE WHEN count(*) > 1 THEN jsonb_build_object('job_type', type, 'queue', queue)
-                 ELSE jsonb_build_object(
-                     'job_type', type, 'queue', queue, 'duration_ms', min(duration),
-                     'attempt', min(attempt)
-                 ) || CASE WHEN count(result) = 0 THEN '{}'
-                           ELSE jsonb_build_object('result', (array_agg(result))[1]) END
-            END,
-            CASE WHEN count(*) > 1 THEN jsonb_build_object(
-                'subjects', jsonb_agg(id ORDER BY place),
-                'data', jsonb_build_object(
-                    'duration_ms', jsonb_agg(duration ORDER BY place),
-                    'attempt', jsonb_agg(attempt ORDER BY place)
-                ) || CASE WHEN count(result) = 0 THEN '{}'
-                          ELSE jsonb_build_object('result', jsonb_agg(result ORDER BY place)) END
-            ) END,
-            CASE WHEN count(*) > 1 THEN count(*) END
+            {completed_run}
         FROM runs
         WHERE NOT (SELECT alike FROM shape)
         GROUP BY run, tenant_id, queue, type

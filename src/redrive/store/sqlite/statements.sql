@@ -164,6 +164,29 @@ WHERE id = :rows->>id AND state = :rows->>expected_state
   AND COALESCE(lease_token, '') = COALESCE(:rows->>expected_lease_token, '')
 RETURNING :rows->>id AS id;
 
+-- fragment: completed_run
+-- The columns of the `job.completed` row of a run of acked jobs (a group of rows with id, type,
+-- queue, duration, attempt and result): a run of one is a plain row with its subject and all its
+-- data; a longer one keeps its members' ids and their own data in `members` (complete_jobs).
+CASE WHEN count(*) = 1 THEN id END AS subject,
+CASE WHEN count(*) > 1
+    THEN json_object('job_type', type, 'queue', queue)
+    WHEN result IS NULL
+    THEN json_object('job_type', type, 'queue', queue, 'duration_ms', duration,
+                     'attempt', attempt)
+    ELSE json_object('job_type', type, 'queue', queue, 'duration_ms', duration,
+                     'attempt', attempt, 'result', json(result))
+END AS data,
+CASE WHEN count(*) = 1 THEN NULL
+    WHEN count(result) = 0
+    THEN json_object('subjects', json_group_array(id), 'data', json_object(
+        'duration_ms', json_group_array(duration), 'attempt', json_group_array(attempt)))
+    ELSE json_object('subjects', json_group_array(id), 'data', json_object(
+        'duration_ms', json_group_array(duration), 'attempt', json_group_array(attempt),
+        'result', json_group_array(json(result))))
+END AS members,
+CASE WHEN count(*) > 1 THEN count(*) END AS size
+
 -- name: complete_jobs
 -- Acks ({id, worker_id, lease_token, result, event_id} each record of :rows, the ids distinct),
 -- kept in a temporary table (one run per record, in ack order), then written set-based: each job
@@ -196,24 +219,7 @@ SELECT (SELECT event_id FROM temp.acks WHERE rowid = run.first), tenant_id, 'job
     queue, type, subject, :now, data, members, size
 FROM (
     SELECT min(place) AS first, tenant_id, queue, type,
-        CASE WHEN count(*) = 1 THEN id END AS subject,
-        CASE WHEN count(*) > 1
-            THEN json_object('job_type', type, 'queue', queue)
-            WHEN result IS NULL
-            THEN json_object('job_type', type, 'queue', queue, 'duration_ms', duration,
-                             'attempt', attempt)
-            ELSE json_object('job_type', type, 'queue', queue, 'duration_ms', duration,
-                             'attempt', attempt, 'result', json(result))
-        END AS data,
-        CASE WHEN count(*) = 1 THEN NULL
-            WHEN count(result) = 0
-            THEN json_object('subjects', json_group_array(id), 'data', json_object(
-                'duration_ms', json_group_array(duration), 'attempt', json_group_array(attempt)))
-            ELSE json_object('subjects', json_group_array(id), 'data', json_object(
-                'duration_ms', json_group_array(duration), 'attempt', json_group_array(attempt),
-                'result', json_group_array(json(result))))
-        END AS members,
-        CASE WHEN count(*) > 1 THEN count(*) END AS size,
+        {completed_run},
         max(listened) AS listened, max(tenant_id) = min(tenant_id) AND max(queue) = min(queue)
             AND max(type) = min(type) AS alike
     FROM (
@@ -243,24 +249,7 @@ FROM (
     -- (event_id, id, duration, attempt and result: the first member's, the row min() takes its
     -- other bare columns from.)
     SELECT min(place) AS first, event_id, tenant_id, queue, type,
-        CASE WHEN count(*) = 1 THEN id END AS subject,
-        CASE WHEN count(*) > 1
-            THEN json_object('job_type', type, 'queue', queue)
-            WHEN result IS NULL
-            THEN json_object('job_type', type, 'queue', queue, 'duration_ms', duration,
-                             'attempt', attempt)
-            ELSE json_object('job_type', type, 'queue', queue, 'duration_ms', duration,
-                             'attempt', attempt, 'result', json(result))
-        END AS data,
-        CASE WHEN count(*) = 1 THEN NULL
-            WHEN count(result) = 0
-            THEN json_object('subjects', json_group_array(id), 'data', json_object(
-                'duration_ms', json_group_array(duration), 'attempt', json_group_array(attempt)))
-            ELSE json_object('subjects', json_group_array(id), 'data', json_object(
-                'duration_ms', json_group_array(duration), 'attempt', json_group_array(attempt),
-                'result', json_group_array(json(result))))
-        END AS members,
-        CASE WHEN count(*) > 1 THEN count(*) END AS size
+        {completed_run}
     FROM (
         SELECT *, sum(starts) OVER (ORDER BY place ROWS UNBOUNDED PRECEDING) AS run
         FROM (
@@ -351,6 +340,23 @@ WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:state IS NULL OR state = :state)
   AND (:type IS NULL OR type = :type);
 
+-- fragment: started_run
+-- The data, members and size of the `job.started` row of a run of claimed jobs (a group of rows
+-- with id, type, queue and attempt): a run of one is a plain row with all its data; a longer one
+-- keeps its members' ids and attempts in `members` (claim_jobs).
+CASE WHEN count(*) > 1 AND :worker_id IS NULL
+    THEN json_object('job_type', type, 'queue', queue)
+    WHEN count(*) > 1
+    THEN json_object('job_type', type, 'queue', queue, 'worker_id', :worker_id)
+    WHEN :worker_id IS NULL
+    THEN json_object('job_type', type, 'queue', queue, 'attempt', attempt)
+    ELSE json_object('job_type', type, 'queue', queue, 'worker_id', :worker_id, 'attempt', attempt)
+END,
+CASE WHEN count(*) > 1 THEN json_object(
+    'subjects', json_group_array(id), 'data', json_object('attempt', json_group_array(attempt))
+) END,
+CASE WHEN count(*) > 1 THEN count(*) END
+
 -- name: claim_jobs
 -- Up to :limit available jobs of :queue, by priority, then age, kept in a temporary table (their
 -- sequences) that the events, the update and the rows returned read: nothing is claimed from a
@@ -386,18 +392,7 @@ INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, m
 SELECT
     json_extract(:event_ids, '$[0]'), tenant_id, 'job.started', queue, type,
     CASE WHEN count(*) = 1 THEN id END, :now,
-    CASE WHEN count(*) > 1 AND :worker_id IS NULL
-        THEN json_object('job_type', type, 'queue', queue)
-        WHEN count(*) > 1
-        THEN json_object('job_type', type, 'queue', queue, 'worker_id', :worker_id)
-        WHEN :worker_id IS NULL
-        THEN json_object('job_type', type, 'queue', queue, 'attempt', attempt)
-        ELSE json_object('job_type', type, 'queue', queue, 'worker_id', :worker_id, 'attempt', attempt)
-    END,
-    CASE WHEN count(*) > 1 THEN json_object(
-        'subjects', json_group_array(id), 'data', json_object('attempt', json_group_array(attempt))
-    ) END,
-    CASE WHEN count(*) > 1 THEN count(*) END
+    {started_run}
 FROM (
     SELECT id, tenant_id, queue, type, attempt + 1 AS attempt FROM jobs
     WHERE sequence IN (SELECT sequence FROM temp.claimed)
@@ -413,18 +408,7 @@ INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, m
 SELECT
     json_extract(:event_ids, '$[' || (min(place) - 1) || ']'), tenant_id, 'job.started', queue,
     type, CASE WHEN count(*) = 1 THEN id END, :now,
-    CASE WHEN count(*) > 1 AND :worker_id IS NULL
-        THEN json_object('job_type', type, 'queue', queue)
-        WHEN count(*) > 1
-        THEN json_object('job_type', type, 'queue', queue, 'worker_id', :worker_id)
-        WHEN :worker_id IS NULL
-        THEN json_object('job_type', type, 'queue', queue, 'attempt', attempt)
-        ELSE json_object('job_type', type, 'queue', queue, 'worker_id', :worker_id, 'attempt', attempt)
-    END,
-    CASE WHEN count(*) > 1 THEN json_object(
-        'subjects', json_group_array(id), 'data', json_object('attempt', json_group_array(attempt))
-    ) END,
-    CASE WHEN count(*) > 1 THEN count(*) END
+    {started_run}
 FROM (
     SELECT place, id, tenant_id, queue, type, attempt,
         sum(first) OVER (ORDER BY place ROWS UNBOUNDED PRECEDING) AS run
