@@ -120,8 +120,8 @@ def sparse_retry_record(policy: RetryPolicy) -> dict[str, Any]:
         value = state[name]
         copy = RETRY_COPIED.get(name)
         if copy is not None:
-            # Copied only when kept: its default is empty (RETRY_COPIED_EMPTY), so an empty one
-            # is left out without a list and a dict made and compared a job.
+            # Copied only when kept: its default is empty (checked at import, above), so an
+            # empty one is left out without a list or a dict made and compared a job.
             if value:
                 record[name] = copy(value)
         elif type(value) is not kind or value != default:

@@ -73,12 +73,7 @@ class JobService:
         if written.existing:
             job_id = next(job.id for job in jobs if job.id in written.existing)
             raise Duplicate(f"job {job_id} already exists", {"job_id": job_id})
-        if len(jobs) == 1:  # a producer's one job a call: no comprehension's frame
-            job = jobs[0]
-            if job.state == states.AVAILABLE:
-                await transaction.notify({job.queue})
-        else:
-            await transaction.notify({job.queue for job in jobs if job.state == states.AVAILABLE})
+        await transaction.notify({job.queue for job in jobs if job.state == states.AVAILABLE})
         if written.listeners:
             stored = [
                 StoredEvent(event_id, 0, now, enqueued_event(job))

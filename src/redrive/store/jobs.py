@@ -14,7 +14,7 @@ from redrive.domain.job import Job
 from redrive.domain.listeners import Listener
 from redrive.ports import JobStore
 from redrive.ports.jobs import Enqueued
-from redrive.store.base import SqlBase
+from redrive.store.base import SqlBase, present
 from redrive.store.codec import (
     dump,
     job_from_row,
@@ -140,20 +140,18 @@ class SqlJobs(SqlBase, JobStore):
 
         if not completions:
             return Completions([], [])
-        # Each record without its null fields, as `present` makes it, written so (no second
-        # dict a record).
-        records = []
-        for completion in completions:
-            record = {"id": completion.job_id}
-            if (worker_id := completion.worker_id) is not None:
-                record["worker_id"] = worker_id
-            if (lease_token := completion.lease_token) is not None:
-                record["lease_token"] = lease_token
-            if (result := completion.result) is not None:
-                record["result"] = result
-            if (event_id := completion.event_id) is not None:
-                record["event_id"] = event_id
-            records.append(record)
+        records = [
+            present(
+                {
+                    "id": completion.job_id,
+                    "worker_id": completion.worker_id,
+                    "lease_token": completion.lease_token,
+                    "result": completion.result,
+                    "event_id": completion.event_id,
+                }
+            )
+            for completion in completions
+        ]
         ids = self.executor.list_parameter([completion.job_id for completion in completions])
         names, rows = await self.executor.table(
             "complete_jobs",
