@@ -624,15 +624,13 @@ class Store(Protocol):
     write_lanes: int
 
     def transaction(
-        self, caller: Caller, one_statement: bool = False, redoable: bool = False
+        self, caller: Caller, one_statement: bool = False
     ) -> AbstractAsyncContextManager[Transaction]:
         """One transaction acting for the caller: on PostgreSQL, row-level security limits it
         to the caller's tenant (every tenant for a caller that spans them). With
         `one_statement` the unit runs exactly one statement, one made to run alone (given
         `alone=True`, see `JobStore.enqueue_jobs`): on PostgreSQL it commits by itself in one
-        round trip (no BEGIN, no COMMIT); a second statement is an error. A `redoable` unit's
-        writes, lost to a power cut, leave what a worker dying with them would (a claim): on
-        SQLite its commit need not be synced on its own (see `SqliteStore.transaction`)."""
+        round trip (no BEGIN, no COMMIT); a second statement is an error."""
         ...
 
     def open_lanes(self) -> None:

@@ -104,9 +104,7 @@ class WorkerService:
         token = self.runtime.new_token()
         claimed: list[Job] = []
         unannounced: list[Job] = []  # the claim wrote the others' job.started events
-        # Redoable: a claim lost to a power cut (with the promotions, the worker's visit and
-        # the job.started events it wrote) leaves its jobs available to claim again.
-        async with self.runtime.store.transaction(caller, redoable=True) as transaction:
+        async with self.runtime.store.transaction(caller) as transaction:
             await transaction.notify(await transaction.promote_due_jobs(now, queues))
             # A claim takes nothing from a queue the caller's tenant paused (a caller spanning
             # every tenant: one any tenant paused, as its claim would take that tenant's jobs).

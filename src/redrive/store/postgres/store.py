@@ -578,14 +578,11 @@ class PostgresStore:
         finally:
             await self._give_back(taken, clean)
 
-    def transaction(
-        self, caller: Caller, one_statement: bool = False, redoable: bool = False
-    ) -> Unit:
+    def transaction(self, caller: Caller, one_statement: bool = False) -> Unit:
         """BEGIN and the tenant (SET LOCAL) go out before the first statement, COMMIT (with the
         wake-ups) on success and ROLLBACK on any error; SET LOCAL ends with the transaction, so
         the pooled connection goes back to the pool with its session tenant as it was. A unit
-        of one statement sends that statement alone (StatementExecutor). See `Unit`. Every
-        commit is synced here, a `redoable` unit's too."""
+        of one statement sends that statement alone (StatementExecutor). See `Unit`."""
         return Unit(self, caller, one_statement)
 
     def _begin(self, caller: Caller) -> str:

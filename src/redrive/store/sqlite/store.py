@@ -446,19 +446,12 @@ class SqliteExecutor:
         """Nothing to send: the store wakes in-process waiters once the transaction commits."""
 
 
-# The `synchronous` levels a write transaction begins under (see `SqliteStore.transaction`).
-SYNCED = "FULL"
-UNSYNCED = "NORMAL"
-
-
 class Group:
-    """The units one write transaction holds: they return when its commit is done (`done`),
-    which `committer` makes once the units queued behind them have run, if any were. The
-    commit is durable (synchronous FULL) unless every unit is redoable (`synchronous`)."""
+    """The units one write transaction holds: they return when its commit is durable (`done`),
+    which `committer` makes once the units queued behind them have run, if any were."""
 
-    def __init__(self, done: asyncio.Future[None], synchronous: str) -> None:
+    def __init__(self, done: asyncio.Future[None]) -> None:
         self.done = done
-        self.synchronous = synchronous
         self.committer: asyncio.Task[None] | None = None
         self.notified: set[str] = set()
 
@@ -484,8 +477,6 @@ class SqliteStore:
         # trip to the store's thread each cost both threads more than the statement (one
         # unit's savepoint opened and released around an ack: 3 trips, now 1).
         self._pending: list[str] = []
-        # (The store's thread's.) The level the connection's last transaction began under.
-        self._synchronous = SYNCED
         self.wakeups = Wakeups()
         self._owner: asyncio.Task[Any] | None = None
         self.connection = self._thread.submit(self._connect).result()
@@ -502,9 +493,8 @@ class SqliteStore:
         )
         connection.execute("PRAGMA journal_mode = WAL")
         # FULL: every commit syncs the WAL, so an acknowledged write survives a power loss
-        # (NORMAL in WAL mode could lose the last commits), but for a group of redoable units
-        # (see `transaction`).
-        connection.execute(f"PRAGMA synchronous = {SYNCED}")
+        # (NORMAL in WAL mode could lose the last commits).
+        connection.execute("PRAGMA synchronous = FULL")
         connection.execute("PRAGMA busy_timeout = 30000")
         connection.execute("PRAGMA foreign_keys = ON")
         # Scratch b-trees in memory: a RETURNING clause (update_jobs runs one per job) collects
@@ -539,27 +529,11 @@ class SqliteStore:
 
     @asynccontextmanager
     async def transaction(
-        self, caller: Caller, one_statement: bool = False, redoable: bool = False
+        self, caller: Caller, one_statement: bool = False
     ) -> AsyncIterator[SqlTransaction]:
         """One unit of work, a savepoint of the open write transaction (BEGIN IMMEDIATE): a unit
         that fails is undone alone. The units that queue up while one runs share its commit
-        (one fsync for all); each returns only once that commit is durable.
-
-        A group of redoable units only (claims) commits under synchronous NORMAL: without its
-        fsync (~3-8 ms of the store's thread here). In WAL mode a commit appends its frames to
-        the log, and SQLite's recovery replays the log up to the first frame whose cumulative
-        checksum fails, so what survives a power cut is always a prefix of the commits; a later
-        commit under FULL syncs the log file, every earlier frame with it, and so does each
-        checkpoint (which syncs the log before copying it). A NORMAL commit survives a crash of
-        the process (it is in the OS's cache), and a power cut or OS crash can only undo it
-        together with every commit after it that was not synced yet: no ack, nack, dead letter
-        or enqueue (each FULL) becomes durable without the claims before it. A claim undone so
-        leaves its jobs available with their leases and attempt as before it, as a worker
-        dying with them would once their leases expire, sooner (the claim's attempt is not
-        counted: the jobs run again as that attempt; a worker on this machine died with it).
-        SQLite fixes the level when a transaction begins ("Safety level may not be changed
-        inside a transaction"), so a durable unit never joins a redoable group: that group
-        commits first, unsynced, and the unit begins its own. A redoable unit joins any."""
+        (one fsync for all); each returns only once that commit is durable."""
         task = asyncio.current_task()
         if self._lock.locked() and self._owner is task:
             raise RuntimeError("nested transaction: this task already holds the SQLite store")
@@ -567,13 +541,8 @@ class SqliteStore:
         self._owner = task
         try:
             group = self._group
-            if group is not None and group.synchronous == UNSYNCED and not redoable:
-                with contextlib.suppress(Exception):  # its units raise it
-                    await self._commit(group)
-                group = None
             if group is None:
-                done = asyncio.get_running_loop().create_future()
-                group = self._group = Group(done, UNSYNCED if redoable else SYNCED)
+                group = self._group = Group(asyncio.get_running_loop().create_future())
             try:
                 self._pending.append(OPEN_UNIT)
                 transaction = SqlTransaction(SqliteExecutor(self))
@@ -605,19 +574,10 @@ class SqliteStore:
 
     def _open_unit(self) -> None:
         """(On the store's thread.) A savepoint for the next unit in the write transaction,
-        begun (under its group's level) if none is open."""
+        begun if none is open."""
         if not self.connection.in_transaction:
-            assert self._group is not None  # (a unit's pending steps run in its group)
-            self._begin(self._group.synchronous)
+            self.connection.execute("BEGIN IMMEDIATE")
         self.connection.execute(OPEN_UNIT)
-
-    def _begin(self, synchronous: str) -> None:
-        """(On the store's thread.) BEGIN IMMEDIATE under `synchronous`, set first if the last
-        transaction began under the other level (a PRAGMA of a few us, only then)."""
-        if synchronous != self._synchronous:
-            self.connection.execute(f"PRAGMA synchronous = {synchronous}")
-            self._synchronous = synchronous
-        self.connection.execute("BEGIN IMMEDIATE")
 
     def _unit_unopened(self) -> bool:
         """Whether the unit at hand ran nothing yet (its savepoint still pending): then it has
@@ -737,7 +697,7 @@ class SqliteStore:
                     break
                 if file.stem in applied:
                     continue
-                self._begin(SYNCED)
+                connection.execute("BEGIN IMMEDIATE")
                 try:
                     for statement in split_script(file.read_text(encoding="utf-8")):
                         connection.execute(statement)
