@@ -11,12 +11,12 @@ import httpx
 import pytest
 
 from redrive.domain import lifecycle
-from redrive.domain.caller import SYSTEM
+from redrive.domain.caller import SYSTEM, Caller, Role
 from redrive.domain.errors import OjsError
 from redrive.domain.events import completed_event, failure_events, started_event
 from redrive.domain.job import Job
 from redrive.domain.listeners import WEBHOOK_QUEUE
-from redrive.domain.webhooks import SubscriptionRequest
+from redrive.domain.webhooks import SubscriptionChanges, SubscriptionRequest
 from redrive.ports import EventQuery, JobFilter
 from redrive.service.attempts import AckRequest, NackRequest
 from redrive.service.facade import Service
@@ -91,6 +91,36 @@ async def test_an_ack_of_a_subscribed_tenant_queues_each_delivery(
     ]
     _, deliveries = await service.jobs.list(CALLER, JobFilter(queue=WEBHOOK_QUEUE), 10, 0)
     assert deliveries == 3
+
+
+async def test_an_ack_queues_deliveries_only_for_its_own_tenant_s_active_subscriptions(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """Another tenant's active subscription and the tenant's own inactive one get nothing from
+    an ack; the tenant's own, once active, a delivery a job (complete_jobs' listeners)."""
+    hook = SubscriptionRequest("https://example.test/hook", ("job.completed",), None)
+    other = Caller.for_tenant("globex", "test", Role.ADMIN)
+    await service.webhooks.create(other, hook)
+    own = await service.webhooks.create(CALLER, hook)
+    await service.webhooks.update(CALLER, own.subscription.id, SubscriptionChanges(active=False))
+
+    async def ack_two() -> None:
+        for index in range(2):
+            await enqueue(client, "ack.job", [index], queue=QUEUE)
+        fetched = await fetch(client, [QUEUE], count=2, worker_id="w1")
+        acks: list[AckRequest | OjsError] = [
+            AckRequest(job["id"], "w1", None, None) for job in fetched
+        ]
+        outcomes = await service.workers.ack_many(CALLER, acks)
+        assert not any(isinstance(outcome, OjsError) for outcome in outcomes)
+
+    await ack_two()
+    _, deliveries = await service.jobs.list(SYSTEM, JobFilter(queue=WEBHOOK_QUEUE), 10, 0)
+    assert deliveries == 0
+    await service.webhooks.update(CALLER, own.subscription.id, SubscriptionChanges(active=True))
+    await ack_two()
+    _, deliveries = await service.jobs.list(SYSTEM, JobFilter(queue=WEBHOOK_QUEUE), 10, 0)
+    assert deliveries == 2
 
 
 async def events_of(service: Service, kind: str, queues: tuple[str, ...] = (QUEUE,)) -> list[Any]:
