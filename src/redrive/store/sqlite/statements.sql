@@ -303,7 +303,7 @@ RETURNING 'job' AS kind, jobs.id, jobs.tenant_id, jobs.queue, jobs.type, jobs.at
 -- The acked jobs' tenants are listed (each job found by its ack's id) only while a subscription
 -- is active: SQLite built that list, and the list of the ack ids it was read through, before it
 -- looked for a subscription (0.59 -> 0.06 us a job of 145 acks with none active, 0.63 -> 0.38
--- with one; a single-threaded loop's CPU).
+-- with one: the statement alone, on 20,000 jobs).
 SELECT 'listener' AS kind, id, tenant_id, NULL AS queue, NULL AS type, NULL AS attempt,
     NULL AS max_attempts, NULL AS started_at, NULL AS redrive_task_id,
     NULL AS redrive_dead_letter_id, events
