@@ -103,3 +103,27 @@ async def test_a_unit_may_not_nest_in_its_own(store: SqliteStore) -> None:
                 pass
         await insert(store, "a")
     assert committed(store) == ["a"]
+
+
+async def test_units_that_ran_nothing_share_a_group_without_failing(store: SqliteStore) -> None:
+    """A unit that runs no statement leaves no savepoint; two of them in one group (the second
+    queued behind the first) commit nothing and return, and the store goes on writing."""
+    first_inside = asyncio.Event()
+
+    async def first() -> None:
+        async with store.transaction(SYSTEM):
+            first_inside.set()
+            while not store._waiting:  # the second unit has queued behind this one
+                await asyncio.sleep(0)
+
+    async def second() -> None:
+        await first_inside.wait()
+        async with store.transaction(SYSTEM):
+            pass
+
+    leading = asyncio.create_task(first())
+    await second()
+    await leading
+    async with store.transaction(SYSTEM):
+        await insert(store, "after")
+    assert committed(store) == ["after"]

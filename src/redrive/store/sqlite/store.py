@@ -635,7 +635,7 @@ class SqliteStore:
         """(Holding the lock.) COMMIT the open transaction: every unit of the group returns,
         or raises if the commit failed (then nothing of the group was written)."""
         try:
-            await self.call(lambda: self.connection.execute("COMMIT"))
+            await self.call(self._commit_open_transaction)
         except BaseException as error:
             await self._roll_back()
             self._fail(group, error)
@@ -645,6 +645,11 @@ class SqliteStore:
         self.wakeups.signal(group.notified)
         if self.checkpointer is not None:
             self.checkpointer.nudge()
+
+    def _commit_open_transaction(self) -> None:
+        # None is open when every unit of the group ran nothing (each dropped its savepoint).
+        if self.connection.in_transaction:
+            self.connection.execute("COMMIT")
 
     async def _roll_back(self) -> None:
         """Roll the open transaction back, with what its units left pending."""
