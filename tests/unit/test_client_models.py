@@ -84,3 +84,12 @@ def test_a_job_reading_its_document_compares_copies_and_stays_frozen_unread() ->
     assert not hasattr(job, "status")
     assert job.raw is ACTIVE
     assert vars(job) == {"raw": ACTIVE}  # `raw`, or a name that is no field, reads nothing
+
+
+def test_a_job_read_meanwhile_answers_from_its_fields() -> None:
+    """A thread that found a field missing while another read the job gets the field read."""
+    job = Job.reading(ACTIVE)
+    missing = type(job).__getattr__  # type: ignore[attr-defined]  # what Python calls then
+    assert missing(job, "state") == "active"  # reads them all
+    fields = vars(job)
+    assert missing(job, "attempt") == 2 and vars(job) is fields  # read, not read again

@@ -100,13 +100,16 @@ class Job:
 
         def __getattr__(self, name: str) -> Any:
             """A field of a job `reading` made, read now (Python asks here only for a name
-            the instance does not hold yet)."""
-            held = self.__dict__
-            if name in JOB_FIELDS and len(held) == 1 and "raw" in held:
-                fields = _job_fields(held["raw"])
-                held.clear()
-                held.update(fields)
-                return fields[name]
+            the instance does not hold yet). The fields replace the instance's `__dict__` in
+            one assignment: a thread reading the job meanwhile finds the old one or them."""
+            if name in JOB_FIELDS:
+                held = self.__dict__
+                if name in held:  # read by another thread since Python looked
+                    return held[name]
+                if "raw" in held:
+                    fields = _job_fields(held["raw"])
+                    object.__setattr__(self, "__dict__", fields)
+                    return fields[name]
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
