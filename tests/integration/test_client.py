@@ -22,6 +22,7 @@ from redrive.client import (
     RetryPolicy,
     UnreachableError,
 )
+from redrive.client.models import Job
 from redrive.service.facade import Service
 
 pytestmark = pytest.mark.anyio
@@ -209,6 +210,25 @@ async def test_producing_options_batches_queues_and_server_documents(redrive: Cl
     assert stats.name == "bulk" and stats.counts.get("available") == 1
     assert (await redrive.manifest())["implementation"]["name"] == "redrive"
     assert (await redrive.health())["status"] == "ok"
+
+
+async def test_enqueued_jobs_read_their_answer_when_first_asked(redrive: Client) -> None:
+    """`enqueue` and `enqueue_many` answer jobs that read their fields from the server's
+    document when one is first asked for: then they are what the document makes, and what
+    `get_job` reads (the batch's from its minimal answer)."""
+    job = await redrive.enqueue("email.send", ["a@b.c"], queue="mail", meta={"k": 1}, priority=4)
+    assert vars(job) == {"raw": job.raw} and job.raw["type"] == "email.send"
+    assert (job.type, job.queue, job.args, job.meta, job.priority, job.max_attempts) == (
+        "email.send", "mail", ["a@b.c"], {"k": 1}, 4, 3,
+    )  # fmt: skip
+    assert job == Job.from_document(job.raw) == await redrive.get_job(job.id)
+    batch = await redrive.enqueue_many([JobSpec("email.send", ["b"]), JobSpec("sms.send", [])])
+    assert all(vars(made) == {"raw": made.raw} for made in batch)
+    assert [made.type for made in batch] == ["email.send", "sms.send"]
+    for made in batch:
+        assert made == Job.from_document(made.raw)
+        whole = await redrive.get_job(made.id)
+        assert replace(made, raw={}) == replace(whole, raw={})
 
 
 async def test_errors_are_typed(redrive: Client) -> None:

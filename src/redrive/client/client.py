@@ -188,13 +188,14 @@ class Client(
         extra: Mapping[str, Any] | None = None,
     ) -> Job:
         """Enqueue one job. `delay` (seconds, timedelta or ISO 8601 duration) and `scheduled_at`
-        (aware datetime or RFC 3339) schedule it; `extra` adds top-level envelope keys."""
+        (aware datetime or RFC 3339) schedule it; `extra` adds top-level envelope keys. The job
+        reads its fields from the answer when first asked for (`Job.reading`)."""
         body = envelope(
             type, args, queue, priority, meta, scheduled_at, delay, expires_at, retry, timeout_ms,
             visibility_timeout_ms, unique, tags, pending, metadata, schema, id, extra,
         )  # fmt: skip
         payload = await self._request("POST", JOBS, body)
-        return Job.from_document(document_of(payload, "job"))
+        return Job.reading(document_of(payload, "job"))
 
     async def enqueue_many(self, jobs: Sequence[JobSpec | Mapping[str, Any]]) -> list[Job]:
         """Enqueue many jobs atomically (all or none); each is a JobSpec or an OJS envelope.
@@ -208,7 +209,7 @@ class Client(
             for job in jobs
         ]  # fmt: skip
         payload = await self._request("POST", f"{JOBS}/batch", {"jobs": envelopes}, minimal=True)
-        return [Job.from_document(job) for job in payload.get("jobs") or []]
+        return [Job.reading(job) for job in payload.get("jobs") or []]
 
     async def get_job(self, job_id: str) -> Job:
         """One job by id (a dead-lettered job answers with state `discarded`)."""

@@ -228,7 +228,8 @@ class SyncClient:
         extra: Mapping[str, Any] | None = None,
     ) -> Job:
         """Enqueue one job. `delay` (seconds, timedelta or ISO 8601 duration) and `scheduled_at`
-        (aware datetime or RFC 3339) schedule it; `extra` adds top-level envelope keys."""
+        (aware datetime or RFC 3339) schedule it; `extra` adds top-level envelope keys. The job
+        reads its fields from the answer when first asked for (`Job.reading`)."""
         coroutine = self._client.enqueue(
             type,
             args,
