@@ -377,6 +377,21 @@ def test_postgres_claim_reads_the_queue_in_index_order(seeded_postgres: Seeded, 
     assert [node["Node Type"] for node in claim_scans] == ["Index Scan"], shown
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("state", ["scheduled", "retryable", "discarded"])
+def test_postgres_job_count_of_a_queue_and_state_reads_the_tenant_index(
+    seeded_postgres: Seeded, state: str
+) -> None:
+    """jobs_tenant holds every state but available (0045): a tenant's count of one queue's jobs
+    in any other state still reads it, and an available one's reads jobs_claim."""
+    parameters = {"tenant_id": DEFAULT_TENANT, "queue": QUEUES[0], "state": state, "type": None}
+    plan = explain_postgres(seeded_postgres.location, "count_jobs", parameters, "custom")
+    assert_index_access(plan, "jobs_tenant")
+    available = {**parameters, "state": "available"}
+    plan = explain_postgres(seeded_postgres.location, "count_jobs", available, "custom")
+    assert_index_access(plan, "jobs_claim")
+
+
 # --- SQLite -------------------------------------------------------------------------------------
 
 
