@@ -137,11 +137,11 @@ def test_a_job_s_last_error_is_stored_once_and_reads_back() -> None:
 
 
 def test_a_claimed_row_reads_as_the_whole_row_reads() -> None:
-    """A claim reads each job's JSON columns and, in one JSON array (CLAIMED_JOB_COLUMNS), the
-    columns it did not set, and makes the others as its UPDATE wrote them: the job of such a row
-    is the job of the whole row read as a dict, in the same field order, with or without the
-    redrive columns and a timeout, with a long integer in its arguments, under the job's lease
-    or the claim's; by priority, then sequence; the listened ones named."""
+    """A claim reads each job's JSON columns and the columns it did not set (CLAIMED_JOB_COLUMNS,
+    on SQLite as one JSON array), and makes the others as its UPDATE wrote them: the job of such
+    a row is the job of the whole row read as a dict, in the same field order, with or without
+    the redrive columns and a timeout, with a long integer in its arguments, under the job's
+    lease or the claim's; by priority, then sequence; the listened ones named."""
     from dataclasses import replace
 
     from redrive.domain.job import Job
@@ -174,6 +174,9 @@ def test_a_claimed_row_reads_as_the_whole_row_reads() -> None:
     assert listened_jobs == [base]
     leased, _ = claimed_jobs(rows[::-1], 6, "w", "l", 70)
     assert leased == [replace(job, lease_expires_at=6 + 70) for job in jobs]
+    # PostgreSQL's rows: the same columns as columns, not one array.
+    as_columns = [(*row[:4], *load(row[4])) for row in rows]
+    assert claimed_jobs(as_columns, 6, "w", "l", None) == (jobs, listened_jobs)
 
 
 def test_a_retry_policy_reads_back_from_its_sparse_record() -> None:
