@@ -136,34 +136,47 @@ def test_a_job_s_last_error_is_stored_once_and_reads_back() -> None:
     assert job_from_row(written_before) == failed
 
 
-def test_a_job_reads_the_same_from_a_row_by_position_in_any_column_order() -> None:
-    """A claim reads its rows as tuples (Executor.table): the job of a row by position is the
-    job of the same row as a dict, whatever order the columns come in, with or without the
-    redrive columns (then None, as a dict without them reads)."""
+def test_a_claimed_row_reads_as_the_whole_row_reads() -> None:
+    """A claim reads each job's JSON columns and the columns it did not set (CLAIMED_JOB_COLUMNS,
+    on SQLite as one JSON array), and makes the others as its UPDATE wrote them: the job of such
+    a row is the job of the whole row read as a dict, in the same field order, with or without
+    the redrive columns and a timeout, with a long integer in its arguments, under the job's
+    lease or the claim's; by priority, then sequence; the listened ones named."""
     from dataclasses import replace
 
     from redrive.domain.job import Job
-    from redrive.store.codec import job_from_row, job_parameters, job_reader
+    from redrive.store.codec import CLAIMED_JOB_COLUMNS, claimed_jobs, job_from_row, job_parameters
 
-    base = Job(id="j1", tenant_id="t", type="a.b", queue="q", args=[1], state="active",
-               created_at=5, enqueued_at=5, sequence=7, attempt=1, started_at=6,
-               lease_token="l", errors=[{"type": "E", "message": "m"}],
-               error={"type": "E", "message": "m"})  # fmt: skip
-    redriven = replace(base, redrive_task_id="rt_1", redrive_dead_letter_id="dl_1")
-    for job in (base, redriven):
+    error = {"type": "E", "message": "m"}
+    base = Job(id="j1", tenant_id="t", type="a.b", queue="q", args=[2**70], state="active",
+               created_at=5, enqueued_at=5, sequence=7, attempt=1, started_at=6, worker_id="w",
+               lease_token="l", lease_expires_at=6 + 1_800_000, retry_delay_ms=9,
+               errors=[error], error=dict(error))  # fmt: skip
+    redriven = replace(base, id="j2", sequence=3, redrive_task_id="rt_1",
+                       redrive_dead_letter_id="dl_1", timeout_ms=50, timeout_at=56, errors=[],
+                       error=None)  # fmt: skip
+    urgent = replace(base, id="j3", sequence=9, priority=2)
+    rows, whole = [], []
+    for job, listened in ((base, 1), (redriven, 0), (urgent, 0)):
         row = {
             **job_parameters(job),
-            "sequence": 7,
+            "sequence": job.sequence,
             "redrive_task_id": job.redrive_task_id,
             "redrive_dead_letter_id": job.redrive_dead_letter_id,
-            "listened": 0,
+            "listened": listened,
         }
-        for columns in (tuple(row), tuple(reversed(row))):
-            values = tuple(row[name] for name in columns)
-            assert job_reader(columns)(values) == job_from_row(row) == job
-    row = {**job_parameters(base), "sequence": 7}
-    columns = tuple(row)
-    assert job_reader(columns)(tuple(row.values())) == job_from_row(row) == base
+        columns = dump([row[name] for name in CLAIMED_JOB_COLUMNS])
+        rows.append((row["envelope"], row["errors"], row["error"], row["result"], columns))
+        whole.append(job_from_row(row))
+    jobs, listened_jobs = claimed_jobs(rows, 6, "w", "l", None)
+    assert jobs == [whole[2], whole[1], whole[0]] == [urgent, redriven, base]
+    assert [list(vars(job)) for job in jobs] == [list(vars(job)) for job in whole[::-1]]
+    assert listened_jobs == [base]
+    leased, _ = claimed_jobs(rows[::-1], 6, "w", "l", 70)
+    assert leased == [replace(job, lease_expires_at=6 + 70) for job in jobs]
+    # PostgreSQL's rows: the same columns as columns, not one array.
+    as_columns = [(*row[:4], *load(row[4])) for row in rows]
+    assert claimed_jobs(as_columns, 6, "w", "l", None) == (jobs, listened_jobs)
 
 
 def test_a_retry_policy_reads_back_from_its_sparse_record() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from functools import cache
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +11,7 @@ import orjson
 
 from redrive.domain.events import Event, block_event_id, enqueued_event_type, event_block_id
 from redrive.domain.identifiers import SERIES_COUNTER
-from redrive.domain.job import Job, assemble_job
+from redrive.domain.job import ACTIVE, Job, assemble_job
 from redrive.domain.records import (
     job_from_record,
     retry_from_record,
@@ -387,52 +386,107 @@ def job_parameters(job: Job) -> dict[str, Any]:
     return parameters
 
 
-# A row's plain columns, read in one call (every claimed or locked job's row).
+# A row's plain columns, read in one call (every locked job's row).
 _job_columns = itemgetter(*JOB_COLUMNS)
 # The other columns a job is read from, in the order `_job` takes them.
 JOB_OTHER_COLUMNS = ("envelope", "errors", "error", "result", "sequence", "dead_lettered")
-# Columns a row may lack (a statement written before them): None then.
-JOB_OPTIONAL_COLUMNS = ("redrive_task_id", "redrive_dead_letter_id")
 _job_others = itemgetter(*JOB_OTHER_COLUMNS)
 
 
 def job_from_row(row: dict[str, Any]) -> Job:
     """The job of a jobs row read as a dict (by column name)."""
     return _job(
-        _job_columns(row), _job_others(row),
+        dict(zip(JOB_COLUMNS, _job_columns(row), strict=True)), _job_others(row),
         row.get("redrive_task_id"), row.get("redrive_dead_letter_id"),
     )  # fmt: skip
 
 
-@cache
-def job_reader(columns: tuple[str, ...]) -> Callable[[Sequence[Any]], Job]:
-    """How to read the job of each row of a table with these columns (Executor.table), by
-    position: the positions are found once a set of columns, not a dict made a row."""
-    at = {name: index for index, name in enumerate(columns)}
-    plain = itemgetter(*(at[name] for name in JOB_COLUMNS))
-    others = itemgetter(*(at[name] for name in JOB_OTHER_COLUMNS))
-    task, item = (at.get(name) for name in JOB_OPTIONAL_COLUMNS)
+# What a claim reads of each job it leased (claim_jobs), after its JSON columns (envelope,
+# errors, error, result): the columns the claim did not set, in this order. The claim's own
+# values (state, started_at, worker_id, lease_token, lease_expires_at, timeout_at,
+# next_attempt_at) are made here as its UPDATE makes them (`claimed_jobs`), not read back.
+# SQLite's statement gives them as one JSON array: pysqlite reads a column with three calls into
+# SQLite, each taking the connection's mutex, and gives up the GIL for one of them, so the 35
+# columns of `SELECT *` cost the store's thread ~33k instructions a row, these five ~15k
+# (callgrind, rows of 100). PostgreSQL's gives them as columns: asyncpg decodes each in C, and
+# the array made there cost the backend ~1.2 us a row more than it saved the worker.
+CLAIMED_JOB_COLUMNS = (
+    "id", "tenant_id", "queue", "type", "priority", "attempt", "timeout_ms",
+    "visibility_timeout_ms", "created_at", "enqueued_at", "scheduled_at", "expires_at",
+    "completed_at", "cancelled_at", "discarded_at", "expired_at", "retry_delay_ms", "sequence",
+    "dead_lettered", "redrive_task_id", "redrive_dead_letter_id", "listened",
+)  # fmt: skip
+_claimed_priority = itemgetter(CLAIMED_JOB_COLUMNS.index("priority"))
+_claimed_sequence = itemgetter(CLAIMED_JOB_COLUMNS.index("sequence"))
 
-    def read(row: Sequence[Any]) -> Job:
-        return _job(
-            plain(row), others(row),
-            None if task is None else row[task], None if item is None else row[item],
-        )  # fmt: skip
 
-    return read
+def claimed_jobs(
+    rows: Sequence[Sequence[Any]],
+    now: int,
+    worker_id: str | None,
+    lease_token: str,
+    visibility_timeout_ms: int | None,
+) -> tuple[list[Job], list[Job]]:
+    """The jobs of a claim's rows (envelope, errors, error, result, then CLAIMED_JOB_COLUMNS as
+    columns or as one JSON array) by priority (highest first), then sequence, as the claim
+    leased them at `now`; and those of a tenant with an active webhook subscription
+    (`listened`)."""
+    claimed = []
+    packed = len(rows[0]) == 5 if rows else False
+    for row in rows:
+        if not packed:
+            columns = list(row[4:])
+        else:
+            # Read by orjson as it is: its numbers are integer columns (64 bits at most), which
+            # it reads exactly, so not `load`'s scan for long digits (~2.4k instructions a row).
+            try:
+                columns = orjson.loads(row[4])
+            except orjson.JSONDecodeError:  # a lone surrogate, which the tables do not hold
+                columns = json.loads(row[4])
+        columns.append(row)
+        claimed.append(columns)
+    # Two stable sorts by a column each, in C (a key function of Python built a tuple a row).
+    claimed.sort(key=_claimed_sequence)
+    claimed.sort(key=_claimed_priority, reverse=True)
+    jobs: list[Job] = []
+    listened_jobs: list[Job] = []
+    for (
+        job_id, tenant_id, queue, job_type, priority, attempt, timeout_ms, job_visibility_ms,
+        created_at, enqueued_at, scheduled_at, expires_at, completed_at, cancelled_at,
+        discarded_at, expired_at, retry_delay_ms, sequence, dead_lettered, task, item, listened,
+        row,
+    ) in claimed:  # fmt: skip
+        lease_ms = job_visibility_ms if visibility_timeout_ms is None else visibility_timeout_ms
+        # JOB_COLUMNS, in order.
+        values = {
+            "id": job_id, "tenant_id": tenant_id, "queue": queue, "type": job_type,
+            "state": ACTIVE, "priority": priority, "attempt": attempt, "timeout_ms": timeout_ms,
+            "visibility_timeout_ms": job_visibility_ms, "created_at": created_at,
+            "enqueued_at": enqueued_at, "scheduled_at": scheduled_at, "expires_at": expires_at,
+            "started_at": now, "completed_at": completed_at, "cancelled_at": cancelled_at,
+            "discarded_at": discarded_at, "expired_at": expired_at, "next_attempt_at": None,
+            "retry_delay_ms": retry_delay_ms, "worker_id": worker_id, "lease_token": lease_token,
+            "lease_expires_at": now + lease_ms,
+            "timeout_at": None if timeout_ms is None else now + timeout_ms,
+        }  # fmt: skip
+        job = _job(values, (row[0], row[1], row[2], row[3], sequence, dead_lettered), task, item)
+        jobs.append(job)
+        if listened:
+            listened_jobs.append(job)
+    return jobs, listened_jobs
 
 
 def _job(
-    plain: tuple[Any, ...], others: tuple[Any, ...], task: str | None, item: str | None
+    values: dict[str, Any], others: tuple[Any, ...], task: str | None, item: str | None
 ) -> Job:
-    """The job of a jobs row: its JOB_COLUMNS, its JOB_OTHER_COLUMNS and its redrive task and
-    item. Its state is built here, every field set once by name, and adopted as it is (no
-    keyword arguments, no merge, no copy, no key-set comparison: every claimed job is one; 5.8
-    -> 3.9 us a row); a field missing or added shows as a wrong count."""
+    """The job of a jobs row: `values` its JOB_COLUMNS (by name, in that order, which the job's
+    fields keep: a dead letter's snapshot is written in it), its JOB_OTHER_COLUMNS and its
+    redrive task and item. Its state is built here, every field set once by name, and adopted
+    as it is (no keyword arguments, no merge, no copy, no key-set comparison: every claimed job
+    is one; 5.8 -> 3.9 us a row); a field missing or added shows as a wrong count."""
     envelope_text, errors, error, result, sequence, dead_lettered = others
     envelope = load(envelope_text)
     options = envelope["options"]
-    values = dict(zip(JOB_COLUMNS, plain, strict=True))
     values["sequence"] = sequence
     values["args"] = envelope["args"]
     values["meta"] = envelope.get("meta", {})

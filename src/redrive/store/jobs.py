@@ -16,10 +16,10 @@ from redrive.ports import JobStore
 from redrive.ports.jobs import Enqueued
 from redrive.store.base import SqlBase, present
 from redrive.store.codec import (
+    claimed_jobs,
     dump,
     job_from_row,
     job_parameters,
-    job_reader,
     job_records,
     lifecycle_record,
     load,
@@ -223,7 +223,7 @@ class SqlJobs(SqlBase, JobStore):
         holds `claim.limit`) at its first job's place, its members' ids that block's."""
         from redrive.ports.attempts import Claimed
 
-        columns, rows = await self.executor.table(
+        _, rows = await self.executor.table(
             "claim_jobs",
             {
                 "queue": claim.queue,
@@ -238,15 +238,11 @@ class SqlJobs(SqlBase, JobStore):
         )
         if not rows:
             return Claimed([], [])
-        # The rows by position (no dict a row): the claim is every worker's hottest read.
-        priority, sequence, listened = map(columns.index, ("priority", "sequence", "listened"))
-        # By priority (highest first), then sequence: two stable sorts by a column each, in C
-        # (a key function of Python built a tuple a row).
-        ordered = sorted(rows, key=itemgetter(sequence))
-        ordered.sort(key=itemgetter(priority), reverse=True)
-        read = job_reader(columns)
-        jobs = [read(row) for row in ordered]
-        return Claimed(jobs, [job for job, row in zip(jobs, ordered, strict=True) if row[listened]])
+        return Claimed(
+            *claimed_jobs(
+                rows, now, claim.worker_id, claim.lease_token, claim.visibility_timeout_ms
+            )
+        )
 
     async def promote_due_jobs(self, now: int, queues: list[str] | None = None) -> set[str]:
         """Make every due job (of these queues; of all without) available, waiting for one

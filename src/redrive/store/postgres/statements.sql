@@ -477,7 +477,15 @@ WITH candidates AS MATERIALIZED (
     GROUP BY run, tenant_id, queue, type
     ORDER BY min(place)
 )
-SELECT * FROM claimed;
+-- Each claimed job as codec.claimed_jobs reads it: its JSON columns, then the columns the claim
+-- did not set (CLAIMED_JOB_COLUMNS), not all 35. Columns, not SQLite's one JSON array: asyncpg
+-- decodes a column in C, and json_build_array cost the backend more than it saved the worker.
+SELECT envelope, errors, error, result,
+    id, tenant_id, queue, type, priority, attempt, timeout_ms, visibility_timeout_ms,
+    created_at, enqueued_at, scheduled_at, expires_at, completed_at, cancelled_at, discarded_at,
+    expired_at, retry_delay_ms, sequence, dead_lettered, redrive_task_id, redrive_dead_letter_id,
+    listened
+FROM claimed;
 
 -- name: promote_due_jobs
 -- Due jobs of :queues (of every queue when NULL) become available. This WAITS for rows another

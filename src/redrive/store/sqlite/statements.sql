@@ -442,7 +442,14 @@ UPDATE jobs SET
     timeout_at = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :now + timeout_ms END,
     run_at = NULL, next_attempt_at = NULL
 WHERE sequence IN (SELECT sequence FROM temp.claimed);
-SELECT *, tenant_id IN (SELECT tenant_id FROM webhook_subscriptions WHERE active) AS listened
+-- Each claimed job as codec.claimed_jobs reads it: its JSON columns, and the columns the claim
+-- did not set in one array (CLAIMED_JOB_COLUMNS' order), not 35 columns (see there).
+SELECT envelope, errors, error, result, json_array(
+    id, tenant_id, queue, type, priority, attempt, timeout_ms, visibility_timeout_ms,
+    created_at, enqueued_at, scheduled_at, expires_at, completed_at, cancelled_at, discarded_at,
+    expired_at, retry_delay_ms, sequence, dead_lettered, redrive_task_id, redrive_dead_letter_id,
+    tenant_id IN (SELECT tenant_id FROM webhook_subscriptions WHERE active)
+) AS job
 FROM jobs WHERE sequence IN (SELECT sequence FROM temp.claimed);
 
 -- name: promote_due_jobs
