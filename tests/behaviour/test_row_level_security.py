@@ -35,9 +35,10 @@ from redrive.ports import Store
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.archive import FileArchive
-from redrive.store.postgres.isolation import isolation_problems
+from redrive.store.postgres.isolation import isolation_problems, migrated_and_isolated
 from redrive.store.postgres.store import (
     HERE,
+    MIGRATION_LOCK_KEY,
     Connection,
     PostgresExecutor,
     PostgresStore,
@@ -501,6 +502,96 @@ async def test_migrating_again_restores_a_grant_taken_away(database: str) -> Non
         "has_schema_privilege('redrive_app', 'public', 'USAGE')",
     )
     assert granted == [(True, False, True)]
+
+
+async def opened(url: str) -> tuple[list[str], list[str]]:
+    """What every start on the database does (composition.open_ready_store): migrate, then
+    check; the migrations applied and the problems found."""
+    store = PostgresStore(url, max_size=1)
+    try:
+        return await migrated_and_isolated(store)
+    finally:
+        await store.close()
+
+
+ACCESS_RECORDS = "SELECT version FROM schema_migrations WHERE version LIKE 'access.sql %'"
+
+
+@pytest.mark.postgres
+async def test_an_up_to_date_database_opens_without_the_migration_lock(database: str) -> None:
+    """Every migration applied and the grants as access.sql last left them (its record): a
+    start finds it so without the lock, so a migration running elsewhere does not hold it up,
+    and access.sql is not run again."""
+    holding = await asyncpg.connect(database)
+    try:
+        await holding.execute(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})")
+        assert await asyncio.wait_for(opened(database), 30) == ([], [])
+        assert await asyncio.wait_for(migrated_again(database), 30) == []
+    finally:
+        await holding.close()
+
+
+@pytest.mark.postgres
+async def test_opening_restores_a_grant_changed_by_hand_then_records_it(database: str) -> None:
+    """A grant changed by hand since access.sql's record: the next start applies the script
+    again (as `redrive migrate` does) and records the state it left, which the start after
+    it finds in place."""
+    owner_run(
+        database,
+        "REVOKE INSERT ON jobs FROM redrive_app",
+        "GRANT UPDATE ON audit_log TO redrive_app",
+    )
+    recorded = owner_rows(database, ACCESS_RECORDS)
+    assert await opened(database) == ([], [])
+    granted = owner_rows(
+        database,
+        "SELECT has_table_privilege('redrive_app', 'jobs', 'INSERT'), "
+        "has_table_privilege('redrive_app', 'audit_log', 'UPDATE')",
+    )
+    assert granted == [(True, False)]
+    assert owner_rows(database, ACCESS_RECORDS) == recorded  # the same grants, the same record
+    before = owner_rows(database, CATALOGUE_ROW_VERSIONS)
+    assert await opened(database) == ([], [])
+    assert owner_rows(database, CATALOGUE_ROW_VERSIONS) == before
+
+
+@pytest.mark.postgres
+async def test_a_database_without_the_record_is_recorded_rewriting_no_grant(database: str) -> None:
+    """No record of access.sql (a database migrated before it was kept, or a script changed
+    since): the script runs, changes nothing here, and only the record is written."""
+    recorded = owner_rows(database, ACCESS_RECORDS)
+    assert len(recorded) == 1
+    owner_run(database, "DELETE FROM schema_migrations WHERE version LIKE 'access.sql %'")
+    before = owner_rows(database, CATALOGUE_ROW_VERSIONS)
+    assert await opened(database) == ([], [])
+    assert owner_rows(database, CATALOGUE_ROW_VERSIONS) == before
+    assert owner_rows(database, ACCESS_RECORDS) == recorded
+
+
+@pytest.mark.postgres
+async def test_a_record_made_for_another_role_does_not_stand_for_this_one(
+    postgres_template: str, role_name: str
+) -> None:
+    """The record names the configured role: a start with another one creates and grants it."""
+    with database_from_template(postgres_template) as url:
+        store = PostgresStore(url, max_size=1, role=role_name)
+        try:
+            assert await migrated_and_isolated(store) == ([], [])
+            async with store.connection() as connection:
+                assert await connection.fetchval("SELECT current_user") == role_name
+        finally:
+            await store.close()
+
+
+@pytest.mark.postgres
+def test_the_application_role_cannot_write_the_table_of_versions(database: str) -> None:
+    """Nor, so, forge access.sql's record there."""
+    granted = owner_rows(
+        database,
+        "SELECT has_table_privilege('redrive_app', 'schema_migrations', privilege) "
+        "FROM unnest(ARRAY['INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) AS privilege",
+    )
+    assert granted == [(False,)] * 4
 
 
 # --- the application role: made by migrate, race-safe -------------------------------------

@@ -239,3 +239,41 @@ def test_a_frozen_dataclass_with_slots_is_one_with_slots(decorate: Any) -> None:
 
 
 GENERATE_SLOTS: Any = dataclasses.dataclass(frozen=True, slots=True)
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_refuses_changes_as_a_generated_one(decorate: Any) -> None:
+    """The same errors for a field and for any other attribute, and a subclass that is not a
+    dataclass may set attributes of its own, as a generated class allows."""
+    shared, generated = _declared(decorate)(1.0), GENERATED(1.0)
+    for name in ("name", "other"):
+        for instance in (shared, generated):
+            with pytest.raises(dataclasses.FrozenInstanceError) as assigned:
+                setattr(instance, name, "z")
+            with pytest.raises(dataclasses.FrozenInstanceError) as deleted:
+                delattr(instance, name)
+            assert (str(assigned.value), str(deleted.value)) == (
+                f"cannot assign to field {name!r}",
+                f"cannot delete field {name!r}",
+            )
+    for base in (_declared(decorate), GENERATED):
+        extended = type("Extended", (base,), {})(1.0)
+        extended.other = "z"
+        assert extended.other == "z"
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            extended.name = "z"
+    assert type(shared).__setattr__.__qualname__ == GENERATED.__setattr__.__qualname__
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_shares_its_frozen_methods_code_and_leaves_dataclasses_as_it_was(
+    decorate: Any,
+) -> None:
+    """Made as closures, not compiled for each class; dataclasses compiles them again for the
+    classes it makes itself."""
+    made = dataclasses._frozen_get_del_attr  # type: ignore[attr-defined]
+    first, second = _declared(decorate), decorate(_one())
+    assert first.__setattr__.__code__ is second.__setattr__.__code__
+    assert first.__delattr__.__code__ is second.__delattr__.__code__
+    assert dataclasses._frozen_get_del_attr is made  # type: ignore[attr-defined]
+    assert GENERATE(_one()).__setattr__.__code__ is not first.__setattr__.__code__

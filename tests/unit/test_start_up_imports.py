@@ -61,6 +61,23 @@ def test_the_server_still_builds_its_app_with_the_dashboard() -> None:
     assert {"fastapi", "redrive.api.app", "redrive.dashboard"} <= loaded
 
 
+def test_the_command_lines_in_process_app_has_no_dashboard_or_loops() -> None:
+    """`--database` commands call the app through httpx's ASGI transport, which runs no
+    lifespan (so no loop would start) and asks for no dashboard page."""
+    loaded = modules_after(
+        "from redrive.composition import build_in_process_app\n"
+        "from redrive.settings import Settings\n"
+        "from redrive.store.sqlite.store import SqliteStore\n"
+        "settings = Settings(database_url='sqlite:///:memory:')\n"
+        "build_in_process_app(SqliteStore(':memory:'), settings)"
+    )
+    assert "redrive.api.app" in loaded
+    assert not {
+        "redrive.dashboard", "jinja2", "redrive.maintenance.loop", "redrive.service.sweeper",
+        "redrive.maintenance.webhooks",
+    } & loaded  # fmt: skip
+
+
 def test_an_embedded_producer_starts_without_the_http_client_or_the_servers_loops() -> None:
     loaded = modules_after("import redrive; redrive.Embedded")
     assert not {"httpx", "redrive.client.client", "redrive.maintenance.webhooks"} & loaded

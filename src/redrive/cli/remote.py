@@ -22,7 +22,7 @@ from redrive.client.errors import (
     UnreachableError,
 )
 from redrive.client.transport import DEFAULT_URL
-from redrive.composition import ConfigurationError, build_app, open_ready_store
+from redrive.composition import ConfigurationError, build_in_process_app, open_ready_store
 from redrive.domain.frozen import frozen_dataclass
 from redrive.settings import Settings
 
@@ -156,7 +156,7 @@ async def open_client(target: Target, key: str | None = None) -> AsyncIterator[C
     import httpx  # only for --database: the server's commands and the worker start without it
 
     try:
-        transport = httpx.ASGITransport(app=build_app(store, settings, authenticate=False))
+        transport = httpx.ASGITransport(app=build_in_process_app(store, settings))
         async with Client(
             IN_PROCESS_URL, tenant=target.tenant, transport=transport, actor=ACTOR
         ) as client:

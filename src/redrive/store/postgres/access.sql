@@ -1,8 +1,9 @@
--- The application role and its grants, applied by `redrive migrate` after the migrations, every
--- time (so it is written to run again and again). The server's pooled connections SET ROLE to
--- it: it cannot log in, is no superuser, does not bypass row-level security and owns nothing,
--- so the policies of 0007_row_level_security.sql bind everything it does. Its name is the
--- transaction-local setting redrive.application_role (REDRIVE_DATABASE_ROLE, redrive_app by
+-- The application role and its grants, applied after the migrations whenever the catalogue no
+-- longer shows what this script last left (its record in schema_migrations: store.py
+-- `_access_record`), so it is written to run again and again. The server's pooled connections
+-- SET ROLE to it: it cannot log in, is no superuser, does not bypass row-level security and owns
+-- nothing, so the policies of 0007_row_level_security.sql bind everything it does. Its name is
+-- the transaction-local setting redrive.application_role (REDRIVE_DATABASE_ROLE, redrive_app by
 -- default), which the migration runner sets first.
 --
 -- Roles belong to the whole cluster and many databases may be migrated at once (the tests do):

@@ -86,7 +86,9 @@ async def migrated_and_isolated(store: PostgresStore) -> tuple[list[str], list[s
     ~40 us more CPU here: measured, and left this way.) The pool's first connection is made
     meanwhile and takes the application role once the migrations have made it
     (`PostgresStore.open_while_migrating`); no unit runs before the check has passed, as the
-    caller returns the store only then. This connection is closed in the background
+    caller returns the store only then. An up-to-date database (`PostgresStore.up_to_date`)
+    is found so and the role set in one round trip, then checked in one query: three round
+    trips where migrating took eleven. This connection is closed in the background
     (`close_soon`)."""
     store.open_while_migrating()
     try:
@@ -95,9 +97,12 @@ async def migrated_and_isolated(store: PostgresStore) -> tuple[list[str], list[s
         store.migrated(False)
         raise
     try:
-        applied = await store.migrate_on(connection)
+        applied: list[str] = []
+        acting = await store.up_to_date(connection, then_act_as_role=True)
+        if not acting:
+            applied = await store.apply_migrations(connection)
         store.migrated(True)
-        problems = await problems_on(connection, store)
+        problems = await problems_on(connection, store, acting)
     except BaseException:
         store.migrated(False)  # (nothing, once the migrations succeeded)
         await connection.close()
@@ -107,14 +112,15 @@ async def migrated_and_isolated(store: PostgresStore) -> tuple[list[str], list[s
 
 
 async def problems_on(
-    connection: asyncpg.Connection[asyncpg.Record], store: PostgresStore
+    connection: asyncpg.Connection[asyncpg.Record], store: PostgresStore, acting: bool = False
 ) -> list[str]:
     """What would bypass row-level security, asked on `connection` (the configured user's,
-    acting as the application role from here on)."""
-    try:
-        await store.act_as_application_role(connection)
-    except asyncpg.PostgresError as error:
-        return [f"cannot SET ROLE {store.role}: {str(error).strip()}"]
+    acting as the application role from here on; `acting`: it does already)."""
+    if not acting:
+        try:
+            await store.act_as_application_role(connection)
+        except asyncpg.PostgresError as error:
+            return [f"cannot SET ROLE {store.role}: {str(error).strip()}"]
     rows = await connection.fetch(ROLE_AND_TENANT_TABLES)
     role = {key: rows[0][key] for key in ("name", "superuser", "bypasses")}  # always a row
     tables = [

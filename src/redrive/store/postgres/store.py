@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
@@ -614,6 +615,43 @@ class PostgresStore:
         self, connection: asyncpg.Connection[asyncpg.Record], until: str | None = None
     ) -> list[str]:
         """`migrate` on `connection` (the configured user's), left open for the caller."""
+        if until is None and await self.up_to_date(connection):
+            return []
+        return await self.apply_migrations(connection, until)
+
+    async def up_to_date(
+        self, connection: asyncpg.Connection[asyncpg.Record], then_act_as_role: bool = False
+    ) -> bool:
+        """Whether every migration is applied and access.sql's last application, recorded in
+        schema_migrations (`_access_record`), is what the catalogue still shows: then there is
+        nothing to apply, and no lock is taken. One round trip, which with `then_act_as_role`
+        also sets the application role (on success only). False on any error of the database
+        (no schema_migrations yet, a role that cannot be set: the caller applies the
+        migrations, which says why)."""
+        files = migration_files(HERE / "migrations")
+        versions = ", ".join(literal(file.stem) for file in files)
+        state = (HERE / "access_state.sql").read_text(encoding="utf-8")
+        record = self._access_record(f"({state})")
+        check = (
+            "DO $$ BEGIN "
+            f"PERFORM set_config('redrive.application_role', {literal(self.role)}, true); "
+            "IF (SELECT count(*) FROM schema_migrations "
+            f"WHERE version IN ({versions}, {record})) <> {len(files) + 1} THEN "
+            "RAISE EXCEPTION 'redrive: a migration or the grants to apply'; "
+            "END IF; END $$"
+        )
+        if then_act_as_role:
+            check += f"; SET ROLE {identifier(self.role)}"
+        try:
+            await connection.execute(check)
+        except asyncpg.PostgresError:
+            return False
+        return True
+
+    async def apply_migrations(
+        self, connection: asyncpg.Connection[asyncpg.Record], until: str | None = None
+    ) -> list[str]:
+        """`migrate_on` without asking `up_to_date` first: under the migration lock."""
         files = migration_files(HERE / "migrations")
         if until is not None and until not in {file.stem for file in files}:
             raise ValueError(f"no migration {until!r}")
@@ -648,11 +686,29 @@ class PostgresStore:
             await connection.execute(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})")
         return done
 
+    def _access_record(self, state: str) -> str:
+        """An SQL expression: the schema_migrations version that records access.sql's
+        application, `access.sql <md5>` of the script's text, the configured and the
+        migrating user, the schema and everything the script can change as it is now
+        (access_state.sql, read with redrive.application_role set). A repeatable migration's
+        checksum in the table of versions, as Flyway keeps one, and the catalogue's state
+        beside it: a grant changed by hand since (or a role made again, a table added) gives
+        another record, and the next open applies the script again (`up_to_date`); nothing
+        here restates a grant. The state covers all the script writes, and the script reads
+        nothing else but the tables that have a tenant_id column, which only a migration
+        changes (each is in the table of versions too)."""
+        script = hashlib.md5((HERE / "access.sql").read_bytes()).hexdigest()
+        return (
+            "'access.sql ' || md5(concat_ws(' | ', "
+            f"'{script}', current_user, current_schema(), {state}))"
+        )
+
     async def _apply_access(self, connection: asyncpg.Connection[asyncpg.Record]) -> None:
         """Run access.sql, committed only when it changed something (access_state.sql): the
-        grants of an unchanged database are not rewritten by every process that opens it. Three
-        round trips: the state before and access.sql in one message, then the comparison,
-        then COMMIT or ROLLBACK."""
+        grants of an unchanged database are not rewritten by every process that opens it.
+        Its record (`_access_record`) replaces the last one when it differs. Three round
+        trips: the state before and access.sql in one message, then the comparison, then
+        COMMIT or ROLLBACK (and the record, when new)."""
         state = (HERE / "access_state.sql").read_text(encoding="utf-8")
         try:
             await connection.execute(
@@ -661,14 +717,27 @@ class PostgresStore:
                 f"SELECT set_config('redrive.access_before', ({state}), true); "
                 + (HERE / "access.sql").read_text(encoding="utf-8")
             )
-            changed = await connection.fetchval(
-                f"SELECT current_setting('redrive.access_before') IS DISTINCT FROM ({state})"
+            (row,) = await connection.fetch(
+                "SELECT current_setting('redrive.access_before') IS DISTINCT FROM now.state "
+                "AS changed, record.version AS record, EXISTS (SELECT FROM schema_migrations "
+                "WHERE version = record.version) AS recorded "
+                f"FROM (SELECT ({state}) AS state) AS now, "
+                f"LATERAL (SELECT {self._access_record('now.state')} AS version) AS record"
             )
         except BaseException:
             if not connection.is_closed() and connection.is_in_transaction():
                 await connection.execute("ROLLBACK")
             raise
-        await connection.execute("COMMIT" if changed else "ROLLBACK")
+        record = (
+            "DELETE FROM schema_migrations WHERE version LIKE 'access.sql %'; "
+            f"INSERT INTO schema_migrations (version) VALUES ({literal(row['record'])}); COMMIT"
+        )
+        if row["changed"]:
+            await connection.execute(record)
+        elif row["recorded"]:
+            await connection.execute("ROLLBACK")
+        else:  # the grants as they were (none rewritten), only the record is new
+            await connection.execute(f"ROLLBACK; BEGIN; {record}")
 
     async def ping(self) -> bool:
         try:
