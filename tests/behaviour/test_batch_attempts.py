@@ -875,3 +875,49 @@ async def test_enqueue_batch_fetches_by_priority_then_in_enqueue_order(
     assert fetched == expected
     priority_of = dict(zip(ids, priorities, strict=True))
     assert [priority_of[job_id] for job_id in fetched] == sorted(priorities, reverse=True)
+
+
+async def test_nack_batch_writes_each_jobs_null_columns_as_null_and_the_others_as_given(
+    client: httpx.AsyncClient, service: Service
+) -> None:
+    """The columns a batch's jobs or episodes leave null (SQLite writes a field no element of the
+    batch holds into its statement as NULL) are NULL, and a field only some hold is each one's:
+    a retried job's next attempt beside dead ones', an aggregate key beside none."""
+    dead = retry_policy(1, "dead_letter")
+    keyed = [(await enqueue(client, "batch.job", [index], meta={"aggregate_id": "order-7"},
+                            queue="nulls", retry=dead))["id"] for index in range(2)]  # fmt: skip
+    plain = (await enqueue(client, "batch.job", [2], queue="nulls", retry=dead))["id"]
+    retried = (await enqueue(client, "batch.job", [3], queue="nulls", retry=retry_policy(3)))["id"]
+    fetched = await fetch(client, ["nulls"], count=4, worker_id="w1")
+    assert sorted(job["id"] for job in fetched) == sorted([*keyed, plain, retried])
+    nacks = [{"job_id": job["id"], "error": {"type": "Boom", "message": "x"}} for job in fetched]
+    body = await post_batch(client, NACK_BATCH, {"nacks": nacks})
+    assert (body["succeeded"], body["failed"]) == (4, 0)
+
+    def where(sql: str) -> str:
+        return f"SELECT COUNT(*) FROM {sql}"
+
+    null_lease = (
+        "worker_id = 'w1' AND lease_token IS NULL AND lease_expires_at IS NULL AND timeout_at "
+        "IS NULL AND result IS NULL AND cancelled_at IS NULL AND expired_at IS NULL"
+    )
+    dead_ids = ", ".join(f"'{job_id}'" for job_id in [*keyed, plain])
+    assert await count_rows(service, where(
+        f"jobs WHERE id IN ({dead_ids}) AND state = 'discarded' AND {null_lease} "
+        "AND next_attempt_at IS NULL AND discarded_at IS NOT NULL AND errors IS NOT NULL"
+    )) == 3  # fmt: skip
+    assert await count_rows(service, where(
+        f"jobs WHERE id = '{retried}' AND state = 'retryable' AND {null_lease} "
+        "AND next_attempt_at IS NOT NULL AND discarded_at IS NULL AND errors IS NOT NULL"
+    )) == 1  # fmt: skip
+    episodes = "dead_letters WHERE moved_at IS NULL AND moved_by IS NULL AND status = 'dead'"
+    assert await count_rows(service, where(
+        f"{episodes} AND aggregate_key = 'order-7' AND job_id IN ('{keyed[0]}', '{keyed[1]}')"
+    )) == 2  # fmt: skip
+    plain_episode = where(f"{episodes} AND aggregate_key IS NULL AND job_id = '{plain}'")
+    assert await count_rows(service, plain_episode) == 1
+    assert await count_rows(service, where(
+        "dead_letter_snapshots WHERE aggregate_key = 'order-7' AND incident_id IS NOT NULL"
+    )) == 2  # fmt: skip
+    unkeyed = where("dead_letter_snapshots WHERE aggregate_key IS NULL")
+    assert await count_rows(service, unkeyed) == 1

@@ -21,6 +21,7 @@ from redrive.store.sqlite.store import (
     compile_part,
     execute,
     split_script,
+    without_absent,
 )
 from redrive.store.statements import load_statements
 
@@ -124,6 +125,35 @@ def test_records_bind_as_their_json_text_would(tmp_path: Path) -> None:
         assert execute(connection, whole, parameters) == ([{"n": 3}], -1)
         found.append(connection.execute("SELECT * FROM t ORDER BY id").fetchall())
     assert found[0] == found[1]
+
+
+@pytest.mark.parametrize("held", [[{}, {}], [{"text": None}, {}], [{}, {"at": 5, "nested": [1]}]])
+def test_fields_no_element_holds_are_written_as_null_not_bound(held: list[dict[str, Any]]) -> None:
+    """A field no element of the records holds is written into the statement as NULL (sqlite3
+    binds None through its adaptation protocol); the rows are those the array's JSON text
+    gives, which binds every field, and a field only some elements hold is each one's."""
+    sql = (
+        "INSERT INTO t VALUES (:rows->>id, :rows->>at, :rows->>nested, :rows->text, :now) "
+        "RETURNING :rows->>id AS id"
+    )
+    part = compile_part(sql)
+    elements = [{"id": index, **fields} for index, fields in enumerate(held)]
+    found = []
+    for given in (dump(elements), Records(elements)):
+        connection = sqlite3.connect(":memory:", isolation_level=None)
+        connection.execute("CREATE TABLE t (id, at, nested, text, now)")
+        assert execute(connection, part, {"rows": given, "now": 7}) == ([{"id": 0}, {"id": 1}], 2)
+        found.append(connection.execute("SELECT *, typeof(text) FROM t ORDER BY id").fetchall())
+    assert found[0] == found[1]
+    variant = without_absent(part, {"rows": Records(elements), "now": 7})
+    absent = {"at", "nested", "text"}.difference(*elements)
+    assert variant.sql.count("NULL") == len(absent)
+    assert [name for _, name in variant.reads] == [
+        name for name in ("id", "at", "nested", "text", "now") if name not in absent
+    ]
+    assert variant is without_absent(part, {"rows": Records(list(elements)), "now": 8})
+    assert variant.echoes == part.echoes and variant.one_row_each == part.one_row_each
+    assert without_absent(part, {"rows": dump(elements), "now": 7}) is part
 
 
 def test_records_are_written_as_json_only_for_a_statement_reading_them_whole() -> None:

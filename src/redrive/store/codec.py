@@ -509,9 +509,11 @@ def _job(
 
 
 def dead_letter_record(dead_letter: DeadLetter) -> dict[str, Any]:
-    """An episode as one element of the JSON `rows` of enter_dead_letters."""
+    """An episode as one element of the JSON `rows` of enter_dead_letters. A new episode's
+    move and, often, its aggregate key are null: left out (the statement reads an absent key
+    as NULL, and SQLite's writes it as NULL, not bound: see its store's `without_absent`)."""
     job = dead_letter.job
-    return {
+    record = {
         "id": dead_letter.id,
         "job_id": job.id,
         "tenant_id": job.tenant_id,
@@ -522,15 +524,19 @@ def dead_letter_record(dead_letter: DeadLetter) -> dict[str, Any]:
         "discarded_at": dead_letter.discarded_at,
         "status": dead_letter.status,
         "job": sparse_job_record(job),
-        "moved_at": dead_letter.moved_at,
-        "moved_by": dead_letter.moved_by,
         "args": dump(job.args),
         "replay_count": dead_letter.replay_count,
         "fingerprint": dead_letter.fingerprint,
         "fingerprint_version": dead_letter.fingerprint_version,
         "incident_id": dead_letter.incident_id,
-        "aggregate_key": dead_letter.aggregate_key,
     }
+    if dead_letter.moved_at is not None:
+        record["moved_at"] = dead_letter.moved_at
+    if dead_letter.moved_by is not None:
+        record["moved_by"] = dead_letter.moved_by
+    if dead_letter.aggregate_key is not None:
+        record["aggregate_key"] = dead_letter.aggregate_key
+    return record
 
 
 def dead_letter_from_row(row: dict[str, Any]) -> DeadLetter:
