@@ -197,12 +197,14 @@ def type_templates(job_type: str, queue: str, now: int) -> TypeTemplates:
         job=job,
         incident_id="@@INCIDENT_ID@@",
     )
-    dead_row = dead_letter_record(episode)
-    snapshot_row = {"id": dead_row["id"], "tenant_id": dead_row["tenant_id"],
-                    "job": dump(dead_row.pop("job"))}  # fmt: skip
+    record = dead_letter_record(episode)
+    snapshot_job = dump(record.pop("job"))
+    if not set(record) <= set(DEAD_LETTER_COLUMNS):
+        raise RuntimeError(f"dead_letter_record changed its columns: {list(record)}")
+    # The record leaves its null fields out (the move, the aggregate key): NULL columns here.
+    dead_row = {name: record.get(name) for name in DEAD_LETTER_COLUMNS}
+    snapshot_row = {"id": dead_row["id"], "tenant_id": dead_row["tenant_id"], "job": snapshot_job}
     snapshot_row.update({name: dead_row[name] for name in SNAPSHOT_COLUMNS[3:]})
-    if list(dead_row) != list(DEAD_LETTER_COLUMNS):
-        raise RuntimeError(f"dead_letter_record changed its columns: {list(dead_row)}")
     return TypeTemplates(
         job_type=job_type,
         queue=queue,
