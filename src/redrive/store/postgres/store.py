@@ -169,9 +169,8 @@ class StatementExecutor(PostgresParameters):
         try:
             records = await connection.fetch(statement.sql, *statement.arguments(parameters))
         except asyncpg.UniqueViolationError as error:
-            if error.constraint_name != "jobs_pkey":
-                raise
-            raise job_duplicate() from error
+            raise_job_duplicate(error)
+            raise
         return [dict(record) for record in records]
 
     async def table(self, name: str, parameters: dict[str, Any]) -> Table:
@@ -289,15 +288,18 @@ async def fetch_records(
     try:
         records = await connection.fetch(statement.sql, *statement.arguments(parameters))
     except asyncpg.UniqueViolationError as error:
-        if error.constraint_name != "jobs_pkey":
-            raise
-        raise job_duplicate() from error
+        raise_job_duplicate(error)
+        raise
     return records
 
 
-def job_duplicate() -> Duplicate:
-    """The enqueue's Duplicate for a unique violation of a job's id (jobs_pkey)."""
-    return Duplicate("a job of the enqueue has an id that exists already", {"field": "jobs"})
+def raise_job_duplicate(error: asyncpg.UniqueViolationError) -> None:
+    """Raise the enqueue's Duplicate for a unique violation of a job's id (jobs_pkey); return
+    for any other constraint, which the caller re-raises."""
+    if error.constraint_name == "jobs_pkey":
+        raise Duplicate(
+            "a job of the enqueue has an id that exists already", {"field": "jobs"}
+        ) from error
 
 
 def rowcount(status: str) -> int:
