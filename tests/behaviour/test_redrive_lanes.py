@@ -138,38 +138,6 @@ async def test_what_comes_due_while_a_batch_moves_over_the_lanes_moves_in_the_sa
     assert len(await events_of(service, "redrive.completed")) == 1
 
 
-async def test_an_odd_remainder_under_a_tenth_of_a_chunk_moves_with_the_last_chunk(
-    laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A lane's first chunk cut short by the task's pace (19 of 20 due) left 1 of 100 to a sixth
-    # chunk of its own at the end, after the other lane had finished: the last chunk takes it.
-    monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
-    monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
-    service = served(laned, clock)
-    await kill(service, 100)
-    task = await service.redrives.start(CALLER, critical())
-    moving = service.redrives._move
-    chunks: list[int] = []
-
-    async def taking_a_second(*arguments: Any) -> redrive_service.Batch:
-        moved = await moving(*arguments)
-        chunks.append(moved.moved)
-        clock.advance(1000)  # 100 more due at 6,000 a minute: the rest is due
-        return moved
-
-    monkeypatch.setattr(service.redrives, "_move", taking_a_second)
-    clock.advance(390)  # 39 due: a chunk and one short of another
-    if isinstance(laned, SqliteStore):  # one writer: the 39 in the tick's own transaction
-        assert await service.redrives.advance() == 39
-        assert await service.redrives.advance() == 61
-    else:
-        assert await service.redrives.advance() == 100
-        assert sorted(chunks) == [19, 20, 20, 20, 21]
-    done = await service.redrives.get(CALLER, task.id)
-    assert (done.state, done.moved, done.skipped) == (redrive.COMPLETED, 100, 0)
-    assert await dead_count(service, "billing") == 0
-
-
 async def test_the_lanes_of_a_task_paused_meanwhile_move_no_further_chunk(
     laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
