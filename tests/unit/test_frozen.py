@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import sys
+import types
 from typing import Any
 
 import pytest
@@ -95,6 +98,7 @@ def _declared(decorate: Any) -> Any:
 
 
 GENERATED = _declared(dataclasses.dataclass(frozen=True))
+CREATE_FN = dataclasses._create_fn  # type: ignore[attr-defined]
 # The domain's and the client's copy (the client imports nothing of redrive outside itself).
 DECORATORS = [frozen_dataclass, client_frozen_dataclass]
 VALUES: list[tuple[Any, ...]] = [
@@ -276,4 +280,61 @@ def test_a_frozen_dataclass_shares_its_frozen_methods_code_and_leaves_dataclasse
     assert first.__setattr__.__code__ is second.__setattr__.__code__
     assert first.__delattr__.__code__ is second.__delattr__.__code__
     assert dataclasses._frozen_get_del_attr is made  # type: ignore[attr-defined]
+    assert dataclasses._create_fn is CREATE_FN  # type: ignore[attr-defined]
     assert GENERATE(_one()).__setattr__.__code__ is not first.__setattr__.__code__
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclass_compiles_its_init_when_first_used(
+    decorate: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not when the class is made: most classes a process declares are never called. Then the
+    compiled function itself is the class's, as dataclasses writes it."""
+    compiled: list[str] = []
+
+    def counted(name: str, *arguments: Any, **keywords: Any) -> Any:
+        compiled.append(name)
+        return CREATE_FN(name, *arguments, **keywords)
+
+    # What the module compiles with: dataclasses' own, which it puts back after each class.
+    monkeypatch.setattr(sys.modules[decorate.__module__], "_COMPILED_METHOD", counted)
+    sample = _declared(decorate)
+    assert compiled == [] and not isinstance(vars(sample)["__init__"], types.FunctionType)
+    made = sample(1.0, "y")
+    assert compiled == ["__init__"] and made == sample(1.0, "y") and compiled == ["__init__"]
+    function = vars(sample)["__init__"]
+    assert isinstance(function, types.FunctionType) and sample.__init__ is function
+    assert function.__qualname__ == GENERATED.__init__.__qualname__
+    assert inspect.signature(function) == inspect.signature(GENERATED.__init__)
+    with pytest.raises(TypeError, match="required positional argument: 'number'"):
+        sample()
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclasss_init_read_before_any_instance_is_the_generated_one(
+    decorate: Any,
+) -> None:
+    sample = _declared(decorate)
+    assert inspect.signature(sample) == inspect.signature(GENERATED)
+    assert sample.__init__.__qualname__ == GENERATED.__init__.__qualname__
+    assert isinstance(vars(sample)["__init__"], types.FunctionType)
+    # A class without a docstring gets one from its signature, as dataclasses writes it.
+    assert decorate(_one()).__doc__ == GENERATE(_one()).__doc__ == "One(value: 'float')"
+
+
+@pytest.mark.parametrize("decorate", DECORATORS)
+def test_a_frozen_dataclasss_subclasses_call_its_init_or_their_own(decorate: Any) -> None:
+    base = _declared(decorate)
+    extended = type("Extended", (base,), {})
+    assert extended(1.0, "y").name == "y"  # compiled by a subclass: the base's own
+    assert isinstance(vars(base)["__init__"], types.FunctionType)
+    assert "__init__" not in vars(extended) and base(2.0).number == 2.0
+
+    @decorate
+    class Child(decorate(_one())):  # type: ignore[misc]
+        """A frozen dataclass of a frozen dataclass."""
+
+        other: str = "o"
+
+    assert repr(Child(1.0)).endswith("Child(value=1.0, other='o')")
+    assert Child.__init__.__qualname__.endswith("Child.__init__")

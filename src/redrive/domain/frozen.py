@@ -36,11 +36,15 @@ def _set_method(cls: type, method: Callable[..., Any]) -> None:
     setattr(cls, method.__name__, method)
 
 
-# dataclasses' own maker of a frozen class's `__setattr__` and `__delattr__` (3.11 and 3.12;
-# 3.13 writes all of a class's methods in one compile and takes other arguments), kept to put
-# back after each class (`_closures_for_frozen_methods`).
+# dataclasses' own maker of a frozen class's `__setattr__` and `__delattr__`, and its maker of
+# a method from source (`__init__`'s), 3.11 and 3.12 (3.13 writes all of a class's methods in
+# one compile and takes other arguments): kept to put back after each class
+# (`_methods_made_here`).
 _COMPILED_FROZEN_METHODS = (
     getattr(dataclasses, "_frozen_get_del_attr", None) if sys.version_info < (3, 13) else None
+)
+_COMPILED_METHOD: Callable[..., Any] | None = (
+    getattr(dataclasses, "_create_fn", None) if sys.version_info < (3, 13) else None
 )
 
 
@@ -66,19 +70,65 @@ def _frozen_methods(
     return __setattr__, __delattr__
 
 
+class _InitOnFirstUse:
+    """A frozen dataclass's `__init__` as dataclasses writes it, compiled where it is first
+    looked up (the class called, `Class.__init__` read, `inspect.signature`), then put in the
+    class in its place: later instances call the compiled function itself. Compiling it when
+    the class is made cost ~1.3 M instructions a class (the parser's, 3.11), and most classes
+    a process declares are never called: the store assembles its records (`Assembler`), and
+    the use-cases, requests and settings a path does not take are only imported (a worker's
+    start declares ~120, the embedded retry's ~60). Only `vars(cls)["__init__"]` still shows
+    this object until then."""
+
+    __slots__ = ("function", "source")
+
+    def __init__(self, arguments: tuple[Any, ...], keywords: dict[str, Any]) -> None:
+        self.source = (arguments, keywords)
+        self.function: Callable[..., None] | None = None
+
+    def __get__(self, instance: object, owner: type[Any] | None = None) -> Any:
+        owner = type(instance) if owner is None else owner
+        function = self.function
+        if function is None:
+            if _COMPILED_METHOD is None:  # never made here on a Python without it
+                raise RuntimeError("dataclasses has no _create_fn")
+            arguments, keywords = self.source
+            function = _COMPILED_METHOD(*arguments, **keywords)
+            self.function = function
+        for kind in owner.__mro__:  # the class that declared it, `owner` or a base of it
+            if vars(kind).get("__init__") is self:
+                function.__qualname__ = f"{kind.__qualname__}.__init__"
+                type.__setattr__(kind, "__init__", function)
+                break
+        return function.__get__(instance, owner)
+
+
+def _init_on_first_use(name: str, *arguments: Any, **keywords: Any) -> Any:
+    """`dataclasses._create_fn` for a frozen dataclass made here: its `__init__` deferred
+    (`_InitOnFirstUse`), any other method compiled as dataclasses does."""
+    if _COMPILED_METHOD is None:
+        raise RuntimeError("dataclasses has no _create_fn")
+    if name == "__init__":
+        return _InitOnFirstUse((name, *arguments), keywords)
+    return _COMPILED_METHOD(name, *arguments, **keywords)
+
+
 @contextmanager
-def _closures_for_frozen_methods() -> Iterator[None]:
-    """dataclasses makes frozen methods with `_frozen_methods` meanwhile (where its maker is
-    the one known), then with its own again. A class another thread makes meanwhile gets the
-    same methods, made the same way as these."""
-    if _COMPILED_FROZEN_METHODS is None:
+def _methods_made_here() -> Iterator[None]:
+    """dataclasses makes frozen methods with `_frozen_methods` and defers `__init__`
+    (`_init_on_first_use`) meanwhile, where its makers are the ones known, then uses its own
+    again. A class another thread makes meanwhile gets the same methods, made the same way as
+    these (its `__init__` compiled on first use too, the same function)."""
+    if _COMPILED_FROZEN_METHODS is None or _COMPILED_METHOD is None:
         yield
         return
     dataclasses._frozen_get_del_attr = _frozen_methods  # type: ignore[attr-defined]
+    dataclasses._create_fn = _init_on_first_use  # type: ignore[attr-defined]
     try:
         yield
     finally:
         dataclasses._frozen_get_del_attr = _COMPILED_FROZEN_METHODS  # type: ignore[attr-defined]
+        dataclasses._create_fn = _COMPILED_METHOD  # type: ignore[attr-defined]
 
 
 @overload
@@ -113,8 +163,9 @@ def _frozen(cls: type[Instance], init: bool, slots: bool) -> type[Instance]:
     field names, compiled once into this module's bytecode. A frozen dataclass of six fields
     costs 4.1 M instructions to make, this 1.8 M (callgrind); a process starting redrive
     makes 50-110 of them. The methods run at about the speed of the generated
-    ones (a tuple built by `attrgetter` instead of by inline attribute reads)."""
-    with _closures_for_frozen_methods():
+    ones (a tuple built by `attrgetter` instead of by inline attribute reads). `__init__` is
+    dataclasses' own, compiled when first used (`_InitOnFirstUse`)."""
+    with _methods_made_here():
         made = dataclass(frozen=True, init=init, eq=False, repr=False, slots=slots)(cls)
     own = made.__dict__
     # As dataclasses decides (`has_explicit_hash`): a `__hash__` the class sets itself is kept;
