@@ -98,7 +98,8 @@ def _declared(decorate: Any) -> Any:
 
 
 GENERATED = _declared(dataclasses.dataclass(frozen=True))
-CREATE_FN = dataclasses._create_fn  # type: ignore[attr-defined]
+# dataclasses' maker of a method from source (3.11 and 3.12), which frozen_dataclass defers.
+CREATE_FN: Any = getattr(dataclasses, "_create_fn", None)
 # The domain's and the client's copy (the client imports nothing of redrive outside itself).
 DECORATORS = [frozen_dataclass, client_frozen_dataclass]
 VALUES: list[tuple[Any, ...]] = [
