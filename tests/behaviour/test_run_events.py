@@ -173,3 +173,32 @@ async def test_a_claim_past_a_block_is_rows_of_at_most_4096(
     assert [event.event for event in stored] == [started_event(job) for job in taken.jobs]
     assert await rows_of(service, "job.started") == 2
     assert [place(event_id)[1] for event_id in ids[4094:4098]] == [4094, 4095, 0, 1]
+
+
+async def test_an_ack_s_alike_jobs_are_one_row_behind_an_unlike_refused_first_ack(
+    client: httpx.AsyncClient, service: Service, clock: ManualClock
+) -> None:
+    """The first ack of a batch (a `run.b`) is refused (its lease is not the job's); the three
+    `run.a` behind it are written alike, in one row, as when they are acked alone. (SQLite tells
+    alike against the first ack's job: this batch takes its row-a-run statement.)"""
+    for job_type in ["run.b", "run.a", "run.a", "run.a"]:
+        await enqueue(client, job_type, [], queue=QUEUE)
+    claimed = await service.workers.fetch(CALLER, FetchRequest([QUEUE], 10, "w1"))
+    assert [job.type for job in claimed] == ["run.b"] + ["run.a"] * 3
+    clock.advance(30)
+    now = clock.now_ms()
+    requests: list[AckRequest | OjsError] = [
+        AckRequest(job.id, "w1", "not-the-lease" if index == 0 else job.lease_token, None)
+        for index, job in enumerate(claimed)
+    ]
+    outcomes = await service.workers.ack_many(CALLER, requests)
+    assert isinstance(outcomes[0], OjsError)
+    assert [outcome.id for outcome in outcomes[1:] if not isinstance(outcome, OjsError)] == [
+        job.id for job in claimed[1:]
+    ]
+    stored, ids = await feed(service, "job.completed")
+    expected = [completed_event(lifecycle.acknowledge(job, now, None)) for job in claimed[1:]]
+    assert [event.event for event in stored] == expected
+    assert_key_order(service, stored, expected)
+    assert await rows_of(service, "job.completed") == 1
+    assert [place(event_id)[1] for event_id in ids] == [0, 1, 2]

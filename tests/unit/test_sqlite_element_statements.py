@@ -296,3 +296,86 @@ def test_a_list_parameter_reads_back_as_the_list(tmp_path: Path, values: list[st
         assert json.loads(text) == values
     finally:
         asyncio.run(store.close())
+
+
+# A script whose second statement writes only when the first changed no rows, as claim_jobs' and
+# complete_jobs' event rows of unlike jobs do; the third reads what was written.
+USUAL_THEN_ELSE = [
+    "INSERT INTO t SELECT :id, 'usual' WHERE :usual",
+    "INSERT INTO t SELECT :id, 'else' FROM (SELECT 1 WHERE changes() = 0) AS pending",
+    "SELECT id, kind FROM t ORDER BY rowid",
+]
+
+
+def run_script(
+    tmp_path: Path, script: list[str], parameters: dict[str, Any], way: str
+) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """Run `script` through the executor (`rows`, `table` or `run`): the rows of t after it,
+    and the statements SQLite was given."""
+    store = SqliteStore(str(tmp_path / "redrive.db"))
+    given: list[str] = []
+    try:
+        store.connection.execute("CREATE TABLE t (id, kind)")
+        store.scripts["probe"] = [compile_part(sql) for sql in script]
+        store.connection.set_trace_callback(given.append)
+        executor = SqliteExecutor(store)
+        asyncio.run(getattr(executor, way)("probe", parameters))
+        store.connection.set_trace_callback(None)
+        return store.connection.execute("SELECT id, kind FROM t ORDER BY rowid").fetchall(), given
+    finally:
+        asyncio.run(store.close())
+
+
+@pytest.mark.parametrize("way", ["rows", "table", "run"])
+@pytest.mark.parametrize("usual", [True, False])
+def test_an_else_statement_is_left_out_when_the_one_before_changed_rows(
+    tmp_path: Path, way: str, usual: bool
+) -> None:
+    """Left out, it writes what SQLite would have written: nothing after a usual row; the else
+    row when there was none."""
+    written, given = run_script(tmp_path, USUAL_THEN_ELSE, {"id": 1, "usual": usual}, way)
+    assert written == ([(1, "usual")] if usual else [(1, "else")])
+    ran_else = any("changes() = 0" in statement for statement in given)
+    assert ran_else is not usual
+
+
+def test_an_else_statement_runs_when_what_changes_counts_is_unknown(tmp_path: Path) -> None:
+    """After a part run once per element (changes() counts its last run only, here none) or a
+    SELECT (changes() still counts the statement before it), SQLite decides."""
+    per_element = [
+        "INSERT INTO t SELECT :rows->>id, 'usual' WHERE :rows->>usual",
+        USUAL_THEN_ELSE[1],
+    ]
+    rows = Records([{"id": 1, "usual": True}, {"id": 2, "usual": False}])
+    written, _ = run_script(tmp_path / "each", per_element, {"rows": rows, "id": 3}, "run")
+    assert written == [(1, "usual"), (3, "else")]
+    after_select = [USUAL_THEN_ELSE[0], "SELECT 1", USUAL_THEN_ELSE[1]]
+    written, given = run_script(tmp_path / "select", after_select, {"id": 1, "usual": True}, "rows")
+    assert written == [(1, "usual")]
+    assert any("changes() = 0" in statement for statement in given)
+
+
+def test_the_event_rows_of_unlike_jobs_are_an_else() -> None:
+    """claim_jobs' and complete_jobs' second event insert (a row a run of alike jobs) is the one
+    part of each left out when the usual row was written."""
+    statements = load_statements(Path(store_module.__file__).parent / "statements.sql")
+    for name in ("claim_jobs", "complete_jobs"):
+        parts = [compile_part(sql) for sql in split_script(statements[name])]
+        flagged = [index for index, part in enumerate(parts) if part.unless_changed]
+        assert len(flagged) == 1, name
+        (index,) = flagged
+        assert parts[index - 1].sql.startswith("INSERT INTO events"), name
+        assert parts[index].sql.startswith("INSERT INTO events"), name
+
+
+def test_the_ack_reads_the_jobs_it_writes_before_writing_them() -> None:
+    """complete_jobs' jobs come from a SELECT under the update's guard, run just before it, not
+    from a RETURNING clause (whose rows SQLite keeps in a scratch b-tree); the behaviour suites
+    check which acks are written and reported."""
+    statements = load_statements(Path(store_module.__file__).parent / "statements.sql")
+    parts = [compile_part(sql) for sql in split_script(statements["complete_jobs"])]
+    assert not any(part.returns_rows or "RETURNING" in part.sql.upper() for part in parts)
+    (update,) = [index for index, part in enumerate(parts) if part.sql.startswith("UPDATE jobs")]
+    assert parts[update - 1].sql.startswith("SELECT 'job' AS kind")
+    guard = parts[update].sql.split("WHERE jobs.id = ack.id AND ", 1)[1].rstrip(";")
+    assert parts[update - 1].sql.split("WHERE ", 1)[1].startswith(guard)

@@ -213,22 +213,32 @@ DELETE FROM temp.acks;
 INSERT INTO temp.acks (id, worker_id, lease_token, result, event_id)
 VALUES (:rows->>id, :rows->>worker_id, :rows->>lease_token, :rows->result, :rows->>event_id);
 -- The usual ack, every job written alike (one tenant, queue and job type, none subscribed to, at
--- most a block): one row, named by its first job's ack's head, its members in ack order.
+-- most a block): one row, named by its first job's ack's head, its members in ack order. Alike
+-- is told job by job against one job of the batch, the first ack's (`reference`): no job set
+-- apart from it by its tenant, queue, type or a subscription. (A max() and a min() of each of
+-- the three cost ~3.9k instructions a job of a batch of 150, in a store thread's ~155k; when the
+-- first ack's job is not written, or is not there, its batch goes to the row a run below, which
+-- writes what this one would have.)
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
 SELECT (SELECT event_id FROM temp.acks WHERE rowid = run.first), tenant_id, 'job.completed',
     queue, type, subject, :now, data, members, size
 FROM (
     SELECT min(place) AS first, tenant_id, queue, type,
         {completed_run},
-        max(listened) AS listened, max(tenant_id) = min(tenant_id) AND max(queue) = min(queue)
-            AND max(type) = min(type) AS alike
+        max(apart) AS apart
     FROM (
         SELECT ack.rowid AS place, ack.result, jobs.id, jobs.tenant_id, jobs.queue, jobs.type,
             jobs.attempt,
             CASE WHEN COALESCE(jobs.started_at, 0) = 0 THEN 0
                  ELSE :completed_at - jobs.started_at END AS duration,
-            jobs.tenant_id IN (SELECT tenant_id FROM webhook_subscriptions WHERE active) AS listened
-        FROM temp.acks AS ack
+            jobs.tenant_id IN (SELECT tenant_id FROM webhook_subscriptions WHERE active)
+                OR jobs.tenant_id IS NOT reference.tenant_id OR jobs.queue IS NOT reference.queue
+                OR jobs.type IS NOT reference.type AS apart
+        FROM (
+            SELECT tenant_id, queue, type FROM jobs
+            WHERE id = (SELECT id FROM temp.acks ORDER BY rowid LIMIT 1)
+        ) AS reference
+        CROSS JOIN temp.acks AS ack
         JOIN jobs ON jobs.id = ack.id
         WHERE (:tenant_id IS NULL OR jobs.tenant_id = :tenant_id)
           AND jobs.state = 'active' AND (jobs.lease_expires_at IS NULL OR jobs.lease_expires_at > :now)
@@ -238,8 +248,7 @@ FROM (
         ORDER BY ack.rowid
     )
 ) AS run
-WHERE run.first IS NOT NULL
-  AND (run.size IS NULL OR (NOT run.listened AND run.alike AND run.size <= 4096));
+WHERE run.first IS NOT NULL AND (run.size IS NULL OR (NOT run.apart AND run.size <= 4096));
 -- Else (the row above not written: changes() = 0), a row a run of consecutive alike jobs, each
 -- named by its first job's ack's head, and a row of its own for each job of a subscribed tenant
 -- (the caller delivers it by that id).
@@ -286,6 +295,20 @@ FROM (
     GROUP BY run
 )
 ORDER BY first;
+-- The jobs the update below writes, read first under its guard (nothing runs between the two in
+-- the transaction, and it writes none of these columns): a RETURNING clause kept its rows in a
+-- scratch b-tree until the update's end (~1.3k instructions a job of a batch of 150).
+SELECT 'job' AS kind, jobs.id, jobs.tenant_id, jobs.queue, jobs.type, jobs.attempt,
+    jobs.max_attempts, jobs.started_at, jobs.redrive_task_id, jobs.redrive_dead_letter_id,
+    NULL AS events
+FROM temp.acks AS ack
+JOIN jobs ON jobs.id = ack.id
+WHERE (:tenant_id IS NULL OR jobs.tenant_id = :tenant_id)
+  AND jobs.state = 'active' AND (jobs.lease_expires_at IS NULL OR jobs.lease_expires_at > :now)
+  AND (ack.lease_token IS NULL OR ack.lease_token = jobs.lease_token)
+  AND (COALESCE(ack.worker_id, '') = '' OR COALESCE(jobs.worker_id, '') = ''
+       OR ack.worker_id = jobs.worker_id)
+ORDER BY ack.rowid;
 UPDATE jobs SET
     state = :state, completed_at = :completed_at, error = :error,
     next_attempt_at = :next_attempt_at, lease_token = :lease_token,
@@ -296,10 +319,7 @@ WHERE jobs.id = ack.id AND (:tenant_id IS NULL OR jobs.tenant_id = :tenant_id)
   AND jobs.state = 'active' AND (jobs.lease_expires_at IS NULL OR jobs.lease_expires_at > :now)
   AND (ack.lease_token IS NULL OR ack.lease_token = jobs.lease_token)
   AND (COALESCE(ack.worker_id, '') = '' OR COALESCE(jobs.worker_id, '') = ''
-       OR ack.worker_id = jobs.worker_id)
-RETURNING 'job' AS kind, jobs.id, jobs.tenant_id, jobs.queue, jobs.type, jobs.attempt,
-    jobs.max_attempts, jobs.started_at, jobs.redrive_task_id, jobs.redrive_dead_letter_id,
-    NULL AS events;
+       OR ack.worker_id = jobs.worker_id);
 -- The acked jobs' tenants are listed (each job found by its ack's id) only while a subscription
 -- is active: SQLite built that list, and the list of the ack ids it was read through, before it
 -- looked for a subscription (0.59 -> 0.06 us a job of 145 acks with none active, 0.63 -> 0.38
@@ -392,20 +412,27 @@ WHERE queue = :queue AND state = 'available'
 ORDER BY priority DESC, sequence
 LIMIT :limit;
 -- The usual claim, every job alike (one tenant and job type, at most a block): one row, named
--- by the first head, its members in claim order.
+-- by the first head, its members in claim order. Alike is told job by job against one claimed
+-- job (`reference`), as the ack's usual row tells it (complete_jobs); when that job's tenant is
+-- subscribed to, the batch goes to the row a run below.
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
 SELECT
     json_extract(:event_ids, '$[0]'), tenant_id, 'job.started', queue, type,
     CASE WHEN count(*) = 1 THEN id END, :now,
     {started_run}
 FROM (
-    SELECT id, tenant_id, queue, type, attempt + 1 AS attempt FROM jobs
-    WHERE sequence IN (SELECT sequence FROM temp.claimed)
-      AND tenant_id NOT IN (SELECT tenant_id FROM webhook_subscriptions WHERE active)
-    ORDER BY priority DESC, sequence
+    SELECT jobs.id, jobs.tenant_id, jobs.queue, jobs.type, jobs.attempt + 1 AS attempt,
+        jobs.tenant_id IS NOT reference.tenant_id OR jobs.type IS NOT reference.type AS apart
+    FROM (
+        SELECT tenant_id, type FROM jobs
+        WHERE sequence = (SELECT sequence FROM temp.claimed LIMIT 1)
+    ) AS reference
+    CROSS JOIN jobs
+    WHERE jobs.sequence IN (SELECT sequence FROM temp.claimed)
+      AND jobs.tenant_id NOT IN (SELECT tenant_id FROM webhook_subscriptions WHERE active)
+    ORDER BY jobs.priority DESC, jobs.sequence
 )
-HAVING count(*) > 0 AND min(tenant_id) = max(tenant_id) AND min(type) = max(type)
-   AND count(*) <= 4096;
+HAVING count(*) > 0 AND NOT max(apart) AND count(*) <= 4096;
 -- Else (the row above not written: changes() = 0), a row a run of consecutive alike jobs, each
 -- named by the head at its first job's place. (Its windows and groups cost ~4 us a job of 100
 -- over the ~1.6 of the usual claim's row: read only when the jobs differ.)
