@@ -196,9 +196,9 @@ def retried_event_ids(
 ) -> dict[str, str]:
     """The ids of the `dead_letter.retried` events of the `moved` episodes, by episode id, as
     a retry chunk that chose `chosen` (in order, each with its block head in `heads`) writes
-    them (retry_dead_letters): a block for each tenant,
-    queue and job type among each 4,096 chosen, named by its first member's head, its members
-    in the chosen order. `moved` holds every moved episode of the tenants asked about."""
+    them (retry_dead_letters): a block for each tenant, queue and job type among each 4,096
+    chosen, named by its first member's head, its members in the chosen order. `moved` holds
+    every moved episode of the tenants asked about."""
     place = {episode_id: index for index, episode_id in enumerate(chosen)}
     blocks: dict[tuple[str, str, str, int], tuple[str, int]] = {}
     ids: dict[str, str] = {}

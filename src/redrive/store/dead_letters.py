@@ -162,11 +162,10 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         `task_id`'s, if one moves them), and write their events, a row a block named by its
         first member's head in `block_heads` (domain/events.py `retried_event_ids`; the
         statement builds the few it needs from their parts, `:head_prefix` and
-        `:head_randoms`), in one
-        statement; take them off the tallies and their incidents' counts. A task's items
-        leave `pending` in the same transaction: moved, or skipped (skip_redrive_items sets
-        those whose dead letters the statement skipped, where its dialect marked them moved
-        before its pick)."""
+        `:head_randoms`), in one statement; take them off the tallies and their incidents'
+        counts. A task's items leave `pending` in the same transaction: moved, or skipped
+        (skip_redrive_items sets those whose dead letters the statement skipped, where its
+        dialect marked them moved before its pick)."""
         from redrive.domain.dead_letter import MovedEpisode, RequeuedGroup
         from redrive.ports.dead_letters import Retried
 
