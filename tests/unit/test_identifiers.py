@@ -16,6 +16,7 @@ from redrive.domain.identifiers import (
     position_in_block,
     uuid4,
     uuid7,
+    uuid7_block_head_parts,
     uuid7_block_heads,
     uuid7_blocks,
     uuid7_series,
@@ -175,18 +176,34 @@ def test_block_heads_each_name_a_block_of_their_own() -> None:
     assert uuid7_block_heads(NOW_MS, 0, random.Random(3)) == []
 
 
+def test_a_retry_s_block_heads_are_kept_as_parts_that_make_the_same_ids() -> None:
+    """BlockHeads (a bulk retry chunk's, as their parts): the head at each place is the id
+    uuid7_block_heads makes there from the same random bits, and places past the end raise."""
+    from redrive.domain.events import BlockHeads
+
+    prefix, randoms = uuid7_block_head_parts(NOW_MS, 5000, random.Random(3))
+    heads = BlockHeads(f"evt_{prefix}", randoms)
+    made = uuid7_block_heads(NOW_MS, 5000, random.Random(3))
+    assert len(heads) == 5000
+    assert [heads[index] for index in range(5000)] == [f"evt_{head}" for head in made]
+    for outside in (-1, 5000):
+        with pytest.raises(IndexError):
+            heads[outside]
+
+
 def test_a_retry_s_events_are_a_block_a_kind_among_each_4096_chosen() -> None:
     """retried_event_ids: the moved episodes' events, a block for each tenant, queue and job
     type among each 4,096 chosen, named by its first member's head, its members in the chosen
     order; episodes chosen but not moved take no place."""
     from redrive.domain.dead_letter import MovedEpisode
-    from redrive.domain.events import block_event_id, retried_event_ids
+    from redrive.domain.events import BlockHeads, block_event_id, retried_event_ids
 
     def episode(index: int, job_type: str) -> MovedEpisode:
         return MovedEpisode(f"dl_{index}", f"job_{index}", "t", "q", job_type, "E", None)
 
     chosen = [f"dl_{index}" for index in range(4100)]
-    heads = [f"evt_{head}" for head in uuid7_block_heads(NOW_MS, 4100, random.Random(2))]
+    prefix, randoms = uuid7_block_head_parts(NOW_MS, 4100, random.Random(2))
+    heads = BlockHeads(f"evt_{prefix}", randoms)
     kinds = {0: "b", 2: "b", 4097: "b"}
     moved = [episode(index, kinds.get(index, "a")) for index in range(4100) if index != 1]
     ids = retried_event_ids(chosen, heads, list(reversed(moved)))

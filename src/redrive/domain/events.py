@@ -12,6 +12,7 @@ from redrive.domain.frozen import Assembler, frozen_dataclass
 from redrive.domain.identifiers import (
     SERIES_COUNTER,
     UUID7_PATTERN,
+    block_head,
     block_of,
     in_block,
     position_in_block,
@@ -171,14 +172,33 @@ def block_event_id(block_id: str, position: int) -> str:
     return EVENT_ID_PREFIX + in_block(block_id[len(EVENT_ID_PREFIX) :], position)
 
 
+@frozen_dataclass(slots=True)
+class BlockHeads:
+    """A bulk retry chunk's block heads, one a chosen episode, kept as their parts
+    (identifiers.uuid7_block_head_parts): `prefix`, `evt_` and the text every head's UUID
+    begins with, and `randoms`, 16 hex digits a head. The chunk's statement (retry_dead_letters)
+    builds only the heads of the blocks it writes, and `retried_event_ids` those of the
+    episodes webhooks are told of: made as a list, 5,000 ids a chunk were ~9 ms of the caller's
+    CPU before each statement, which named its events by one or two of them."""
+
+    prefix: str
+    randoms: str
+
+    def __getitem__(self, index: int) -> str:
+        return block_head(self.prefix, self.randoms, index)
+
+    def __len__(self) -> int:
+        return len(self.randoms) // 16
+
+
 def retried_event_ids(
-    chosen: list[str], heads: list[str], moved: list[MovedEpisode]
+    chosen: list[str], heads: BlockHeads, moved: list[MovedEpisode]
 ) -> dict[str, str]:
     """The ids of the `dead_letter.retried` events of the `moved` episodes, by episode id, as
-    a retry chunk that chose `chosen` (in order, each with its block head in `heads`:
-    identifiers.uuid7_block_heads) writes them (retry_dead_letters): a block for each tenant,
-    queue and job type among each 4,096 chosen, named by its first member's head, its members
-    in the chosen order. `moved` holds every moved episode of the tenants asked about."""
+    a retry chunk that chose `chosen` (in order, each with its block head in `heads`) writes
+    them (retry_dead_letters): a block for each tenant, queue and job type among each 4,096
+    chosen, named by its first member's head, its members in the chosen order. `moved` holds
+    every moved episode of the tenants asked about."""
     place = {episode_id: index for index, episode_id in enumerate(chosen)}
     blocks: dict[tuple[str, str, str, int], tuple[str, int]] = {}
     ids: dict[str, str] = {}

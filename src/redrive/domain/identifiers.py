@@ -71,17 +71,34 @@ def uuid7_series(timestamp_ms: int, count: int, rng: random.Random) -> list[str]
     ]
 
 
-def uuid7_block_heads(timestamp_ms: int, count: int, rng: random.Random) -> list[str]:
+def uuid7_block_head_parts(timestamp_ms: int, count: int, rng: random.Random) -> tuple[str, str]:
     """`count` UUIDv7s of one millisecond, each the first id of a block of its own (counter 0,
-    62 random bits in rand_b): ids a bulk retry can name its blocks by, whichever of them turn
-    out to be first of one. The random bits drawn in one call, as `uuid7_series` does."""
+    62 random bits in rand_b), as their parts: the text they all begin with (time, version,
+    counter: "tttttttt-tttt-7000-") and their rand_b's, 16 hex digits each, in one text. The
+    `index`th is the first, then the `index`th 16 digits' first 4, "-" and last 12
+    (`block_head`). The random bits drawn in one call, as `uuid7_series` does."""
     time = f"{timestamp_ms & ((1 << 48) - 1):012x}"
-    head = f"{time[:8]}-{time[8:]}-7000"
     random_b = bytearray(rng.randbytes(8 * count))
     random_b[0::8] = random_b[0::8].translate(WITH_VARIANT)
-    text = random_b.hex()
+    return f"{time[:8]}-{time[8:]}-7000-", random_b.hex()
+
+
+def block_head(prefix: str, randoms: str, index: int) -> str:
+    """The `index`th of the block heads whose parts are `prefix` and `randoms`
+    (`uuid7_block_head_parts`)."""
+    at = 16 * index
+    if not 0 <= at < len(randoms):
+        raise IndexError(index)
+    return f"{prefix}{randoms[at : at + 4]}-{randoms[at + 4 : at + 16]}"
+
+
+def uuid7_block_heads(timestamp_ms: int, count: int, rng: random.Random) -> list[str]:
+    """`count` UUIDv7s of one millisecond, each the first id of a block of its own: ids a claim
+    can name its blocks by, whichever of them turn out to be first of one (see
+    `uuid7_block_head_parts`, which a bulk retry's chunk keeps as they are)."""
+    head, text = uuid7_block_head_parts(timestamp_ms, count, rng)
     return [
-        f"{head}-{text[at : at + 4]}-{text[at + 4 : at + 16]}" for at in range(0, 16 * count, 16)
+        f"{head}{text[at : at + 4]}-{text[at + 4 : at + 16]}" for at in range(0, 16 * count, 16)
     ]
 
 

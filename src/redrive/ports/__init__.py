@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         MovedEpisode,
     )
     from redrive.domain.dead_letter_filter import DeadLetterFilter
+    from redrive.domain.events import BlockHeads
     from redrive.domain.incident import Incident, IncidentEntry, IncidentQuery, StateChange
     from redrive.domain.job import Job
     from redrive.domain.job_schemas import JobSchema
@@ -185,14 +186,14 @@ class DeadLetterStore(Protocol):
         ...
 
     async def retry_dead_letters(
-        self, episode_ids: list[str], block_heads: list[str], now: int, moved_by: str,
+        self, episode_ids: list[str], block_heads: BlockHeads, now: int, moved_by: str,
         upcast_types: list[str], task_id: str | None = None,
     ) -> Retried:  # fmt: skip
         """Move the chosen episodes still dead to `retried`, requeue their jobs in place where
         the job's row is still there and its type is not in `upcast_types` (carrying the
         redrive task `task_id`, if one moves them), and write the moved episodes'
         `dead_letter.retried` events, a block a run (domain/events.py `retried_event_ids`,
-        each chosen episode's block head in `block_heads`), in one statement."""
+        each chosen episode's block head at its place in `block_heads`), in one statement."""
         ...
 
     async def dead_letters_by_id(self, episode_ids: list[str]) -> list[DeadLetter]: ...

@@ -10,10 +10,23 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from redrive.domain.events import Event, alike_runs, enqueued_runs, event_envelope
+from redrive.domain.events import (
+    EVENT_ID_PREFIX,
+    BlockHeads,
+    Event,
+    alike_runs,
+    enqueued_runs,
+    event_envelope,
+)
 from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, Fingerprinter
 from redrive.domain.frozen import Assembler, frozen_dataclass
-from redrive.domain.identifiers import uuid7, uuid7_block_heads, uuid7_blocks, uuid7_series
+from redrive.domain.identifiers import (
+    uuid7,
+    uuid7_block_head_parts,
+    uuid7_block_heads,
+    uuid7_blocks,
+    uuid7_series,
+)
 from redrive.domain.job import Job
 from redrive.domain.listeners import DELIVERY_TYPE, WEBHOOK_QUEUE, Listener, wants
 from redrive.domain.redaction import DEFAULT_REDACTOR, Redactor
@@ -156,9 +169,16 @@ class Runtime:
         return [self.new_id(now)] if count == 1 else uuid7_series(now, count, self.rng)
 
     def block_heads(self, count: int, now: int) -> list[str]:
-        """`count` new event ids, each the first of a block of its own (a bulk retry's chunk
-        names its events' blocks by them: domain/events.py `retried_event_ids`)."""
+        """`count` new event ids, each the first of a block of its own (a claim names its
+        events' blocks by them)."""
         return [f"evt_{event_id}" for event_id in uuid7_block_heads(now, count, self.rng)]
+
+    def retry_block_heads(self, count: int, now: int) -> BlockHeads:
+        """`count` new event ids as `block_heads` makes them, kept as their parts (a bulk
+        retry's chunk names its events' blocks by a few of them: domain/events.py
+        `retried_event_ids`)."""
+        prefix, randoms = uuid7_block_head_parts(now, count, self.rng)
+        return BlockHeads(EVENT_ID_PREFIX + prefix, randoms)
 
     def enqueued_event_ids(self, jobs: list[Job], now: int) -> list[str]:
         """The ids of a batch's enqueued events: a block for each run whose events one outbox row

@@ -24,6 +24,7 @@ from redrive.store.codec import (
 if TYPE_CHECKING:
     from redrive.domain.dead_letter import DeadLetter, DeadLetterStats, MovedEpisode
     from redrive.domain.dead_letter_filter import DeadLetterFilter
+    from redrive.domain.events import BlockHeads
     from redrive.domain.incident import Incident, IncidentEntry
     from redrive.ports.dead_letters import Page, Retried
 
@@ -153,17 +154,18 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
         return [episode for row in rows if row["ids"] for episode in row["ids"].split(",")]
 
     async def retry_dead_letters(
-        self, episode_ids: list[str], block_heads: list[str], now: int, moved_by: str,
+        self, episode_ids: list[str], block_heads: BlockHeads, now: int, moved_by: str,
         upcast_types: list[str], task_id: str | None = None,
     ) -> Retried:  # fmt: skip
         """Flip the chosen episodes still dead to `retried`, requeue their jobs in place where
         the job's row is still there and its type is not in `upcast_types` (as the task
         `task_id`'s, if one moves them), and write their events, a row a block named by its
-        first member's head in `block_heads` (domain/events.py `retried_event_ids`), in one
-        statement; take them off the tallies and their incidents' counts. A task's items
-        leave `pending` in the same transaction: moved, or skipped (skip_redrive_items sets
-        those whose dead letters the statement skipped, where its dialect marked them moved
-        before its pick)."""
+        first member's head in `block_heads` (domain/events.py `retried_event_ids`; the
+        statement builds the few it needs from their parts, `:head_prefix` and
+        `:head_randoms`), in one statement; take them off the tallies and their incidents'
+        counts. A task's items leave `pending` in the same transaction: moved, or skipped
+        (skip_redrive_items sets those whose dead letters the statement skipped, where its
+        dialect marked them moved before its pick)."""
         from redrive.domain.dead_letter import MovedEpisode, RequeuedGroup
         from redrive.ports.dead_letters import Retried
 
@@ -171,7 +173,8 @@ class SqlDeadLetters(SqlBase, DeadLetterStore):
             return Retried([], [], [])
         rows = await self._rows(
             "retry_dead_letters", ids=self.executor.ids_parameter(episode_ids),
-            block_heads=self.executor.ids_parameter(block_heads), now=now, moved_by=moved_by,
+            head_prefix=block_heads.prefix, head_randoms=block_heads.randoms, now=now,
+            moved_by=moved_by,
             upcast_types=self.executor.list_parameter(upcast_types), task_id=task_id,
         )  # fmt: skip
         moved: list[MovedEpisode] = []

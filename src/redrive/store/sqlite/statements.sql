@@ -961,8 +961,8 @@ LIMIT :limit;
 -- back to their queues in place where the job's row is still in the jobs table (types in
 -- :upcast_types excepted: the caller upcasts those), carrying the redrive task :task_id if one
 -- moves them, their queues exist, and the moved episodes' `dead_letter.retried` events are
--- written, a row a block (:block_heads holds each chosen episode's block head; see PostgreSQL's
--- statement). A task (:task_id) moves only the dead letters it still pins, and its items leave
+-- written, a row a block (each named by its first member's block head, built from :head_prefix
+-- and :head_randoms as PostgreSQL's statement builds it; see there). A task (:task_id) moves only the dead letters it still pins, and its items leave
 -- `pending` in the same call: moved, or skipped (no longer dead). Returns the items marked
 -- (`skipped` those skipped; without a task, the chosen episodes no longer dead), then one by
 -- one the moved episodes whose job this call did not put back and every moved episode of a
@@ -972,25 +972,19 @@ LIMIT :limit;
 -- pick is kept in a temporary table, read by each statement after it.
 CREATE TEMP TABLE IF NOT EXISTS retried_chunk (
     id TEXT PRIMARY KEY, job_id TEXT, tenant_id TEXT, queue TEXT, type TEXT, error_type TEXT,
-    incident_id TEXT, requeued INTEGER, discarded_at INTEGER, event_id TEXT, place INTEGER
+    incident_id TEXT, requeued INTEGER, discarded_at INTEGER, place INTEGER
 );
--- (The event ids by position in a table keyed by it: joined as a second json_each, SQLite
--- scanned the whole array for every chosen id, 31 ms a chunk of 1,000.)
-CREATE TEMP TABLE IF NOT EXISTS retried_event_ids (key INTEGER PRIMARY KEY, event_id TEXT);
 -- (The moved episodes in runs of alike events, each in the chosen order: the events' blocks.)
 CREATE INDEX IF NOT EXISTS temp.retried_chunk_runs ON retried_chunk (tenant_id, queue, type, place);
 DELETE FROM temp.retried_chunk;
-DELETE FROM temp.retried_event_ids;
-INSERT INTO temp.retried_event_ids SELECT key, value FROM json_each(:block_heads);
 INSERT INTO temp.retried_chunk
 SELECT dead_letters.id, dead_letters.job_id, dead_letters.tenant_id, dead_letters.queue,
     dead_letters.type, dead_letters.error_type, dead_letters.incident_id,
     EXISTS (SELECT 1 FROM jobs WHERE jobs.id = dead_letters.job_id
             AND jobs.state = 'discarded' AND jobs.dead_lettered)
     AND dead_letters.type NOT IN (SELECT value FROM json_each(:upcast_types)),
-    dead_letters.discarded_at, event.event_id, chosen.key
+    dead_letters.discarded_at, chosen.key
 FROM json_each(:ids) AS chosen
-JOIN temp.retried_event_ids AS event ON event.key = chosen.key
 JOIN dead_letters ON dead_letters.id = chosen.value
 WHERE dead_letters.status = 'dead'
   AND (:task_id IS NULL OR EXISTS (
@@ -1012,7 +1006,9 @@ ON CONFLICT (tenant_id, name) DO NOTHING;
 -- aggregates, each member's row carried a copy of its block's arrays: a chunk of 5,000 took
 -- 0.1 s more of CPU.)
 INSERT INTO events (id, tenant_id, type, queue, job_type, time, data, members, size)
-SELECT event_id, tenant_id, 'dead_letter.retried', queue, type, :now,
+SELECT :head_prefix || substr(:head_randoms, first * 16 + 1, 4) || '-'
+        || substr(:head_randoms, first * 16 + 5, 12),
+    tenant_id, 'dead_letter.retried', queue, type, :now,
     json_object('job_type', type, 'queue', queue, 'moved_by', :moved_by),
     json((
         SELECT json_object('subjects', json_group_array(job_id), 'episodes', json_group_array(id))
@@ -1024,8 +1020,7 @@ SELECT event_id, tenant_id, 'dead_letter.retried', queue, type, :now,
             ORDER BY member.place))),
     size
 FROM (
-    -- (event_id: the first member's, the row min() takes its other bare columns from.)
-    SELECT event_id, tenant_id, queue, type, min(place) AS first, count(*) AS size
+    SELECT tenant_id, queue, type, min(place) AS first, count(*) AS size
     FROM temp.retried_chunk
     GROUP BY tenant_id, queue, type, place / 4096
 ) AS head
