@@ -277,3 +277,17 @@ def test_a_frozen_dataclass_shares_its_frozen_methods_code_and_leaves_dataclasse
     assert first.__delattr__.__code__ is second.__delattr__.__code__
     assert dataclasses._frozen_get_del_attr is made  # type: ignore[attr-defined]
     assert GENERATE(_one()).__setattr__.__code__ is not first.__setattr__.__code__
+
+
+def test_a_job_replaced_from_a_dict_is_the_job_replace_makes() -> None:
+    job = assemble_job(**REQUIRED)
+    changes = {"state": "active", "attempt": 2, "lease_token": "t"}
+    replaced = assemble_job.replaced(job, changes)
+    assert replaced == dataclasses.replace(job, **changes)
+    assert list(vars(replaced)) == list(vars(job))  # the fields in their order
+    assert changes == {"state": "active", "attempt": 2, "lease_token": "t"}  # read, not kept
+    assert job.state == REQUIRED["state"]
+    with pytest.raises(TypeError, match="colour"):
+        assemble_job.replaced(job, {"state": "active", "colour": "red"})
+    with pytest.raises(TypeError, match="colour"):
+        assemble_job.replace(job, colour="red")

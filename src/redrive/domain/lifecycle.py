@@ -278,7 +278,8 @@ def fail(
             changes["discarded_at"] = changes["completed_at"] = now
             changes["next_attempt_at"] = None
             changes["dead_lettered"] = reason is not None
-        else:
+        else:  # a retry: no dead-letter reason (`_terminal` may name the one it would be)
+            reason = None
             delay = retry_delay_ms(job.retry, job.attempt, jitter_factor)
             changes["state"] = states.RETRYABLE
             changes["next_attempt_at"] = now + delay
