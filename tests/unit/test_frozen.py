@@ -281,7 +281,7 @@ def test_a_frozen_dataclass_shares_its_frozen_methods_code_and_leaves_dataclasse
 
 def test_a_job_replaced_from_a_dict_is_the_job_replace_makes() -> None:
     job = assemble_job(**REQUIRED)
-    changes = {"state": "active", "attempt": 2, "lease_token": "t"}
+    changes: dict[str, Any] = {"state": "active", "attempt": 2, "lease_token": "t"}
     replaced = assemble_job.replaced(job, changes)
     assert replaced == dataclasses.replace(job, **changes)
     assert list(vars(replaced)) == list(vars(job))  # the fields in their order
