@@ -195,6 +195,28 @@ def test_a_retry_policy_reads_back_from_its_sparse_record() -> None:
     assert sparse_retry_record(RetryPolicy(max_attempts=1)) == {"max_attempts": 1}
 
 
+def test_jobs_whose_retry_records_are_alike_share_one_policy_of_their_types() -> None:
+    """A record read again (another job's envelope, parsed on its own) is the policy read
+    before, one instance; records alike in value but not in type (1, True, 1.0) are not."""
+    from redrive.domain.records import retry_from_record
+    from redrive.domain.retry import RetryPolicy
+
+    def read(text: str) -> RetryPolicy:
+        return retry_from_record(load(text))
+
+    policy = read('{"max_attempts": 1, "on_exhaustion": "dead_letter"}')
+    assert read('{"max_attempts": 1, "on_exhaustion": "dead_letter"}') is policy
+    assert policy == RetryPolicy(max_attempts=1, on_exhaustion="dead_letter")
+    assert read('{"max_attempts": true}').max_attempts is True
+    assert type(read('{"max_attempts": 1}').max_attempts) is int
+    assert type(read('{"backoff_coefficient": 2}').backoff_coefficient) is int
+    assert type(read('{"backoff_coefficient": 2.0}').backoff_coefficient) is float
+    # Lists and objects are read every time, each into its own policy.
+    listed = '{"non_retryable_errors": ["a.B"], "extra": {"x": 1}}'
+    assert read(listed) is not read(listed)
+    assert read(listed) == RetryPolicy(non_retryable_errors=("a.B",), extra={"x": 1})
+
+
 def test_an_envelope_holds_only_what_says_something_and_reads_back_whole() -> None:
     """Empty meta and extra are left out, and so is the retry record when the options hold it
     as the same JSON; a job reads back the same either way (an options' retry equal in Python

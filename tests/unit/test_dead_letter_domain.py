@@ -424,3 +424,54 @@ def test_a_record_holds_every_field_of_the_job_in_order_and_nothing_else(job: Jo
     assert list(record) == [item.name for item in dataclasses.fields(Job)]
     assert record["retry"] == retry_to_record(job.retry)
     assert all(record[name] is getattr(job, name) for name in record if name != "retry")
+
+
+def _sparse_field_by_field(job: Job) -> dict[str, Any]:
+    """What `sparse_job_record` keeps of a job's fields, decided one field at a time (as it
+    was written before its comprehension): null where the default is not null, and anything
+    not equal in value and type to its default."""
+    defaults = {
+        item.name: item.default_factory() if item.default_factory is not dataclasses.MISSING
+        else item.default
+        for item in dataclasses.fields(Job)
+    }  # fmt: skip
+    record: dict[str, Any] = {}
+    for name, value in vars(job).items():
+        default = defaults.get(name, dataclasses.MISSING)
+        if value is None and default is None:
+            continue
+        if name != "retry" and type(value) is type(default) and value == default:
+            continue
+        record[name] = value
+    return record
+
+
+# Jobs whose fields are null where the default is not, or equal to a default in value but not
+# in type (False for 0, True for 1, 0.0 for 0): each is kept, as it was, in the job's order.
+ODD_JOBS = [
+    dead_job(priority=False, attempt=True, dead_lettered=0, meta=None),
+    dead_job(visibility_timeout_ms=1_800_000.0, options=None, errors=None),
+    dead_job(priority=0, attempt=0, meta={}, extra={}, dead_lettered=False, error=None, errors=[]),
+    dead_job(args=None, created_at=None, timeout_ms=0, result=0),
+]
+
+
+@pytest.mark.parametrize("job", [*SPARSE_JOBS, *ODD_JOBS])
+def test_a_sparse_record_keeps_the_fields_a_field_by_field_reading_keeps(job: Job) -> None:
+    record = sparse_job_record(job)
+    expected = _sparse_field_by_field(job)
+    kept = [name for name in record if name not in ("retry", "error")]
+    assert kept == [name for name in expected if name not in ("retry", "error")]
+    for name in kept:
+        assert record[name] is expected[name], name
+
+
+def test_a_sparse_retry_record_is_worked_out_once_and_given_as_a_copy() -> None:
+    from redrive.domain.records import sparse_retry_record
+
+    policy = RetryPolicy(max_attempts=1, on_exhaustion="dead_letter")
+    first = sparse_retry_record(policy)
+    first["max_attempts"] = 9
+    assert sparse_retry_record(policy) == {"max_attempts": 1, "on_exhaustion": "dead_letter"}
+    assert sparse_retry_record(policy) is not sparse_retry_record(policy)
+    assert policy == RetryPolicy(max_attempts=1, on_exhaustion="dead_letter")

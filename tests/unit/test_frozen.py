@@ -339,3 +339,17 @@ def test_a_frozen_dataclasss_subclasses_call_its_init_or_their_own(decorate: Any
 
     assert repr(Child(1.0)).endswith("Child(value=1.0, other='o')")
     assert Child.__init__.__qualname__.endswith("Child.__init__")
+
+
+def test_a_job_replaced_from_a_dict_is_the_job_replace_makes() -> None:
+    job = assemble_job(**REQUIRED)
+    changes: dict[str, Any] = {"state": "active", "attempt": 2, "lease_token": "t"}
+    replaced = assemble_job.replaced(job, changes)
+    assert replaced == dataclasses.replace(job, **changes)
+    assert list(vars(replaced)) == list(vars(job))  # the fields in their order
+    assert changes == {"state": "active", "attempt": 2, "lease_token": "t"}  # read, not kept
+    assert job.state == REQUIRED["state"]
+    with pytest.raises(TypeError, match="colour"):
+        assemble_job.replaced(job, {"state": "active", "colour": "red"})
+    with pytest.raises(TypeError, match="colour"):
+        assemble_job.replace(job, colour="red")

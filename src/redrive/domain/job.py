@@ -107,4 +107,4 @@ JOB_FIELDS = assemble_job.names
 def evolve(job: Job, **changes: Any) -> Job:
     """`dataclasses.replace` for the hot path: a copy of `job` with `changes` (replace rebuilds
     the job through its frozen `__init__`: 21.6 -> 1.5 us per ack, nack or heartbeat)."""
-    return assemble_job.replace(job, **changes)
+    return assemble_job.replaced(job, changes)

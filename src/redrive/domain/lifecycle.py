@@ -10,8 +10,8 @@ from typing import Any
 from redrive.domain import job as states
 from redrive.domain.durations import format_timestamp
 from redrive.domain.errors import Conflict, InvalidRequest
-from redrive.domain.frozen import frozen_dataclass
-from redrive.domain.job import BACKTRACE_KEYS, Job, evolve
+from redrive.domain.frozen import Assembler, frozen_dataclass
+from redrive.domain.job import BACKTRACE_KEYS, Job, assemble_job, evolve
 from redrive.domain.redaction import Redactor, counts_document
 from redrive.domain.retry import matches_non_retryable, retry_delay_ms
 
@@ -37,6 +37,9 @@ class Failure:
 class FailureOutcome:
     job: Job
     dead_letter_reason: str | None
+
+
+assemble_outcome = Assembler(FailureOutcome)
 
 
 def conflict(job: Job, action: str) -> Conflict:
@@ -253,7 +256,13 @@ def fail(
     """Apply one failed attempt: requeue, schedule a retry, or end the job (maybe as dead)."""
     record = error_record(failure, job.attempt, now)
     history = [*job.errors, record][-MAX_ERROR_HISTORY:]
-    changes: dict[str, Any] = {"error": record, "errors": history, **_released()}
+    # The changes as one dict, given to `replaced` as it is, and the outcome assembled: no
+    # keyword arguments packed twice, no frozen `__init__` (every nacked job makes one).
+    changes: dict[str, Any] = {
+        "error": record, "errors": history, "lease_token": None, "lease_expires_at": None,
+        "timeout_at": None,
+    }  # fmt: skip
+    reason = None
     if requeue:
         # Handed back unrun (a worker shutting down): the delivery does not count against
         # max_attempts ("requeue without counting as a retry attempt"), so the next fetch
@@ -262,17 +271,22 @@ def fail(
             attempt=max(job.attempt - 1, 0), state=states.AVAILABLE, enqueued_at=now,
             worker_id=None, next_attempt_at=None, retry_delay_ms=None,
         )  # fmt: skip
-        return FailureOutcome(evolve(job, **changes), None)
-    terminal, reason = _terminal(job, failure)
-    if terminal:
-        changes.update(
-            state=states.DISCARDED, discarded_at=now, completed_at=now, next_attempt_at=None,
-            dead_lettered=reason is not None,
-        )  # fmt: skip
-        return FailureOutcome(evolve(job, **changes), reason)
-    delay = retry_delay_ms(job.retry, job.attempt, jitter_factor)
-    changes.update(state=states.RETRYABLE, next_attempt_at=now + delay, retry_delay_ms=delay)
-    return FailureOutcome(evolve(job, **changes), None)
+    else:
+        terminal, reason = _terminal(job, failure)
+        if terminal:
+            changes["state"] = states.DISCARDED
+            changes["discarded_at"] = changes["completed_at"] = now
+            changes["next_attempt_at"] = None
+            changes["dead_lettered"] = reason is not None
+        else:  # a retry: no dead-letter reason (`_terminal` may name the one it would be)
+            reason = None
+            delay = retry_delay_ms(job.retry, job.attempt, jitter_factor)
+            changes["state"] = states.RETRYABLE
+            changes["next_attempt_at"] = now + delay
+            changes["retry_delay_ms"] = delay
+    return assemble_outcome.adopt(
+        {"job": assemble_job.replaced(job, changes), "dead_letter_reason": reason}
+    )
 
 
 def reap(job: Job, now: int, jitter_factor: float) -> FailureOutcome:
