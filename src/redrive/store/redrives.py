@@ -125,9 +125,16 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
         self, task_id: str, limit: int, after: str = ""
     ) -> dict[str, str]:
         """The task's next pending dead letters after `after` (by id), each with its job's id."""
-        (row,) = await self._rows(
-            "select_pending_redrive_items", task_id=task_id, limit=limit, after=after
-        )
+        return await self._items("select_pending_redrive_items", task_id, limit, after)
+
+    async def claim_redrive_items(
+        self, task_id: str, limit: int, after: str = ""
+    ) -> dict[str, str]:
+        """As pending_redrive_items, taken by this transaction to move (see the statement)."""
+        return await self._items("claim_pending_redrive_items", task_id, limit, after)
+
+    async def _items(self, name: str, task_id: str, limit: int, after: str) -> dict[str, str]:
+        (row,) = await self._rows(name, task_id=task_id, limit=limit, after=after)
         episodes, jobs = load(row["dead_letter_ids"]) or [], load(row["job_ids"]) or []
         return dict(zip(episodes, jobs, strict=True))
 
