@@ -218,7 +218,8 @@ async def test_pinned_dead_letters_another_transaction_holds_are_skipped_and_sta
     laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, database_url: str
 ) -> None:
     # PostgreSQL's chunk marks its pending items moved as it claims them, before the move picks
-    # their dead letters, and sets those the pick skipped (held by another transaction: never waited for) to skipped.
+    # their dead letters, and sets those the pick skipped (held by another transaction: never
+    # waited for) to skipped.
     monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
     monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
     service = served(laned, clock)
