@@ -217,8 +217,9 @@ async def test_pinned_dead_letters_moved_meanwhile_are_skipped_and_the_rest_move
 async def test_pinned_dead_letters_another_transaction_holds_are_skipped_and_stay_dead(
     laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, database_url: str
 ) -> None:
-    # PostgreSQL's chunk marks its pending items moved before it picks their dead letters, and
-    # sets those the pick skipped (held by another transaction: never waited for) to skipped.
+    # PostgreSQL's chunk marks its pending items moved as it claims them, before the move picks
+    # their dead letters, and sets those the pick skipped (held by another transaction: never
+    # waited for) to skipped.
     monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
     monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
     service = served(laned, clock)
@@ -277,6 +278,57 @@ async def test_a_task_reads_its_pending_items_by_id_after_its_cursor_each_with_i
     assert sorted(every.values()) == sorted(job_ids)
     assert list(after_first) == sorted(every)[1:3]
     assert past_last == {}
+
+
+class Undone(Exception):
+    """Raised inside a transaction to undo it."""
+
+
+async def test_a_chunk_claims_its_items_in_order_and_a_claim_undone_leaves_them_pending(
+    service: Service,
+) -> None:
+    """The items a chunk takes to move: the next pending ones in id order after the cursor, each
+    with its job, as the read gives them; the claim is part of the chunk's transaction, so a
+    chunk undone leaves them pending and the next claim takes the same ones."""
+    await kill(service, 6)
+    task = await service.redrives.start(CALLER, RedriveRequest(by_queue("billing")))
+    store = service.runtime.store
+    async with store.transaction(CALLER) as transaction:
+        pending = await transaction.pending_redrive_items(task.id, 10)
+    claimed: dict[str, str] = {}
+    with pytest.raises(Undone):
+        async with store.transaction(CALLER) as transaction:
+            claimed = await transaction.claim_redrive_items(task.id, 4)
+            raise Undone
+    assert claimed == {episode: pending[episode] for episode in sorted(pending)[:4]}
+    assert len(await service.redrives.items(CALLER, task.id, "pending")) == 6
+    async with store.transaction(CALLER) as transaction:
+        again = await transaction.claim_redrive_items(task.id, 4)
+        rest = await transaction.claim_redrive_items(task.id, 4, max(again))
+    assert again == claimed
+    assert list(rest) == sorted(pending)[4:]
+
+
+# PostgreSQL only: SQLite's chunk marks its items in the move's own call (one writer at a time).
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_on_postgresql_a_claim_marks_its_items_moved_within_its_chunk(
+    laned: Store, clock: ManualClock
+) -> None:
+    # The claim is the pending check of the move (which then finds no item by key): within the
+    # chunk's transaction its items are `moved` already, the others still pending; undone, all
+    # are pending again.
+    service = served(laned, clock)
+    await kill(service, 6)
+    task = await service.redrives.start(CALLER, critical())
+    with pytest.raises(Undone):
+        async with laned.transaction(CALLER) as transaction:
+            claimed = await transaction.claim_redrive_items(task.id, 4)
+            moved = await transaction.redrive_items(task.id, "moved", 10)
+            pending = await transaction.redrive_items(task.id, "pending", 10)
+            assert sorted(item["dead_letter_id"] for item in moved) == sorted(claimed)
+            assert len(pending) == 2
+            raise Undone
+    assert len(await service.redrives.items(CALLER, task.id, "pending")) == 6
 
 
 async def test_items_left_pending_behind_the_last_one_moved_still_move(
@@ -344,8 +396,9 @@ async def test_a_pin_with_a_limit_takes_the_newest_and_one_without_takes_every_o
 
 # PostgreSQL only: its planner's choice.
 @pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("name", ["select_pending_redrive_items", "claim_pending_redrive_items"])
 async def test_a_read_of_pending_items_walks_the_key_in_order(
-    laned: Store, clock: ManualClock, database_url: str
+    laned: Store, clock: ManualClock, database_url: str, name: str
 ) -> None:
     # Planned without statistics (the items were pinned just before), the read took a bitmap
     # scan of every pending item and sorted them all; the transaction that runs it turns bitmap
@@ -354,7 +407,7 @@ async def test_a_read_of_pending_items_walks_the_key_in_order(
     service = served(laned, clock)
     await kill(service, 40)
     task = await service.redrives.start(CALLER, critical())
-    (statement,) = laned.scripts["select_pending_redrive_items"]
+    (statement,) = laned.scripts[name]
     assert statement.index_order
     parameters = {"task_id": task.id, "after": "", "limit": 10}
     with psycopg.connect(database_url) as connection:
@@ -376,7 +429,13 @@ async def test_a_read_of_pending_items_walks_the_key_in_order(
         row = connection.execute(explain).fetchone()
     assert row is not None
     nodes = list(plan_nodes(row[0]))
-    items = [node for node in nodes if node.get("Relation Name") == "redrive_task_items"]
+    # (The claim's update then finds each item it read by its address: a Tid Scan.)
+    items = [
+        node
+        for node in nodes
+        if node.get("Relation Name") == "redrive_task_items"
+        and node["Node Type"] not in ("ModifyTable", "Tid Scan")
+    ]
     assert items and {node["Node Type"] for node in items} == {"Index Scan"}, row[0]
     assert {node["Index Name"] for node in items} == {"redrive_task_items_pkey"}
     assert not [node for node in nodes if node["Node Type"] == "Sort"], row[0]

@@ -393,6 +393,14 @@ class RedriveTaskStore(Protocol):
         ids by episode id, in order."""
         ...
 
+    async def claim_redrive_items(
+        self, task_id: str, limit: int, after: str = ""
+    ) -> dict[str, str]:
+        """As pending_redrive_items, the chunk this transaction moves: retry_dead_letters (with
+        the task) moves their dead letters, and fail_redrive_items fails those an upcaster
+        refuses, in the same transaction (a claim undone with it leaves them pending)."""
+        ...
+
     async def pending_redrive_dead_letters(
         self, task_id: str, job_types: list[str], after: str, limit: int
     ) -> list[DeadLetter]:
@@ -400,7 +408,7 @@ class RedriveTaskStore(Protocol):
         ...
 
     async def fail_redrive_items(self, task_id: str, failures: dict[str, RedriveFailure]) -> None:
-        """Pinned dead letters (by episode id) that cannot move: `failed`, with the error."""
+        """Claimed dead letters (by episode id) that cannot move: `failed`, with the error."""
         ...
 
     async def fail_redrive_task(

@@ -237,7 +237,7 @@ class RedriveService:
         count, paced_until = redrive.due(task, now)
         lanes = self.runtime.store.write_lanes
         if count <= MOVE_CHUNK or lanes == 1:
-            picked = await transaction.pending_redrive_items(task.id, count) if count else {}
+            picked = await transaction.claim_redrive_items(task.id, count) if count else {}
             return await self._move(transaction, task, picked, now, paced_until)
         # Chunks as a bulk retry's, an equal share of what the task pins for each lane: the
         # statement probes each id by key, and one of 50,000 (a chunk a lane at 100,000) kept
@@ -277,7 +277,7 @@ class RedriveService:
                 current = await transaction.get_redrive_task(task.id, None)
                 async with reading:
                     items = (
-                        await transaction.pending_redrive_items(task.id, take, after)
+                        await transaction.claim_redrive_items(task.id, take, after)
                         if current is not None and current.state == redrive.RUNNING
                         else {}  # paused (or ended) meanwhile: its lanes stop here
                     )

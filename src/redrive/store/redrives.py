@@ -128,8 +128,16 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
         (row,) = await self._rows(
             "select_pending_redrive_items", task_id=task_id, limit=limit, after=after
         )
-        episodes, jobs = load(row["dead_letter_ids"]) or [], load(row["job_ids"]) or []
-        return dict(zip(episodes, jobs, strict=True))
+        return items_of(row)
+
+    async def claim_redrive_items(
+        self, task_id: str, limit: int, after: str = ""
+    ) -> dict[str, str]:
+        """As pending_redrive_items, taken by this transaction to move (see the statement)."""
+        (row,) = await self._rows(
+            "claim_pending_redrive_items", task_id=task_id, limit=limit, after=after
+        )
+        return items_of(row)
 
     async def pending_redrive_dead_letters(
         self, task_id: str, job_types: list[str], after: str, limit: int
@@ -200,3 +208,9 @@ class SqlRedriveTasks(SqlBase, RedriveTaskStore):
         self, task_id: str, state: str | None, limit: int
     ) -> list[dict[str, Any]]:
         return await self._rows("select_redrive_items", task_id=task_id, state=state, limit=limit)
+
+
+def items_of(row: dict[str, Any]) -> dict[str, str]:
+    """A task's items as one row of two JSON arrays in step: job ids by dead letter id."""
+    episodes, jobs = load(row["dead_letter_ids"]) or [], load(row["job_ids"]) or []
+    return dict(zip(episodes, jobs, strict=True))

@@ -38,7 +38,7 @@ CUSTOM_PLANS = frozenset(
 # (a redrive task's items are pinned just before), the planner took a bitmap scan of every
 # matching entry, then sorted them all (a task's next 5,000 of 20,000 pending items: 37 ms,
 # 1.7 walking the key). The transaction that runs one turns bitmap scans off (SET LOCAL) first.
-INDEX_ORDER = frozenset({"select_pending_redrive_items"})
+INDEX_ORDER = frozenset({"select_pending_redrive_items", "claim_pending_redrive_items"})
 
 
 @frozen_dataclass(slots=True)

@@ -1035,42 +1035,20 @@ SELECT array_to_string(ARRAY(
 -- of the chosen episode at place p (from 1) is :head_prefix, then the 4 and, after a dash, the
 -- 12 hex digits from (p - 1) * 16 of :head_randoms: domain.events.BlockHeads; the events
 -- domain.events.episode_event makes, ids as domain.events.retried_event_ids; a test keeps them
--- in step). A task (:task_id) moves only
--- the dead letters it still pins (a cancel let go of the rest): its items still pending leave
--- `pending` for `moved` first, and only their dead letters are picked; those the pick then
--- skips (no longer dead, or held by another transaction) are returned as `skipped`, for
+-- in step). A task (:task_id) passes the dead letters whose items claim_pending_redrive_items
+-- marked `moved` in this transaction (the claim is the pending check: a cancel let go of the
+-- rest); those the pick then skips (no longer dead, or held by another transaction) are
+-- returned as `skipped`, for
 -- skip_redrive_items to set right in the same transaction. Returns one by one the moved episodes
 -- whose job this statement did not put back and every moved episode of a tenant with an active
 -- webhook subscription (`requeued` saying whose job it put back; never the snapshot), the others
 -- counted by tenant, queue, type, error type and incident (`requeued` rows: their callers only
 -- count them, and 20,000 rows one by one took 0.1 s of a producer's CPU to read and count), the
 -- active webhook subscriptions of the moved episodes' tenants, and the chosen episodes (a task's:
--- the items marked) it skipped. The pick is materialised (see move_dead_letters). :ids come as
+-- the items claimed) it skipped. The pick is materialised (see move_dead_letters). :ids come as
 -- their comma-separated text (the executor's ids_parameter).
-WITH marked AS (
-    -- (One write that is also the pending check: the pick's probe of each item, then its
-    -- update, cost 3.6 + 7.7 ms of backend CPU a chunk of 1,000. Each item found by key, then
-    -- updated by its address, as the dead letters below: planned without statistics (the pin
-    -- inserted the items just before), = ANY(:ids) or a join to the ids read every pending
-    -- item of the task and compared or hashed each. A row a cancel changed since fails the
-    -- state guard.)
-    UPDATE redrive_task_items SET state = 'moved'
-    WHERE ctid = ANY(ARRAY(
-        SELECT pending.ctid FROM unnest(string_to_array(CAST(:ids AS text), ',')) AS chosen(id)
-        CROSS JOIN LATERAL (
-            SELECT ctid FROM redrive_task_items AS item
-            WHERE item.task_id = :task_id AND item.dead_letter_id = chosen.id
-              AND item.state = 'pending'
-            LIMIT 1
-        ) AS pending
-        WHERE CAST(:task_id AS text) IS NOT NULL
-    )) AND state = 'pending'
-    RETURNING dead_letter_id
-), chosen AS (
+WITH chosen AS (
     SELECT id FROM unnest(string_to_array(CAST(:ids AS text), ',')) AS chosen(id)
-    WHERE CAST(:task_id AS text) IS NULL
-    UNION ALL
-    SELECT dead_letter_id FROM marked
 ), picked AS MATERIALIZED (
     -- Each id probed by key (a lateral subquery that locks is never flattened into a join): as
     -- = ANY(:ids), planned without statistics, the pick scanned every dead letter through a
@@ -2048,6 +2026,43 @@ WITH above AS (
 )
 SELECT json_agg(dead_letter_id) AS dead_letter_ids, json_agg(job_id) AS job_ids FROM next;
 
+-- name: claim_pending_redrive_items
+-- A chunk's items, taken to move in this transaction: the task's next pending dead letters, read
+-- as select_pending_redrive_items reads them (by the key, in id order), marked `moved` in the
+-- same statement, each by the address the read found (a row a cancel changed since fails the
+-- state guard and is not taken). retry_dead_letters then moves their dead letters without
+-- looking at the items again; what it skips, skip_redrive_items sets right, and an item an
+-- upcaster refuses, fail_redrive_item, in the same transaction (undone with it). (The mark in
+-- the move's statement found each item again by key: 5,000 probes, each its own subquery, were
+-- three quarters of the mark, 40 -> 10 ms of backend CPU a chunk of 5,000.) One row, as the
+-- read's, each array in id order (the update returns the rows in the order of their addresses).
+WITH above AS (
+    SELECT ctid, dead_letter_id FROM redrive_task_items
+    WHERE task_id = :task_id AND state = 'pending'
+      AND dead_letter_id > GREATEST(
+          CAST(:after AS text),
+          (SELECT moved_through FROM redrive_tasks WHERE id = :task_id))
+    ORDER BY dead_letter_id
+    LIMIT :limit
+), next AS (
+    SELECT ctid FROM above
+    UNION ALL
+    (
+        SELECT ctid FROM redrive_task_items
+        WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
+          AND NOT EXISTS (SELECT FROM above)
+        ORDER BY dead_letter_id
+        LIMIT :limit
+    )
+), claimed AS (
+    UPDATE redrive_task_items SET state = 'moved'
+    WHERE ctid = ANY(ARRAY(SELECT ctid FROM next)) AND state = 'pending'
+    RETURNING dead_letter_id, job_id
+)
+SELECT json_agg(dead_letter_id ORDER BY dead_letter_id) AS dead_letter_ids,
+    json_agg(job_id ORDER BY dead_letter_id) AS job_ids
+FROM claimed;
+
 -- name: select_pending_redrive_dead_letters
 -- The dead letters a task still pins of these types, by id after :after (a dry run of their
 -- upcasts when it starts).
@@ -2059,9 +2074,10 @@ ORDER BY item.dead_letter_id
 LIMIT :limit;
 
 -- name: fail_redrive_item
--- A pinned dead letter an upcaster refused: it leaves `pending` with the error (and stays dead).
+-- A pinned dead letter an upcaster refused: its item, claimed by this transaction's chunk
+-- (claim_pending_redrive_items), is `failed` with the error (and the dead letter stays dead).
 UPDATE redrive_task_items SET state = 'failed', error_code = :code, error_message = :message
-WHERE task_id = :task_id AND dead_letter_id = :dead_letter_id AND state = 'pending';
+WHERE task_id = :task_id AND dead_letter_id = :dead_letter_id AND state = 'moved';
 
 -- name: fail_redrive_task
 -- Guarded like change_redrive_task: the task ends `failed` with the reason.

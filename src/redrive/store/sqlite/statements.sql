@@ -1837,7 +1837,7 @@ UPDATE redrive_tasks SET state = :state, updated_at = :now, updated_by = :change
 WHERE id = :id AND state = :expected_state AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
 RETURNING *;
 
--- name: select_pending_redrive_items
+-- fragment: pending_redrive_items
 -- The task's next dead letters to move, by id after :after (the write transaction holds off every
 -- other writer). One row: their ids and their jobs' ids, two JSON arrays in step, as
 -- PostgreSQL's (each aggregate reads the same rows in the same turn, in the subquery's order;
@@ -1864,6 +1864,9 @@ FROM (
     )
 );
 
+-- name: select_pending_redrive_items
+{pending_redrive_items}
+
 -- name: select_pending_redrive_dead_letters
 -- The dead letters a task still pins of these types, by id after :after (a dry run of their
 -- upcasts when it starts).
@@ -1873,6 +1876,13 @@ WHERE item.task_id = :task_id AND item.state = 'pending' AND item.dead_letter_id
   AND dead_letters.type IN (SELECT value FROM json_each(:types))
 ORDER BY item.dead_letter_id
 LIMIT :limit;
+
+-- name: claim_pending_redrive_items
+-- A chunk's items, taken to move in this transaction: read as select_pending_redrive_items reads
+-- them. Here they stay `pending` until retry_dead_letters marks them (moved, or skipped) in the
+-- same transaction (the write transaction holds off every other writer), and fail_redrive_item
+-- sets those an upcaster refuses; PostgreSQL's marks them here (see there).
+{pending_redrive_items}
 
 -- name: fail_redrive_item
 -- A pinned dead letter an upcaster refused: it leaves `pending` with the error (and stays dead).
