@@ -1994,6 +1994,31 @@ WHERE id = :id AND state = :expected_state
   AND (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 RETURNING *;
 
+-- fragment: redrive_next_pending
+-- The task :task_id's next :limit pending items (`next`: their addresses, dead letters and
+-- jobs, in id order), read by the key after :after and after the task's `moved_through`, or,
+-- when none is left there, after :after alone (see select_pending_redrive_items, which reads
+-- them, and claim_pending_redrive_items, which takes them).
+above AS (
+    SELECT ctid, dead_letter_id, job_id FROM redrive_task_items
+    WHERE task_id = :task_id AND state = 'pending'
+      AND dead_letter_id > GREATEST(
+          CAST(:after AS text),
+          (SELECT moved_through FROM redrive_tasks WHERE id = :task_id))
+    ORDER BY dead_letter_id
+    LIMIT :limit
+), next AS (
+    SELECT ctid, dead_letter_id, job_id FROM above
+    UNION ALL
+    (
+        SELECT ctid, dead_letter_id, job_id FROM redrive_task_items
+        WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
+          AND NOT EXISTS (SELECT FROM above)
+        ORDER BY dead_letter_id
+        LIMIT :limit
+    )
+)
+
 -- name: select_pending_redrive_items
 -- The task's next dead letters to move, by id after :after and after the task's `moved_through`
 -- (the last item a committed chunk moved: those before it have left `pending`, and the key, which
@@ -2005,25 +2030,7 @@ RETURNING *;
 -- step (a chunk's 5,000 rows, each made a dict, took the server 8 ms of CPU to read; the
 -- arrays, 1 ms), both aggregating the rows in the order read (an ORDER BY in each aggregate
 -- sorted the 5,000 rows again, twice: 5.4 -> 3 ms a chunk).
-WITH above AS (
-    SELECT dead_letter_id, job_id FROM redrive_task_items
-    WHERE task_id = :task_id AND state = 'pending'
-      AND dead_letter_id > GREATEST(
-          CAST(:after AS text),
-          (SELECT moved_through FROM redrive_tasks WHERE id = :task_id))
-    ORDER BY dead_letter_id
-    LIMIT :limit
-), next AS (
-    SELECT dead_letter_id, job_id FROM above
-    UNION ALL
-    (
-        SELECT dead_letter_id, job_id FROM redrive_task_items
-        WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
-          AND NOT EXISTS (SELECT FROM above)
-        ORDER BY dead_letter_id
-        LIMIT :limit
-    )
-)
+WITH {redrive_next_pending}
 SELECT json_agg(dead_letter_id) AS dead_letter_ids, json_agg(job_id) AS job_ids FROM next;
 
 -- name: claim_pending_redrive_items
@@ -2036,25 +2043,7 @@ SELECT json_agg(dead_letter_id) AS dead_letter_ids, json_agg(job_id) AS job_ids 
 -- the move's statement found each item again by key: 5,000 probes, each its own subquery, were
 -- three quarters of the mark, 40 -> 10 ms of backend CPU a chunk of 5,000.) One row, as the
 -- read's, each array in id order (the update returns the rows in the order of their addresses).
-WITH above AS (
-    SELECT ctid, dead_letter_id FROM redrive_task_items
-    WHERE task_id = :task_id AND state = 'pending'
-      AND dead_letter_id > GREATEST(
-          CAST(:after AS text),
-          (SELECT moved_through FROM redrive_tasks WHERE id = :task_id))
-    ORDER BY dead_letter_id
-    LIMIT :limit
-), next AS (
-    SELECT ctid FROM above
-    UNION ALL
-    (
-        SELECT ctid FROM redrive_task_items
-        WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
-          AND NOT EXISTS (SELECT FROM above)
-        ORDER BY dead_letter_id
-        LIMIT :limit
-    )
-), claimed AS (
+WITH {redrive_next_pending}, claimed AS (
     UPDATE redrive_task_items SET state = 'moved'
     WHERE ctid = ANY(ARRAY(SELECT ctid FROM next)) AND state = 'pending'
     RETURNING dead_letter_id, job_id
