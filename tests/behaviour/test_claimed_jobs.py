@@ -103,7 +103,7 @@ async def test_a_subscribed_tenant_s_claimed_jobs_are_unannounced(
 
     async with runtime.store.transaction(CALLER) as transaction:
         claim = Claim(QUEUE, 5, "w1", runtime.new_token(), None, CALLER.tenant_scope)
-        taken = await transaction.claim_jobs(claim, now, runtime.block_heads(5, now))
+        taken = await transaction.claim_jobs(claim, now, runtime.block_head_parts(5, now))
     assert [job.args for job in taken.jobs] == [[0], [1], [2]]
     assert taken.unannounced == (taken.jobs if subscribed else [])
     await assert_as_stored(service, taken.jobs)

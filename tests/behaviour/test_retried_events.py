@@ -121,7 +121,7 @@ async def test_a_chunk_past_a_block_s_4096_events_names_them_as_the_domain_does(
         job_of = {dead.id: dead.job.id for dead in await transaction.dead_letters_by_id(chosen)}
     job_ids = [job_of[episode_id] for episode_id in chosen]
     now = service.runtime.now()
-    heads = service.runtime.retry_block_heads(len(chosen), now)
+    heads = service.runtime.block_head_parts(len(chosen), now)
     async with service.runtime.store.transaction(CALLER) as transaction:
         retried = await transaction.retry_dead_letters(chosen, heads, now, "ops", [])
     assert retried.count == len(chosen)

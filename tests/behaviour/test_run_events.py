@@ -167,12 +167,15 @@ async def test_a_claim_past_a_block_is_rows_of_at_most_4096(
     now = runtime.now()
     async with runtime.store.transaction(SYSTEM) as transaction:
         claim = Claim(QUEUE, 4100, "w1", runtime.new_token(), None, None)
-        taken = await transaction.claim_jobs(claim, now, runtime.block_heads(4100, now))
+        heads = runtime.block_head_parts(4100, now)
+        taken = await transaction.claim_jobs(claim, now, heads)
     assert len(taken.jobs) == 4100
     stored, ids = await feed(service, "job.started", 5000)
     assert [event.event for event in stored] == [started_event(job) for job in taken.jobs]
     assert await rows_of(service, "job.started") == 2
     assert [place(event_id)[1] for event_id in ids[4094:4098]] == [4094, 4095, 0, 1]
+    # Each row is named by the head at its first job's place, built by the statement.
+    assert (ids[0], ids[4096]) == (heads[0], heads[4096])
 
 
 async def test_an_ack_s_alike_jobs_are_one_row_behind_an_unlike_refused_first_ack(

@@ -557,7 +557,7 @@ class DeadLetterService:
         as its own)."""
         if not episode_ids:
             return Retried([], [], []), []
-        heads = self.runtime.retry_block_heads(len(episode_ids), now)
+        heads = self.runtime.block_head_parts(len(episode_ids), now)
         upcast_types = self.runtime.options.upcasters.job_types
         retried = await transaction.retry_dead_letters(
             episode_ids, heads, now, moved_by, upcast_types, task_id

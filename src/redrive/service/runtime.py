@@ -169,13 +169,14 @@ class Runtime:
         return [self.new_id(now)] if count == 1 else uuid7_series(now, count, self.rng)
 
     def block_heads(self, count: int, now: int) -> list[str]:
-        """`count` new event ids, each the first of a block of its own (a claim names its
-        events' blocks by them)."""
+        """`count` new event ids, each the first of a block of its own (an ack batch names its
+        events by them: a run's row by its first ack's, a subscribed tenant's job's by its
+        ack's own)."""
         return [f"evt_{event_id}" for event_id in uuid7_block_heads(now, count, self.rng)]
 
-    def retry_block_heads(self, count: int, now: int) -> BlockHeads:
-        """`count` new event ids as `block_heads` makes them, kept as their parts (a bulk
-        retry's chunk names its events' blocks by a few of them: domain/events.py
+    def block_head_parts(self, count: int, now: int) -> BlockHeads:
+        """`count` new event ids as `block_heads` makes them, kept as their parts (a claim or a
+        bulk retry's chunk names its events' blocks by a few of them: claim_jobs, domain/events.py
         `retried_event_ids`)."""
         prefix, randoms = uuid7_block_head_parts(now, count, self.rng)
         return BlockHeads(EVENT_ID_PREFIX + prefix, randoms)

@@ -30,6 +30,7 @@ from redrive.store.codec import (
 # The claims' and acks' values are imported where a claim or an ack is written: a producer
 # writes neither, so it does not make their classes.
 if TYPE_CHECKING:
+    from redrive.domain.events import BlockHeads
     from redrive.ports.attempts import (
         Claim,
         Claimed,
@@ -217,10 +218,11 @@ class SqlJobs(SqlBase, JobStore):
         total = await self._rows("count_jobs", **keys)
         return [job_from_row(row) for row in rows], int(total[0]["count"])
 
-    async def claim_jobs(self, claim: Claim, now: int, event_ids: list[str]) -> Claimed:
+    async def claim_jobs(self, claim: Claim, now: int, block_heads: BlockHeads) -> Claimed:
         """Lease up to `claim.limit` jobs and write their `job.started` events, in one statement
-        on PostgreSQL: a row a run of alike jobs, named by the block head of `event_ids` (which
-        holds `claim.limit`) at its first job's place, its members' ids that block's."""
+        on PostgreSQL: a row a run of alike jobs, named by the block head at its first job's
+        place in `block_heads` (which holds `claim.limit`: the statement builds the heads it
+        needs from their parts), its members' ids that block's."""
         from redrive.ports.attempts import Claimed
 
         _, rows = await self.executor.table(
@@ -233,7 +235,8 @@ class SqlJobs(SqlBase, JobStore):
                 "visibility_timeout_ms": claim.visibility_timeout_ms,
                 "tenant_id": claim.tenant_id,
                 "now": now,
-                "event_ids": self.executor.list_parameter(event_ids),
+                "head_prefix": block_heads.prefix,
+                "head_randoms": block_heads.randoms,
             },
         )
         if not rows:

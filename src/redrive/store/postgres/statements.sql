@@ -421,8 +421,9 @@ WHERE (CAST(:tenant_id AS text) IS NULL OR tenant_id = :tenant_id)
 -- gets its `job.started` event, made from its columns as domain/events.py `started_event` makes
 -- it, in the order of the claim, unless its tenant has an active webhook subscription
 -- (`listened`): the caller emits those (and queues their deliveries). A row keeps a run of
--- consecutive alike jobs (tenant and job type; at most 4,096), named by the block head of
--- :event_ids (which holds :limit) at its first job's place, its members' ids (`subjects`) and
+-- consecutive alike jobs (tenant and job type; at most 4,096), named by the block head at its
+-- first job's place (built from :head_prefix and :head_randoms, as retry_dead_letters builds
+-- its heads: domain.events.BlockHeads, which holds :limit), its members' ids (`subjects`) and
 -- attempts (`data`) in `members`, as select_events reads them back (a run of one is a plain row).
 WITH candidates AS MATERIALIZED (
     SELECT id FROM jobs
@@ -462,7 +463,10 @@ WITH candidates AS MATERIALIZED (
 ), added AS (
     INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
     SELECT
-        (CAST(:event_ids AS text[]))[min(place)], tenant_id, 'job.started', queue, type,
+        CAST(:head_prefix AS text)
+        || substr(CAST(:head_randoms AS text), CAST(min(place) AS integer) * 16 - 15, 4) || '-'
+        || substr(CAST(:head_randoms AS text), CAST(min(place) AS integer) * 16 - 11, 12),
+        tenant_id, 'job.started', queue, type,
         CASE WHEN count(*) = 1 THEN min(id) END, :now,
         jsonb_strip_nulls(jsonb_build_object(
             'job_type', type, 'queue', queue, 'worker_id', CAST(:worker_id AS text)

@@ -384,8 +384,8 @@ CASE WHEN count(*) > 1 THEN count(*) END
 -- `job.started` event, made from its columns as domain/events.py `started_event` makes it, in
 -- the order of the claim, unless its tenant has an active webhook subscription (`listened`): the
 -- caller emits those (and queues their deliveries). A row keeps a run of consecutive alike jobs
--- (tenant and job type; at most 4,096), named by the block head of :event_ids (which holds
--- :limit) at its first job's place, its members' ids (`subjects`) and attempts (`data`) in
+-- (tenant and job type; at most 4,096), named by the block head at its first job's place (built
+-- from :head_prefix and :head_randoms as PostgreSQL's statement builds it), its members' ids (`subjects`) and attempts (`data`) in
 -- `members`, as select_events reads them back (a run of one is a plain row). The events are
 -- written first (nothing runs between them and the update in the
 -- transaction), as the jobs will be once claimed. The claimed rows are read back after the
@@ -411,7 +411,8 @@ LIMIT :limit;
 -- subscribed to, the batch goes to the row a run below.
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
 SELECT
-    json_extract(:event_ids, '$[0]'), tenant_id, 'job.started', queue, type,
+    :head_prefix || substr(:head_randoms, 1, 4) || '-' || substr(:head_randoms, 5, 12),
+    tenant_id, 'job.started', queue, type,
     CASE WHEN count(*) = 1 THEN id END, :now,
     {started_run}
 FROM (
@@ -432,8 +433,9 @@ HAVING count(*) > 0 AND NOT max(apart) AND count(*) <= 4096;
 -- over the ~1.6 of the usual claim's row: read only when the jobs differ.)
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
 SELECT
-    json_extract(:event_ids, '$[' || (min(place) - 1) || ']'), tenant_id, 'job.started', queue,
-    type, CASE WHEN count(*) = 1 THEN id END, :now,
+    :head_prefix || substr(:head_randoms, min(place) * 16 - 15, 4) || '-'
+        || substr(:head_randoms, min(place) * 16 - 11, 12),
+    tenant_id, 'job.started', queue, type, CASE WHEN count(*) = 1 THEN id END, :now,
     {started_run}
 FROM (
     SELECT place, id, tenant_id, queue, type, attempt,
@@ -956,7 +958,8 @@ LIMIT :limit;
 -- :upcast_types excepted: the caller upcasts those), carrying the redrive task :task_id if one
 -- moves them, their queues exist, and the moved episodes' `dead_letter.retried` events are
 -- written, a row a block (each named by its first member's block head, built from :head_prefix
--- and :head_randoms as PostgreSQL's statement builds it; see there). A task (:task_id) moves only the dead letters it still pins, and its items leave
+-- and :head_randoms as PostgreSQL's statement builds it; see there). A task (:task_id) moves
+-- only the dead letters it still pins, and its items leave
 -- `pending` in the same call: moved, or skipped (no longer dead). Returns the items marked
 -- (`skipped` those skipped; without a task, the chosen episodes no longer dead), then one by
 -- one the moved episodes whose job this call did not put back and every moved episode of a
