@@ -385,7 +385,8 @@ CASE WHEN count(*) > 1 THEN count(*) END
 -- the order of the claim, unless its tenant has an active webhook subscription (`listened`): the
 -- caller emits those (and queues their deliveries). A row keeps a run of consecutive alike jobs
 -- (tenant and job type; at most 4,096), named by the block head at its first job's place (built
--- from :head_prefix and :head_randoms as PostgreSQL's statement builds it), its members' ids (`subjects`) and attempts (`data`) in
+-- from :head_prefix and :head_randoms, a blob, as PostgreSQL's statement builds it), its
+-- members' ids (`subjects`) and attempts (`data`) in
 -- `members`, as select_events reads them back (a run of one is a plain row). The events are
 -- written first (nothing runs between them and the update in the
 -- transaction), as the jobs will be once claimed. The claimed rows are read back after the
@@ -411,7 +412,8 @@ LIMIT :limit;
 -- subscribed to, the batch goes to the row a run below.
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
 SELECT
-    :head_prefix || substr(:head_randoms, 1, 4) || '-' || substr(:head_randoms, 5, 12),
+    :head_prefix || lower(hex(substr(:head_randoms, 1, 2))) || '-'
+        || lower(hex(substr(:head_randoms, 3, 6))),
     tenant_id, 'job.started', queue, type,
     CASE WHEN count(*) = 1 THEN id END, :now,
     {started_run}
@@ -433,8 +435,8 @@ HAVING count(*) > 0 AND NOT max(apart) AND count(*) <= 4096;
 -- over the ~1.6 of the usual claim's row: read only when the jobs differ.)
 INSERT INTO events (id, tenant_id, type, queue, job_type, subject, time, data, members, size)
 SELECT
-    :head_prefix || substr(:head_randoms, min(place) * 16 - 15, 4) || '-'
-        || substr(:head_randoms, min(place) * 16 - 11, 12),
+    :head_prefix || lower(hex(substr(:head_randoms, min(place) * 8 - 7, 2))) || '-'
+        || lower(hex(substr(:head_randoms, min(place) * 8 - 5, 6))),
     tenant_id, 'job.started', queue, type, CASE WHEN count(*) = 1 THEN id END, :now,
     {started_run}
 FROM (
@@ -1003,8 +1005,8 @@ ON CONFLICT (tenant_id, name) DO NOTHING;
 -- aggregates, each member's row carried a copy of its block's arrays: a chunk of 5,000 took
 -- 0.1 s more of CPU.)
 INSERT INTO events (id, tenant_id, type, queue, job_type, time, data, members, size)
-SELECT :head_prefix || substr(:head_randoms, first * 16 + 1, 4) || '-'
-        || substr(:head_randoms, first * 16 + 5, 12),
+SELECT :head_prefix || lower(hex(substr(:head_randoms, first * 8 + 1, 2))) || '-'
+        || lower(hex(substr(:head_randoms, first * 8 + 3, 6))),
     tenant_id, 'dead_letter.retried', queue, type, :now,
     json_object('job_type', type, 'queue', queue, 'moved_by', :moved_by),
     json((
