@@ -177,11 +177,11 @@ async def seed(store: SqliteStore | PostgresStore, location: str) -> Seeded:
     ids = [record["id"] for record in records]
     is_sqlite = isinstance(store, SqliteStore)
     id_list: Any = json.dumps(ids) if is_sqlite else ids
-    event_ids = [f"evt_{index}" for index in range(10)]
+    # The claim's block heads as their parts (domain.events.BlockHeads): 8 distinct bytes a head.
     claim = {
         "queue": CLAIM_QUEUE, "limit": 10, "worker_id": "w1", "lease_token": "token",
         "visibility_timeout_ms": None, "now": now,
-        "event_ids": json.dumps(event_ids) if is_sqlite else event_ids,
+        "head_prefix": "evt_01900000-0000-7000-", "head_randoms": bytes(range(80)),
     }  # fmt: skip
     by_state: dict[str, int] = {}
     for (_, state), count in counts.items():
