@@ -258,9 +258,8 @@ async def test_a_bulk_retry_names_every_incident_without_a_fix_and_moves_nothing
     assert await dead_count(service) == 0
     query = AuditQuery(action=Action.DEAD_LETTER_BULK_RETRY, limit=100)
     found = await service.audit.list(CALLER, query)
-    assert sorted((record.outcome, record.affected) for record in found) == [
-        ("succeeded", 1), ("succeeded", 2)
-    ]
+    outcomes = sorted((record.outcome, record.affected) for record in found)
+    assert outcomes == [("succeeded", 1), ("succeeded", 2)]
 
 
 async def test_dead_letters_in_no_incident_count_as_lacking_a_root_cause(

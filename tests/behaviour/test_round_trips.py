@@ -239,6 +239,5 @@ async def test_an_audit_record_locks_the_head_then_appends_and_moves_it_in_one_s
         await service.audit.record_attempt(CALLER, Action.DEAD_LETTER_PURGE, target)
     assert wire.round_trips == 4, wire.messages
     [check] = await service.audit.verify(CALLER)
-    assert (check.tenant_id, check.records, check.head_seq, check.intact) == (
-        CALLER.tenant_id, 2, 2, True
-    )
+    expected = (CALLER.tenant_id, 2, 2, True)
+    assert (check.tenant_id, check.records, check.head_seq, check.intact) == expected

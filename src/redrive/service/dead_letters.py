@@ -495,9 +495,9 @@ class DeadLetterService:
                     passed()
                     store.open_lanes()
                     first = False
-                chosen = (
-                    await transaction.dead_letter_ids(filters, budget, skipped) if budget > 0 else []
-                )
+                chosen = []
+                if budget > 0:
+                    chosen = await transaction.dead_letter_ids(filters, budget, skipped)
             missed = await self._retry_round(caller, chosen, counted) if chosen else []
             if not missed:
                 return
