@@ -247,12 +247,19 @@ async def test_a_bulk_retry_names_every_incident_without_a_fix_and_moves_nothing
     ]
     assert unfixed in refused.json()["error"]["message"]
     assert await dead_count(service) == 3
+    # The refusal moved nothing and is not audited (the check runs in the transaction that
+    # reads the ids to move); each retry that went is, once.
+    assert await audited(service, Action.DEAD_LETTER_BULK_RETRY) == []
     # Another filter that touches only the explained incident goes.
     only = await bulk_retry(client, queue="mail", error_type="SmtpError")
     assert only.json()["succeeded"] == 2
     await explain(client, unfixed)
     assert (await bulk_retry(client, queue="mail")).json()["succeeded"] == 1
     assert await dead_count(service) == 0
+    query = AuditQuery(action=Action.DEAD_LETTER_BULK_RETRY, limit=100)
+    found = await service.audit.list(CALLER, query)
+    outcomes = sorted((record.outcome, record.affected) for record in found)
+    assert outcomes == [("succeeded", 1), ("succeeded", 2)]
 
 
 async def test_dead_letters_in_no_incident_count_as_lacking_a_root_cause(

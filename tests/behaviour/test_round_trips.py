@@ -10,16 +10,21 @@ from collections.abc import AsyncIterator
 import pytest
 
 from redrive.api.worker_requests import fetch_request
+from redrive.domain.audit import Action
 from redrive.domain.caller import Caller, Role
+from redrive.domain.dead_letter_filter import parse_filter
 from redrive.domain.envelope import read_envelope
 from redrive.domain.errors import Conflict, Duplicate, NotFound, OjsError
 from redrive.domain.listeners import WEBHOOK_QUEUE
 from redrive.domain.webhooks import SubscriptionRequest
 from redrive.ports import JobFilter
 from redrive.service.attempts import AckRequest
+from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
 from redrive.service.runtime import Runtime
 from redrive.store.postgres.store import PostgresStore
+from tests.behaviour.ojs_http import explain_all
+from tests.behaviour.test_dead_letters import make_dead_letters
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
 from tests.support.options import service_options
@@ -201,3 +206,38 @@ async def test_an_ack_of_a_hundred_jobs_is_three_round_trips(
         outcomes = await service.workers.ack_many(CALLER, list[AckRequest | OjsError](acks[98:]))
     assert wire.round_trips == 4, wire.messages
     assert isinstance(outcomes[0], Conflict)
+
+
+async def test_a_bulk_retry_checks_the_redrive_policy_where_it_reads_the_ids_it_moves(
+    wired: tuple[Service, Wire],
+) -> None:
+    """Prepared once: the policy's check and the ids read in one transaction (BEGIN, the check,
+    the ids, COMMIT), the chunk's (BEGIN, the move, the incidents' and the tallies' counts, the
+    wake-up with COMMIT) and the audit record's (BEGIN, the head, the record, COMMIT)."""
+    service, wire = wired
+    for queue in ("first", "second"):
+        await make_dead_letters(service, 3, queue)
+    await explain_all(service, CALLER)
+    for queue in ("first", "second"):
+        request = BulkRequest(parse_filter({"queue": queue}, 0), confirm=True)
+        with wire.recording():
+            result = await service.dead_letters.bulk_retry(CALLER, request)
+        assert result.succeeded == 3
+    assert wire.round_trips == 13, wire.messages
+    assert wire.messages.count("Query") == 6, wire.messages  # a BEGIN and a COMMIT each
+
+
+async def test_an_audit_record_locks_the_head_then_appends_and_moves_it_in_one_statement(
+    wired: tuple[Service, Wire],
+) -> None:
+    """BEGIN, the head locked (its seq and hash make the record's), the record appended with the
+    head moved to it, COMMIT; the chain still verifies."""
+    service, wire = wired
+    target = {"filter": {"queue": "mail"}}
+    await service.audit.record_attempt(CALLER, Action.DEAD_LETTER_PURGE, target)
+    with wire.recording():
+        await service.audit.record_attempt(CALLER, Action.DEAD_LETTER_PURGE, target)
+    assert wire.round_trips == 4, wire.messages
+    [check] = await service.audit.verify(CALLER)
+    expected = (CALLER.tenant_id, 2, 2, True)
+    assert (check.tenant_id, check.records, check.head_seq, check.intact) == expected

@@ -434,19 +434,27 @@ class DeadLetterService:
             result.succeeded += moved
             queues.update(into)
 
-        if action == "retry":
-            async with self.runtime.store.transaction(caller) as transaction:
-                await require_root_causes(transaction, filters)
+        # A retry's redrive policy is checked in its first round's transaction (see
+        # `_retry_rounds`): a refusal, or an error before the check passed, moved nothing and is
+        # not audited, as when the check had a transaction of its own.
+        checked = action != "retry"
+
+        def passed() -> None:
+            nonlocal checked
+            checked = True
+
         audited = Action.DEAD_LETTER_BULK_RETRY if action == "retry" else Action.DEAD_LETTER_PURGE
         try:
             if action == "retry":
-                await self._retry_rounds(caller, filters, budget, counted)
+                await self._retry_rounds(caller, filters, budget, counted, passed)
             else:
                 lanes = self.runtime.store.write_lanes
                 await in_lanes(
                     lanes, budget, BULK_CHUNK, self._purge_steps(caller, filters, counted)
                 )
         except Exception:
+            if not checked:
+                raise
             # Chunks that committed stay moved: the record says how many before it stopped.
             await self.audit.record_attempt(
                 caller, audited, filter_target(request), Outcome.FAILED, result.succeeded
@@ -462,21 +470,34 @@ class DeadLetterService:
         return result
 
     async def _retry_rounds(
-        self, caller: Caller, filters: DeadLetterFilter, budget: int, counted: Counted
+        self,
+        caller: Caller,
+        filters: DeadLetterFilter,
+        budget: int,
+        counted: Counted,
+        passed: Callable[[], None],
     ) -> None:
         """Up to `budget` of the dead letters matching the filter, newest first. A round reads
         their ids once, then moves them by id, a chunk per transaction over the write lanes (a
         pick by filter per chunk, planned without statistics, read and sorted every match left:
         quadratic in the set). Only a round that skipped some (another transaction held them,
         or moved them first) is followed by another, which leaves those out: side-by-side bulk
-        retries with a limit each take their own."""
+        retries with a limit each take their own. The first round's transaction checks the
+        redrive policy first (then `passed`): in a transaction of its own, the check cost a
+        BEGIN and a COMMIT, two round trips, on the way to the move."""
         skipped: list[str] = []
         store = self.runtime.store
-        while budget > 0:
+        first = True  # (checked even when `budget` allows none: a refusal says why)
+        while first or budget > 0:
             async with store.transaction(caller) as transaction:
-                if not skipped:  # the lanes' connections are made while the ids are read
+                if first:  # the lanes' connections are made while the ids are read
+                    await require_root_causes(transaction, filters)
+                    passed()
                     store.open_lanes()
-                chosen = await transaction.dead_letter_ids(filters, budget, skipped)
+                    first = False
+                chosen = []
+                if budget > 0:
+                    chosen = await transaction.dead_letter_ids(filters, budget, skipped)
             missed = await self._retry_round(caller, chosen, counted) if chosen else []
             if not missed:
                 return
