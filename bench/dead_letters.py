@@ -314,13 +314,36 @@ async def explain_queue(service: Service, filters: DeadLetterFilter) -> dict[str
     return {"check_refused_seconds": refused, "check_seconds": time.perf_counter() - started}
 
 
+# The server's WAL written and checkpoints begun so far (server-wide counters: the figures are
+# meant for a quiet server). The retry is bound by its WAL: each retried job is on a heap page of
+# its own, its dead letter on one it shares with one or two others, pages the copy's checkpoint
+# left clean, so their first change writes them whole (~1.5 full pages a row, 14 kB of WAL):
+# 100,000 wrote ~1.4 GB, past max_wal_size's trigger (two checkpoints began during the retry),
+# where 30,000 (~0.4 GB) began none.
+SERVER_WRITES = (
+    "SELECT wal_bytes, wal_fpi, (SELECT checkpoints_timed + checkpoints_req "
+    "FROM pg_stat_bgwriter) FROM pg_stat_wal"
+)
+
+
+async def _server_writes(url: str) -> dict[str, int]:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as connection:
+        cursor = await connection.execute(SERVER_WRITES)
+        row = await cursor.fetchone()
+    if row is None:
+        raise RuntimeError("pg_stat_wal returned no row")
+    return dict(zip(("wal_bytes", "full_page_images", "checkpoints"), map(int, row), strict=True))
+
+
 async def bulk_retry_once(url: str, settings: Settings, expected: int) -> dict[str, Any]:
     async with opened(url, settings.pool_size) as service:
         filters = parse_filter({"queue": RETRY_QUEUE}, service.now())
         checks = await explain_queue(service, filters)
+        before = await _server_writes(url)
         started = time.perf_counter()
         result = await service.dead_letters.bulk_retry(CALLER, BulkRequest(filters, confirm=True))
         seconds = time.perf_counter() - started
+        after = await _server_writes(url)
     available = await _scalar(
         url, "SELECT COUNT(*) FROM jobs WHERE queue = %s AND state = 'available'", (RETRY_QUEUE,)
     )
@@ -334,7 +357,7 @@ async def bulk_retry_once(url: str, settings: Settings, expected: int) -> dict[s
     if counted != still_dead:
         raise RuntimeError(f"incidents count {counted} dead, the table holds {still_dead}")
     return {"seconds": seconds, "succeeded": result.succeeded, "matched": result.matched,
-            **checks}  # fmt: skip
+            **{key: after[key] - before[key] for key in after}, **checks}  # fmt: skip
 
 
 # prune, alone and with enqueues running beside it
@@ -547,6 +570,17 @@ async def _write_phase(
     figures.append(_repeated(f"bulk retry of {plan.retry_rows:,}", runs, target, note))
     rate = plan.retry_rows / figures[-1].value
     figures.append(Figure("  bulk retry rate", rate, "rows/s", note="from the median"))
+    written = [run["wal_bytes"] / 2**20 for run in runs]
+    figures.append(
+        Figure(
+            "  WAL written during the bulk retry",
+            float(repeats(written)["median"]),
+            "MiB",
+            note="median; checkpoints begun during each run: "
+            + " / ".join(str(run["checkpoints"]) for run in runs)
+            + " (server-wide counters)",
+        )
+    )
     for key, label in (("check_refused_seconds", "refusing"), ("check_seconds", "passing")):
         samples = [run[key] * 1000 for run in runs]
         figures.append(_ms(f"  root-cause check of the set, {label}", samples, "max"))

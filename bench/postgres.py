@@ -17,6 +17,8 @@ SERVER_SETTINGS = (
     "maintenance_work_mem",
     "effective_cache_size",
     "max_wal_size",
+    "checkpoint_completion_target",
+    "wal_compression",
     "synchronous_commit",
     "fsync",
     "autovacuum",
