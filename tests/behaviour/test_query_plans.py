@@ -436,7 +436,7 @@ def explain_sqlite(
     details = []
     for statement in split_script(sql):
         part = compile_part(statement)
-        bound = next(part.bindings(parameters))
+        bound = part.bindings(parameters)[0]
         if part.sql.startswith("CREATE TEMP TABLE"):
             connection.execute(part.sql)
             continue
@@ -482,6 +482,23 @@ def test_sqlite_statement_uses_its_index(
         (pick,) = [part for part in split_script(sql) if part.startswith("INSERT INTO temp.")]
         claim = explain_sqlite(sqlite_database, pick, seeded_sqlite.parameters[case])
         assert not any("TEMP B-TREE" in d for d in claim), shown
+
+
+@pytest.mark.parametrize("case", ["complete_jobs", "complete_jobs_for_a_tenant"])
+def test_sqlite_ack_finds_each_job_by_id_once(
+    sqlite_database: sqlite3.Connection, seeded_sqlite: Seeded, case: str
+) -> None:
+    """The ack's temporary table keeps each acked job's sequence, looked up by id as the table
+    is filled: its event rows, its read and its update then find the job by its rowid."""
+    sql = seeded_sqlite.statements[statement_name(case)]
+    details = explain_sqlite(sqlite_database, sql, seeded_sqlite.parameters[case])
+    shown = "\n".join(details)
+    on_jobs = [d for d in details if re.match(r"(SCAN|SEARCH) jobs\b", d)]
+    by_id = [d for d in on_jobs if "sqlite_autoindex_jobs_1" in d]
+    assert by_id == ["SEARCH jobs USING COVERING INDEX sqlite_autoindex_jobs_1 (id=?)"], shown
+    assert len(on_jobs) > 3, shown
+    rest = [d for d in on_jobs if d not in by_id]
+    assert all(d == "SEARCH jobs USING INTEGER PRIMARY KEY (rowid=?)" for d in rest), shown
 
 
 def test_sqlite_incident_trends_read_only_their_index(

@@ -137,11 +137,12 @@ def test_a_job_s_last_error_is_stored_once_and_reads_back() -> None:
 
 
 def test_a_claimed_row_reads_as_the_whole_row_reads() -> None:
-    """A claim reads each job's JSON columns and the columns it did not set (CLAIMED_JOB_COLUMNS,
-    on SQLite as one JSON array), and makes the others as its UPDATE wrote them: the job of such
-    a row is the job of the whole row read as a dict, in the same field order, with or without
-    the redrive columns and a timeout, with a long integer in its arguments, under the job's
-    lease or the claim's; by priority, then sequence; the listened ones named."""
+    """A claim reads each job's envelope, then its other JSON columns and the columns it did not
+    set (CLAIMED_JOB_COLUMNS), on SQLite as one JSON array holding those JSON columns' texts (an
+    error history and an error included), and makes the others as its UPDATE wrote them: the job
+    of such a row is the job of the whole row read as a dict, in the same field order, with or
+    without the redrive columns and a timeout, with a long integer in its arguments, under the
+    job's lease or the claim's; by priority, then sequence; the listened ones named."""
     from dataclasses import replace
 
     from redrive.domain.job import Job
@@ -165,8 +166,8 @@ def test_a_claimed_row_reads_as_the_whole_row_reads() -> None:
             "redrive_dead_letter_id": job.redrive_dead_letter_id,
             "listened": listened,
         }
-        columns = dump([row[name] for name in CLAIMED_JOB_COLUMNS])
-        rows.append((row["envelope"], row["errors"], row["error"], row["result"], columns))
+        columns = [row["errors"], row["error"], row["result"]]
+        rows.append((row["envelope"], dump(columns + [row[name] for name in CLAIMED_JOB_COLUMNS])))
         whole.append(job_from_row(row))
     jobs, listened_jobs = claimed_jobs(rows, 6, "w", "l", None)
     assert jobs == [whole[2], whole[1], whole[0]] == [urgent, redriven, base]
@@ -175,7 +176,7 @@ def test_a_claimed_row_reads_as_the_whole_row_reads() -> None:
     leased, _ = claimed_jobs(rows[::-1], 6, "w", "l", 70)
     assert leased == [replace(job, lease_expires_at=6 + 70) for job in jobs]
     # PostgreSQL's rows: the same columns as columns, not one array.
-    as_columns = [(*row[:4], *load(row[4])) for row in rows]
+    as_columns = [(row[0], *load(row[1])) for row in rows]
     assert claimed_jobs(as_columns, 6, "w", "l", None) == (jobs, listened_jobs)
 
 

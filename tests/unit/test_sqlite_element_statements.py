@@ -377,5 +377,35 @@ def test_the_ack_reads_the_jobs_it_writes_before_writing_them() -> None:
     assert not any(part.returns_rows or "RETURNING" in part.sql.upper() for part in parts)
     (update,) = [index for index, part in enumerate(parts) if part.sql.startswith("UPDATE jobs")]
     assert parts[update - 1].sql.startswith("SELECT 'job' AS kind")
-    guard = parts[update].sql.split("WHERE jobs.id = ack.id AND ", 1)[1].rstrip(";")
+    guard = parts[update].sql.split("WHERE jobs.sequence = ack.sequence AND ", 1)[1].rstrip(";")
     assert parts[update - 1].sql.split("WHERE ", 1)[1].startswith(guard)
+
+
+@pytest.mark.parametrize(
+    "elements",
+    [
+        [{"id": "a", "flag": True, "at": 5}, {"id": "b", "at": 2.5}, {}],
+        [{"id": "a", "nested": {"b": [1, 10**20]}}, {"id": "b", "nested": None}],
+        [],
+    ],
+)
+def test_the_runs_of_plain_fields_bind_what_each_run_binds(elements: list[dict[str, Any]]) -> None:
+    """A statement reading every field with `->>` has its runs' values made in one pass; they
+    are the values `runs` binds, element by element (an absent field as NULL, an object or an
+    array as its JSON text), for records and for the array's JSON text alike."""
+    plain = compile_part(
+        "INSERT INTO t VALUES (:rows->>id, :rows->>flag, :rows->>at, :rows->>nested, "
+        "(SELECT 1 WHERE :rows->>id IS NOT NULL))"
+    )
+    mixed = compile_part("INSERT INTO t VALUES (:rows->>id, :rows->nested, :now)")
+    for given in (Records(elements), dump(elements)):
+        for part in (plain, mixed):
+            parameters = {"rows": given, "now": 7}
+            assert part.bindings(parameters) == [run for _, run in part.runs(parameters)]
+    assert plain.bindings({"rows": Records(elements)}) == [
+        tuple(
+            dump(value) if isinstance(value, dict) else value
+            for value in map(element.get, ("id", "flag", "at", "nested", "id"))
+        )
+        for element in elements
+    ]

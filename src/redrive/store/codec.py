@@ -405,19 +405,22 @@ def job_from_row(row: dict[str, Any]) -> Job:
 # errors, error, result): the columns the claim did not set, in this order. The claim's own
 # values (state, started_at, worker_id, lease_token, lease_expires_at, timeout_at,
 # next_attempt_at) are made here as its UPDATE makes them (`claimed_jobs`), not read back.
-# SQLite's statement gives them as one JSON array: pysqlite reads a column with three calls into
-# SQLite, each taking the connection's mutex, and gives up the GIL for one of them, so the 35
-# columns of `SELECT *` cost the store's thread ~33k instructions a row, these five ~15k
-# (callgrind, rows of 100). PostgreSQL's gives them as columns: asyncpg decodes each in C, and
-# the array made there cost the backend ~1.2 us a row more than it saved the worker.
+# SQLite's statement gives them as one JSON array, after the JSON columns but the envelope:
+# pysqlite reads a column with three calls into SQLite, each taking the connection's mutex, and
+# gives up the GIL for one of them, so the 35 columns of `SELECT *` cost the store's thread ~33k
+# instructions a row, five ~15k (callgrind, rows of 100); two (the envelope, the array holding
+# errors, error and result too) 1.83 -> 1.57-1.69 us a row of 150 (the statement alone).
+# PostgreSQL's gives them as columns: asyncpg decodes each in C, and the array made there cost
+# the backend ~1.2 us a row more than it saved the worker.
 CLAIMED_JOB_COLUMNS = (
     "id", "tenant_id", "queue", "type", "priority", "attempt", "timeout_ms",
     "visibility_timeout_ms", "created_at", "enqueued_at", "scheduled_at", "expires_at",
     "completed_at", "cancelled_at", "discarded_at", "expired_at", "retry_delay_ms", "sequence",
     "dead_lettered", "redrive_task_id", "redrive_dead_letter_id", "listened",
 )  # fmt: skip
-_claimed_priority = itemgetter(CLAIMED_JOB_COLUMNS.index("priority"))
-_claimed_sequence = itemgetter(CLAIMED_JOB_COLUMNS.index("sequence"))
+# (A claimed row's columns, as `claimed_jobs` sorts them: errors, error and result first.)
+_claimed_priority = itemgetter(3 + CLAIMED_JOB_COLUMNS.index("priority"))
+_claimed_sequence = itemgetter(3 + CLAIMED_JOB_COLUMNS.index("sequence"))
 
 
 def claimed_jobs(
@@ -427,23 +430,24 @@ def claimed_jobs(
     lease_token: str,
     visibility_timeout_ms: int | None,
 ) -> tuple[list[Job], list[Job]]:
-    """The jobs of a claim's rows (envelope, errors, error, result, then CLAIMED_JOB_COLUMNS as
-    columns or as one JSON array) by priority (highest first), then sequence, as the claim
+    """The jobs of a claim's rows (envelope, then errors, error, result and CLAIMED_JOB_COLUMNS
+    as columns or as one JSON array) by priority (highest first), then sequence, as the claim
     leased them at `now`; and those of a tenant with an active webhook subscription
     (`listened`)."""
     claimed = []
-    packed = len(rows[0]) == 5 if rows else False
+    packed = len(rows[0]) == 2 if rows else False
     for row in rows:
         if not packed:
-            columns = list(row[4:])
+            columns = list(row[1:])
         else:
             # Read by orjson as it is: its numbers are integer columns (64 bits at most), which
-            # it reads exactly, so not `load`'s scan for long digits (~2.4k instructions a row).
+            # it reads exactly, so not `load`'s scan for long digits (~2.4k instructions a row);
+            # the JSON columns in it are their texts, read by `_job` as before.
             try:
-                columns = orjson.loads(row[4])
+                columns = orjson.loads(row[1])
             except orjson.JSONDecodeError:  # a lone surrogate, which the tables do not hold
-                columns = json.loads(row[4])
-        columns.append(row)
+                columns = json.loads(row[1])
+        columns.append(row[0])
         claimed.append(columns)
     # Two stable sorts by a column each, in C (a key function of Python built a tuple a row).
     claimed.sort(key=_claimed_sequence)
@@ -451,10 +455,10 @@ def claimed_jobs(
     jobs: list[Job] = []
     listened_jobs: list[Job] = []
     for (
-        job_id, tenant_id, queue, job_type, priority, attempt, timeout_ms, job_visibility_ms,
-        created_at, enqueued_at, scheduled_at, expires_at, completed_at, cancelled_at,
-        discarded_at, expired_at, retry_delay_ms, sequence, dead_lettered, task, item, listened,
-        row,
+        errors, error, result, job_id, tenant_id, queue, job_type, priority, attempt, timeout_ms,
+        job_visibility_ms, created_at, enqueued_at, scheduled_at, expires_at, completed_at,
+        cancelled_at, discarded_at, expired_at, retry_delay_ms, sequence, dead_lettered, task,
+        item, listened, envelope,
     ) in claimed:  # fmt: skip
         lease_ms = job_visibility_ms if visibility_timeout_ms is None else visibility_timeout_ms
         # JOB_COLUMNS, in order.
@@ -469,7 +473,7 @@ def claimed_jobs(
             "lease_expires_at": now + lease_ms,
             "timeout_at": None if timeout_ms is None else now + timeout_ms,
         }  # fmt: skip
-        job = _job(values, (row[0], row[1], row[2], row[3], sequence, dead_lettered), task, item)
+        job = _job(values, (envelope, errors, error, result, sequence, dead_lettered), task, item)
         jobs.append(job)
         if listened:
             listened_jobs.append(job)

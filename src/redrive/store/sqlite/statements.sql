@@ -218,11 +218,13 @@ CASE WHEN count(*) > 1 THEN count(*) END AS size
 -- statement per ack cost ~30 us a job, two thirds of it binding, stepping and reading each run;
 -- :ids, which PostgreSQL's set-based form needs for its plan, is not needed here.)
 CREATE TEMP TABLE IF NOT EXISTS acks (
-    id TEXT NOT NULL, worker_id TEXT, lease_token TEXT, result TEXT, event_id TEXT NOT NULL
+    id TEXT NOT NULL, worker_id TEXT, lease_token TEXT, result TEXT, event_id TEXT NOT NULL,
+    sequence INTEGER
 );
 DELETE FROM temp.acks;
-INSERT INTO temp.acks (id, worker_id, lease_token, result, event_id)
-VALUES (:rows->>id, :rows->>worker_id, :rows->>lease_token, :rows->result, :rows->>event_id);
+INSERT INTO temp.acks (id, worker_id, lease_token, result, event_id, sequence)
+VALUES (:rows->>id, :rows->>worker_id, :rows->>lease_token, :rows->result, :rows->>event_id,
+    (SELECT sequence FROM jobs WHERE id = :rows->>id));
 -- The usual ack, every job written alike (one tenant, queue and job type, none subscribed to, at
 -- most a block): one row, named by its first job's ack's head, its members in ack order. Alike
 -- is told job by job against one job of the batch, the first ack's (`reference`): no job set
@@ -247,10 +249,10 @@ FROM (
                 OR jobs.type IS NOT reference.type AS apart
         FROM (
             SELECT tenant_id, queue, type FROM jobs
-            WHERE id = (SELECT id FROM temp.acks ORDER BY rowid LIMIT 1)
+            WHERE sequence = (SELECT sequence FROM temp.acks ORDER BY rowid LIMIT 1)
         ) AS reference
         CROSS JOIN temp.acks AS ack
-        JOIN jobs ON jobs.id = ack.id
+        JOIN jobs ON jobs.sequence = ack.sequence
         WHERE {acked_job_guard}
         ORDER BY ack.rowid
     )
@@ -288,7 +290,7 @@ FROM (
                     ) AS listened
                 FROM (SELECT 1 WHERE changes() = 0) AS pending
                 CROSS JOIN temp.acks AS ack
-                JOIN jobs ON jobs.id = ack.id
+                JOIN jobs ON jobs.sequence = ack.sequence
                 WHERE {acked_job_guard}
             )
             WINDOW ack_order AS (ORDER BY place)
@@ -304,7 +306,7 @@ SELECT 'job' AS kind, jobs.id, jobs.tenant_id, jobs.queue, jobs.type, jobs.attem
     jobs.max_attempts, jobs.started_at, jobs.redrive_task_id, jobs.redrive_dead_letter_id,
     NULL AS events
 FROM temp.acks AS ack
-JOIN jobs ON jobs.id = ack.id
+JOIN jobs ON jobs.sequence = ack.sequence
 WHERE {acked_job_guard}
 ORDER BY ack.rowid;
 UPDATE jobs SET
@@ -313,7 +315,7 @@ UPDATE jobs SET
     lease_expires_at = :lease_expires_at, timeout_at = :timeout_at,
     result = NULLIF(ack.result, 'null')
 FROM temp.acks AS ack
-WHERE jobs.id = ack.id AND {acked_job_guard};
+WHERE jobs.sequence = ack.sequence AND {acked_job_guard};
 -- The acked jobs' tenants are listed (each job found by its ack's id) only while a subscription
 -- is active: SQLite built that list, and the list of the ack ids it was read through, before it
 -- looked for a subscription (0.59 -> 0.06 us a job of 145 acks with none active, 0.63 -> 0.38
@@ -323,7 +325,7 @@ SELECT 'listener' AS kind, id, tenant_id, NULL AS queue, NULL AS type, NULL AS a
     NULL AS redrive_dead_letter_id, events
 FROM webhook_subscriptions
 WHERE active AND tenant_id IN (
-    SELECT jobs.tenant_id FROM temp.acks AS ack CROSS JOIN jobs ON jobs.id = ack.id
+    SELECT jobs.tenant_id FROM temp.acks AS ack CROSS JOIN jobs ON jobs.sequence = ack.sequence
     WHERE EXISTS (SELECT 1 FROM webhook_subscriptions WHERE active)
 );
 
@@ -467,12 +469,14 @@ UPDATE jobs SET
     timeout_at = CASE WHEN timeout_ms IS NULL THEN NULL ELSE :now + timeout_ms END,
     run_at = NULL, next_attempt_at = NULL
 WHERE sequence IN (SELECT sequence FROM temp.claimed);
--- Each claimed job as codec.claimed_jobs reads it: its JSON columns, and the columns the claim
--- did not set in one array (CLAIMED_JOB_COLUMNS' order), not 35 columns (see there).
-SELECT envelope, errors, error, result, json_array(
-    id, tenant_id, queue, type, priority, attempt, timeout_ms, visibility_timeout_ms,
-    created_at, enqueued_at, scheduled_at, expires_at, completed_at, cancelled_at, discarded_at,
-    expired_at, retry_delay_ms, sequence, dead_lettered, redrive_task_id, redrive_dead_letter_id,
+-- Each claimed job as codec.claimed_jobs reads it: its envelope, then its other JSON columns (as
+-- their texts) and the columns the claim did not set in one array (CLAIMED_JOB_COLUMNS' order),
+-- not 35 columns (see there).
+SELECT envelope, json_array(
+    errors, error, result, id, tenant_id, queue, type, priority, attempt, timeout_ms,
+    visibility_timeout_ms, created_at, enqueued_at, scheduled_at, expires_at, completed_at,
+    cancelled_at, discarded_at, expired_at, retry_delay_ms, sequence, dead_lettered,
+    redrive_task_id, redrive_dead_letter_id,
     tenant_id IN (SELECT tenant_id FROM webhook_subscriptions WHERE active)
 ) AS job
 FROM jobs WHERE sequence IN (SELECT sequence FROM temp.claimed);
