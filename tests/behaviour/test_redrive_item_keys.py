@@ -64,7 +64,7 @@ async def test_migration_0044_names_the_item_of_each_job_whose_end_is_not_record
         ]  # fmt: skip
         async with store.transaction(SYSTEM) as transaction:
             items, _ = await transaction.record_redrive_outcomes(
-                [RedriveOutcome("t1", "d1", redrive.SUCCEEDED)]
+                [RedriveOutcome("t1", "d1", "j1", redrive.SUCCEEDED)]
             )
             assert [(item.task_id, item.state) for item in items] == [("t1", redrive.SUCCEEDED)]
             succeeded = await transaction.redrive_items("t1", redrive.SUCCEEDED, 10)
