@@ -438,9 +438,9 @@ async def test_a_read_of_pending_items_walks_the_pin_blocks_by_their_key(
     with psycopg.connect(database_url) as connection:
         # A large task's blocks (20,000 more items).
         connection.execute(
-            "INSERT INTO redrive_task_pins (task_id, place, tenant_id, first_id, last_id, state,"
-            " dead_letter_ids, job_ids) SELECT %s, place, %s, 'x' || (place * 1000 + 10000),"
-            " 'x' || (place * 1000 + 10999), 'pending',"
+            "INSERT INTO redrive_task_pins (task_id, place, tenant_id, queue, first_id, last_id,"
+            " state, dead_letter_ids, job_ids) SELECT %s, place, %s, 'billing',"
+            " 'x' || (place * 1000 + 10000), 'x' || (place * 1000 + 10999), 'pending',"
             " ARRAY(SELECT 'x' || n FROM generate_series(place * 1000 + 10000,"
             " place * 1000 + 10999) AS n),"
             " ARRAY(SELECT 'job' || n FROM generate_series(place * 1000 + 10000,"

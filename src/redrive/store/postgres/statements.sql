@@ -1141,14 +1141,17 @@ FROM chosen WHERE id NOT IN (SELECT id FROM moved);
 
 -- name: skip_redrive_items
 -- A task's items that claim_pending_redrive_items took but whose dead letters retry_dead_letters
--- skipped (see there): skipped, in a row of their own (an item moved before migration 0046 has
--- its row already, `moved`).
+-- skipped (see there; an age prune may have deleted one): skipped, in a row of their own, as
+-- their pin blocks name them (an item moved before migration 0046 has its row already, `moved`).
 INSERT INTO redrive_task_items AS item (
     task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state
 )
-SELECT :task_id, tenant_id, id, job_id, queue, incident_id, 'skipped' FROM dead_letters
-WHERE id = ANY(CAST(:ids AS text[]))
-ORDER BY id
+SELECT :task_id, pin.tenant_id, skipped.id, pin.job_ids[skipped.at], pin.queue, pin.incident_id,
+    'skipped'
+FROM redrive_task_pins AS pin
+CROSS JOIN unnest(pin.dead_letter_ids) WITH ORDINALITY AS skipped(id, at)
+WHERE pin.task_id = :task_id AND skipped.id = ANY(CAST(:ids AS text[]))
+ORDER BY skipped.id
 ON CONFLICT (task_id, dead_letter_id) DO UPDATE SET state = 'skipped'
 WHERE item.state = 'moved';
 
@@ -1922,20 +1925,21 @@ taken AS MATERIALIZED (
 
 -- fragment: redrive_pin_insert
 -- The chosen dead letters (`chosen`) pinned to the task :task_id in blocks (migration 0046): a
--- row for each thousand in id order and tenant, the ids and their jobs' ids as two arrays in
--- step, in id order.
+-- row for each thousand in id order and tenant, queue and incident, the ids and their jobs' ids
+-- as two arrays in step, in id order.
 placed AS (
-    SELECT tenant_id, id, job_id,
+    SELECT tenant_id, queue, incident_id, id, job_id,
         CAST((row_number() OVER (ORDER BY id) - 1) / 1000 AS integer) AS place
     FROM chosen
 ), pinned AS (
     INSERT INTO redrive_task_pins (
-        task_id, place, tenant_id, first_id, last_id, state, dead_letter_ids, job_ids
+        task_id, place, first_id, tenant_id, queue, incident_id, last_id, state,
+        dead_letter_ids, job_ids
     )
-    SELECT :task_id, place, tenant_id, min(id), max(id), 'pending', array_agg(id ORDER BY id),
-        array_agg(job_id ORDER BY id)
+    SELECT :task_id, place, min(id), tenant_id, queue, incident_id, max(id), 'pending',
+        array_agg(id ORDER BY id), array_agg(job_id ORDER BY id)
     FROM placed
-    GROUP BY place, tenant_id
+    GROUP BY place, tenant_id, queue, incident_id
 )
 
 -- name: pin_redrive_items
@@ -1945,7 +1949,7 @@ placed AS (
 -- doubled it). Per queue and tenant, how many were pinned. (As a row an item, 20,000 pins were
 -- 5.9 MB of WAL and ~3 times the backend time of their blocks: migration 0046.)
 WITH {redrive_pin_taken}, chosen AS MATERIALIZED (
-    SELECT tenant_id, id, job_id, queue
+    SELECT tenant_id, id, job_id, queue, incident_id
     FROM dead_letters
     WHERE status = 'dead' AND {dead_letter_filter}
       AND id NOT IN (SELECT id FROM taken)
@@ -1958,7 +1962,7 @@ SELECT tenant_id, queue, COUNT(*) AS count FROM chosen GROUP BY tenant_id, queue
 -- As pin_redrive_items with no limit: every match (nothing to choose, so nothing sorted but the
 -- blocks).
 WITH {redrive_pin_taken}, chosen AS MATERIALIZED (
-    SELECT tenant_id, id, job_id, queue
+    SELECT tenant_id, id, job_id, queue, incident_id
     FROM dead_letters
     WHERE status = 'dead' AND {dead_letter_filter}
       AND id NOT IN (SELECT id FROM taken)
@@ -2203,8 +2207,7 @@ RETURNING task.*;
 -- name: select_redrive_items
 -- A task's items in id order, up to :limit, of the state :state (any for NULL), each as its row
 -- in redrive_task_items has it: those with a row of their own as it is, the others from their pin
--- block (moved if a claim took them, else the block's state), their queue and incident from
--- their dead letter (migration 0046).
+-- block (moved if a claim took them, else the block's state; migration 0046).
 WITH recorded AS MATERIALIZED (
     SELECT * FROM redrive_task_items WHERE task_id = :task_id
 ), claimed AS MATERIALIZED (
@@ -2212,33 +2215,24 @@ WITH recorded AS MATERIALIZED (
     CROSS JOIN unnest(claim.dead_letter_ids) AS taken(id)
     WHERE claim.task_id = :task_id
 ), pinned AS (
-    SELECT pin.tenant_id, pinned.id, pinned.job_id,
+    SELECT pin.tenant_id, pinned.id, pinned.job_id, pin.queue, pin.incident_id,
         CASE WHEN pinned.id IN (SELECT id FROM claimed) THEN 'moved' ELSE pin.state END AS state
     FROM redrive_task_pins AS pin
     CROSS JOIN unnest(pin.dead_letter_ids, pin.job_ids) AS pinned(id, job_id)
     WHERE pin.task_id = :task_id
       AND pinned.id NOT IN (SELECT dead_letter_id FROM recorded)
-), page AS (
-    SELECT task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state,
-        died_fingerprint, died_incident_id, error_code, error_message, TRUE AS own
-    FROM recorded
-    WHERE CAST(:state AS text) IS NULL OR state = :state
-    UNION ALL
-    SELECT CAST(:task_id AS text), tenant_id, id, job_id, NULL, NULL, state, NULL, NULL, NULL,
-        NULL, FALSE
-    FROM pinned
-    WHERE CAST(:state AS text) IS NULL OR state = :state
-    ORDER BY dead_letter_id
-    LIMIT :limit
 )
-SELECT page.task_id, page.tenant_id, page.dead_letter_id, page.job_id,
-    CASE WHEN page.own THEN page.queue ELSE dead.queue END AS queue,
-    CASE WHEN page.own THEN page.incident_id ELSE dead.incident_id END AS incident_id,
-    page.state, page.died_fingerprint, page.died_incident_id, page.error_code,
-    page.error_message
-FROM page
-LEFT JOIN dead_letters AS dead ON NOT page.own AND dead.id = page.dead_letter_id
-ORDER BY page.dead_letter_id;
+SELECT task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state, died_fingerprint,
+    died_incident_id, error_code, error_message
+FROM recorded
+WHERE CAST(:state AS text) IS NULL OR state = :state
+UNION ALL
+SELECT CAST(:task_id AS text), tenant_id, id, job_id, queue, incident_id, state, NULL, NULL,
+    NULL, NULL
+FROM pinned
+WHERE CAST(:state AS text) IS NULL OR state = :state
+ORDER BY dead_letter_id
+LIMIT :limit;
 
 -- name: select_queue_redrive_holders
 SELECT queue, task_id FROM redrive_task_queues

@@ -3,7 +3,8 @@
 -- entry, and each chunk marked its 5,000 items `moved` one row each: for 20,000 dead letters the
 -- pin's 5.9 MB of WAL and the chunks' 20,000 row updates. Now the pin writes
 -- `redrive_task_pins`, a row for each thousand of the task's dead letters in id order (`place`,
--- from 0) and tenant, with their ids and their jobs' ids as two arrays in step, stored
+-- from 0) and tenant, queue and incident (what the listing shows of an item, kept after an age
+-- prune deletes its episode), with their ids and their jobs' ids as two arrays in step, stored
 -- uncompressed out of line (compressing them cost more than it saved); a chunk's claim writes
 -- `redrive_task_claims`, one row per tenant of the ids it took. An item's state is, in order:
 -- its row in redrive_task_items (written only when it has one of its own: failed with its
@@ -13,13 +14,15 @@
 CREATE TABLE redrive_task_pins (
     task_id TEXT COLLATE "C" NOT NULL,
     place INTEGER NOT NULL,
-    tenant_id TEXT NOT NULL,
     first_id TEXT COLLATE "C" NOT NULL,
+    tenant_id TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    incident_id TEXT,
     last_id TEXT COLLATE "C" NOT NULL,
     state TEXT NOT NULL,
     dead_letter_ids TEXT[] COLLATE "C" NOT NULL,
     job_ids TEXT[] COLLATE "C" NOT NULL,
-    PRIMARY KEY (task_id, place, tenant_id)
+    PRIMARY KEY (task_id, place, first_id)
 );
 ALTER TABLE redrive_task_pins ALTER COLUMN dead_letter_ids SET STORAGE EXTERNAL,
     ALTER COLUMN job_ids SET STORAGE EXTERNAL;
@@ -35,17 +38,19 @@ CREATE TABLE redrive_task_claims (
 ALTER TABLE redrive_task_claims ALTER COLUMN dead_letter_ids SET STORAGE EXTERNAL;
 
 INSERT INTO redrive_task_pins (
-    task_id, place, tenant_id, first_id, last_id, state, dead_letter_ids, job_ids
+    task_id, place, first_id, tenant_id, queue, incident_id, last_id, state, dead_letter_ids,
+    job_ids
 )
-SELECT task_id, place, tenant_id, min(dead_letter_id), max(dead_letter_id), 'pending',
-    array_agg(dead_letter_id ORDER BY dead_letter_id), array_agg(job_id ORDER BY dead_letter_id)
+SELECT task_id, place, min(dead_letter_id), tenant_id, queue, incident_id, max(dead_letter_id),
+    'pending', array_agg(dead_letter_id ORDER BY dead_letter_id),
+    array_agg(job_id ORDER BY dead_letter_id)
 FROM (
-    SELECT task_id, tenant_id, dead_letter_id, job_id,
+    SELECT task_id, tenant_id, queue, incident_id, dead_letter_id, job_id,
         CAST((row_number() OVER (PARTITION BY task_id ORDER BY dead_letter_id) - 1) / 1000
              AS integer) AS place
     FROM redrive_task_items WHERE state = 'pending'
 ) AS pending
-GROUP BY task_id, place, tenant_id;
+GROUP BY task_id, place, tenant_id, queue, incident_id;
 DELETE FROM redrive_task_items WHERE state = 'pending';
 
 ALTER TABLE redrive_task_pins ENABLE ROW LEVEL SECURITY;
