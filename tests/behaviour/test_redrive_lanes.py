@@ -487,6 +487,7 @@ async def test_a_cancel_during_a_chunk_waits_for_nothing_and_the_chunk_keeps_wha
     await kill(service, 10)
     task = await service.redrives.start(CALLER, critical())
     watcher = await asyncpg.connect(database_url)
+    cancelling: asyncio.Task[redrive.RedriveTask] | None = None
     try:
         async with laned.transaction(CALLER) as chunk:
             claimed = await chunk.claim_redrive_items(task.id, 4)
@@ -496,10 +497,14 @@ async def test_a_cancel_during_a_chunk_waits_for_nothing_and_the_chunk_keeps_wha
                 " AND wait_event_type = 'Lock'"
             ):
                 await asyncio.sleep(0.02)
-            assert cancelling.done()  # it waited for no lock of the chunk's
+            waited = not cancelling.done()
+            # (Where the cancel waits for the chunk's items holding the task, this deadlocks.)
             await chunk.count_redrive_batch(task.id, len(claimed), 0, clock.now_ms(), 0)
     finally:
         await watcher.close()
+        if cancelling is not None:
+            await asyncio.wait([cancelling])  # done once the chunk's transaction has ended
+    assert not waited  # the cancel waited for no lock of the chunk's
     cancelled = await service.redrives.get(CALLER, task.id)
     assert (cancelling.result().state, cancelled.state, cancelled.moved) == (
         redrive.CANCELLED, redrive.CANCELLED, 4,
