@@ -1044,8 +1044,8 @@ SELECT array_to_string(ARRAY(
 -- text's substr in a UTF-8 database walks it from its start: ~140 us a call); the events
 -- domain.events.episode_event makes, ids as domain.events.retried_event_ids; a test keeps them
 -- in step). A task (:task_id) passes the dead letters whose items claim_pending_redrive_items
--- marked `moved` in this transaction (the claim is the pending check: a cancel let go of the
--- rest); those the pick then skips (no longer dead, or held by another transaction) are
+-- took in this transaction (the claim is the pending check: a cancel let go of the rest); those
+-- the pick then skips (no longer dead, or held by another transaction) are
 -- returned as `skipped`, for
 -- skip_redrive_items to set right in the same transaction. Returns one by one the moved episodes
 -- whose job this statement did not put back and every moved episode of a tenant with an active
