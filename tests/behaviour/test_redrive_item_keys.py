@@ -1,6 +1,6 @@
 """A job a redrive task requeued names its item's dead letter (migration 0044): its end finds the
 item by the items' key; the jobs moved before the migration whose end was not recorded yet are
-given theirs by it."""
+given theirs by it. A task's pending items become its pin blocks (migration 0046)."""
 
 from __future__ import annotations
 
@@ -64,10 +64,47 @@ async def test_migration_0044_names_the_item_of_each_job_whose_end_is_not_record
         ]  # fmt: skip
         async with store.transaction(SYSTEM) as transaction:
             items, _ = await transaction.record_redrive_outcomes(
-                [RedriveOutcome("t1", "d1", redrive.SUCCEEDED)]
+                [RedriveOutcome("t1", "d1", "j1", redrive.SUCCEEDED)]
             )
             assert [(item.task_id, item.state) for item in items] == [("t1", redrive.SUCCEEDED)]
             succeeded = await transaction.redrive_items("t1", redrive.SUCCEEDED, 10)
             assert sorted(item["job_id"] for item in succeeded) == ["j1", "j2"]
     finally:
         await store.close()
+
+
+BEFORE_PIN_BLOCKS = "0045_jobs_tenant_without_available_jobs"
+# Schema 45's rows: a running task whose items are one moved, one succeeded and two pending.
+PINNED_ROWS = [
+    ROWS[0].replace("3, 2, 0, 1, 0", "4, 2, 0, 1, 0"),
+    "INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue, state) "
+    "VALUES ('t1', '_default', 'd1', 'j1', 'mail', 'moved'), "
+    "('t1', '_default', 'd2', 'j2', 'mail', 'succeeded'), "
+    "('t1', '_default', 'd4', 'j4', 'mail', 'pending'), "
+    "('t1', '_default', 'd3', 'j3', 'mail', 'pending')",
+]
+
+
+async def test_migration_0046_makes_the_pending_items_of_a_task_its_pin_blocks(
+    backend: str, empty_database: str
+) -> None:
+    # The pending items become the task's blocks, in id order, each with its job; the others
+    # keep their rows: the listing reads each item's state as before, and the next claim takes
+    # the pending ones.
+    store = await open_store(backend, empty_database)
+    try:
+        await store.migrate(until=BEFORE_PIN_BLOCKS)
+        write_and_read(backend, empty_database, PINNED_ROWS)
+        await store.migrate()
+        async with store.transaction(SYSTEM) as transaction:
+            listed = await transaction.redrive_items("t1", None, 10)
+            claimed = await transaction.claim_redrive_items("t1", 10)
+            after = await transaction.redrive_items("t1", None, 10)
+    finally:
+        await store.close()
+    assert [(item["dead_letter_id"], item["job_id"], item["state"]) for item in listed] == [
+        ("d1", "j1", "moved"), ("d2", "j2", "succeeded"), ("d3", "j3", "pending"),
+        ("d4", "j4", "pending"),
+    ]  # fmt: skip
+    assert list(claimed.items()) == [("d3", "j3"), ("d4", "j4")]
+    assert [item["state"] for item in after] == ["moved", "succeeded", "moved", "moved"]

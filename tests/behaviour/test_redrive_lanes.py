@@ -309,6 +309,31 @@ async def test_a_chunk_claims_its_items_in_order_and_a_claim_undone_leaves_them_
     assert list(rest) == sorted(pending)[4:]
 
 
+async def test_a_task_of_more_than_one_pin_block_reads_and_claims_in_id_order_across_them(
+    service: Service,
+) -> None:
+    """A task pins its dead letters in blocks of a thousand (migration 0046): its items are read
+    and claimed in id order across its blocks, each with its own job, and the listing shows
+    each from its block, with its queue, moved once claimed."""
+    job_ids = await kill(service, 1000) + await kill(service, 205)
+    task = await service.redrives.start(CALLER, RedriveRequest(by_queue("billing")))
+    store = service.runtime.store
+    async with store.transaction(CALLER) as transaction:
+        every = await transaction.pending_redrive_items(task.id, 2000)
+        claimed = await transaction.claim_redrive_items(task.id, 1100)
+        rest = await transaction.pending_redrive_items(task.id, 1000, max(claimed))
+    assert list(every) == sorted(every)
+    assert sorted(every.values()) == sorted(job_ids)
+    assert claimed == {episode: every[episode] for episode in sorted(every)[:1100]}
+    assert rest == {episode: every[episode] for episode in sorted(every)[1100:]}
+    moved = await service.redrives.items(CALLER, task.id, "moved")
+    pending = await service.redrives.items(CALLER, task.id, "pending")
+    assert [item["dead_letter_id"] for item in moved] == sorted(every)[:100]
+    assert [item["dead_letter_id"] for item in pending] == sorted(every)[1100:1200]
+    for item in moved + pending:
+        assert (item["job_id"], item["queue"]) == (every[item["dead_letter_id"]], "billing")
+
+
 # PostgreSQL only: SQLite's chunk marks its items in the move's own call (one writer at a time).
 @pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_on_postgresql_a_claim_marks_its_items_moved_within_its_chunk(
@@ -397,25 +422,30 @@ async def test_a_pin_with_a_limit_takes_the_newest_and_one_without_takes_every_o
 # PostgreSQL only: its planner's choice.
 @pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)])
 @pytest.mark.parametrize("name", ["select_pending_redrive_items", "claim_pending_redrive_items"])
-async def test_a_read_of_pending_items_walks_the_key_in_order(
+async def test_a_read_of_pending_items_walks_the_pin_blocks_by_their_key(
     laned: Store, clock: ManualClock, database_url: str, name: str
 ) -> None:
-    # Planned without statistics (the items were pinned just before), the read took a bitmap
-    # scan of every pending item and sorted them all; the transaction that runs it turns bitmap
-    # scans off, and the key gives the items in order up to the limit.
+    # A task's pending items are blocks of a thousand ids in id order (migration 0046): the read
+    # takes the task's places in order, each place's ids sorted on their own, and stops at its
+    # limit: a limit of 10 reads the first place only, and no sort holds more than a place's ids
+    # (ORDER BY place, id sorted every pinned id: 20,000 for 5,000 taken).
     assert isinstance(laned, PostgresStore)
     service = served(laned, clock)
     await kill(service, 40)
     task = await service.redrives.start(CALLER, critical())
     (statement,) = laned.scripts[name]
-    assert statement.index_order
     parameters = {"task_id": task.id, "after": "", "limit": 10}
     with psycopg.connect(database_url) as connection:
-        # A large task's items (20,000: with 40, the planner walked the key unasked).
+        # A large task's blocks (20,000 more items).
         connection.execute(
-            "INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue,"
-            " state) SELECT %s, %s, 'x' || n, 'job' || n, 'billing', 'pending'"
-            " FROM generate_series(10000, 29999) AS n",
+            "INSERT INTO redrive_task_pins (task_id, place, tenant_id, queue, first_id, last_id,"
+            " state, dead_letter_ids, job_ids) SELECT %s, place, %s, 'billing',"
+            " 'x' || (place * 1000 + 10000), 'x' || (place * 1000 + 10999), 'pending',"
+            " ARRAY(SELECT 'x' || n FROM generate_series(place * 1000 + 10000,"
+            " place * 1000 + 10999) AS n),"
+            " ARRAY(SELECT 'job' || n FROM generate_series(place * 1000 + 10000,"
+            " place * 1000 + 10999) AS n)"
+            " FROM generate_series(1, 20) AS place",
             (task.id, CALLER.tenant_id),
         )
         connection.execute("SET ROLE redrive_app")
@@ -425,17 +455,60 @@ async def test_a_read_of_pending_items_walks_the_key_in_order(
             psycopg.sql.Literal(value) for value in statement.arguments(parameters)
         )
         connection.execute(f"PREPARE pending AS {statement.sql}")
-        explain = psycopg.sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE pending ({})").format(values)
+        explain = psycopg.sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE pending ({})").format(
+            values
+        )
         row = connection.execute(explain).fetchone()
+        connection.rollback()
     assert row is not None
     nodes = list(plan_nodes(row[0]))
-    # (The claim's update then finds each item it read by its address: a Tid Scan.)
-    items = [
+    places = [
         node
         for node in nodes
-        if node.get("Relation Name") == "redrive_task_items"
-        and node["Node Type"] not in ("ModifyTable", "Tid Scan")
+        if node.get("Relation Name") == "redrive_task_pins"
+        and "place" in node.get("Index Cond", "")
     ]
-    assert items and {node["Node Type"] for node in items} == {"Index Scan"}, row[0]
-    assert {node["Index Name"] for node in items} == {"redrive_task_items_pkey"}
-    assert not [node for node in nodes if node["Node Type"] == "Sort"], row[0]
+    assert places and {node["Actual Loops"] for node in places if node["Actual Loops"]} == {1}
+    sorts = [node for node in nodes if node["Node Type"] == "Sort" and node["Actual Loops"]]
+    assert sorts and max(node["Actual Rows"] for node in sorts) <= 40, row[0]
+
+
+# PostgreSQL only: SQLite has one writer, so a cancel waits for the chunk's whole transaction.
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_a_cancel_during_a_chunk_waits_for_nothing_and_the_chunk_keeps_what_it_took(
+    laned: Store, clock: ManualClock, database_url: str
+) -> None:
+    # A chunk takes its items, then the task (its counts). A cancel that took the task, then
+    # waited for the chunk's items, deadlocked with it (PostgreSQL aborted one after its
+    # deadlock_timeout); a claim is a row of its own (migration 0046) and locks no pin block, so
+    # the cancel lets go of the blocks and ends the task without waiting, and the chunk's count
+    # then waits for the cancel's commit only. What the chunk took stays moved and counted.
+    service = served(laned, clock)
+    await kill(service, 10)
+    task = await service.redrives.start(CALLER, critical())
+    watcher = await asyncpg.connect(database_url)
+    cancelling: asyncio.Task[redrive.RedriveTask] | None = None
+    try:
+        async with laned.transaction(CALLER) as chunk:
+            claimed = await chunk.claim_redrive_items(task.id, 4)
+            cancelling = asyncio.create_task(service.redrives.cancel(CALLER, task.id))
+            while not cancelling.done() and not await watcher.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock'"
+            ):
+                await asyncio.sleep(0.02)
+            waited = not cancelling.done()
+            # (Where the cancel waits for the chunk's items holding the task, this deadlocks.)
+            await chunk.count_redrive_batch(task.id, len(claimed), 0, clock.now_ms(), 0)
+    finally:
+        await watcher.close()
+        if cancelling is not None:
+            await asyncio.wait([cancelling])  # done once the chunk's transaction has ended
+    assert not waited  # the cancel waited for no lock of the chunk's
+    cancelled = await service.redrives.get(CALLER, task.id)
+    assert (cancelling.result().state, cancelled.state, cancelled.moved) == (
+        redrive.CANCELLED, redrive.CANCELLED, 4,
+    )  # fmt: skip
+    moved = await service.redrives.items(CALLER, task.id, "moved")
+    assert sorted(item["dead_letter_id"] for item in moved) == sorted(claimed)
+    assert len(await service.redrives.items(CALLER, task.id, "skipped")) == 6

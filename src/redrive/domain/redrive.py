@@ -118,10 +118,12 @@ class RedriveTask:
 @frozen_dataclass
 class RedriveOutcome:
     """A redriven job ended: it succeeded, or died again (with its new fingerprint and incident);
-    its item is the task's and the dead letter's the task moved."""
+    its item is the task's and the dead letter's the task moved (the job's own: a moved item has
+    no row of its own until its job ends, and the job names its tenant and queue)."""
 
     task_id: str
     dead_letter_id: str
+    job_id: str
     state: str
     fingerprint: str | None = None
     incident_id: str | None = None

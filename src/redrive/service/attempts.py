@@ -180,7 +180,7 @@ async def record_failures(
     events += arrival_events(entries, incidents)
     await runtime.emit(transaction, events, now)
     redriven = [
-        RedriveOutcome(task_id, item, DEAD_AGAIN, fingerprint.value, dead.incident_id)
+        RedriveOutcome(task_id, item, dead.job.id, DEAD_AGAIN, fingerprint.value, dead.incident_id)
         for dead, fingerprint in found
         if (task_id := dead.job.redrive_task_id) is not None
         and (item := dead.job.redrive_dead_letter_id) is not None
@@ -283,7 +283,7 @@ async def _acknowledge(
         from redrive.domain.redrive import SUCCEEDED, RedriveOutcome
 
         redriven = [
-            RedriveOutcome(task_id, item, SUCCEEDED)
+            RedriveOutcome(task_id, item, job.id, SUCCEEDED)
             for job in completed
             if (task_id := job.redrive_task_id) is not None
             and (item := job.redrive_dead_letter_id) is not None

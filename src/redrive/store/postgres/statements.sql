@@ -1044,8 +1044,8 @@ SELECT array_to_string(ARRAY(
 -- text's substr in a UTF-8 database walks it from its start: ~140 us a call); the events
 -- domain.events.episode_event makes, ids as domain.events.retried_event_ids; a test keeps them
 -- in step). A task (:task_id) passes the dead letters whose items claim_pending_redrive_items
--- marked `moved` in this transaction (the claim is the pending check: a cancel let go of the
--- rest); those the pick then skips (no longer dead, or held by another transaction) are
+-- took in this transaction (the claim is the pending check: a cancel let go of the rest); those
+-- the pick then skips (no longer dead, or held by another transaction) are
 -- returned as `skipped`, for
 -- skip_redrive_items to set right in the same transaction. Returns one by one the moved episodes
 -- whose job this statement did not put back and every moved episode of a tenant with an active
@@ -1140,10 +1140,20 @@ SELECT 'skipped', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM chosen WHERE id NOT IN (SELECT id FROM moved);
 
 -- name: skip_redrive_items
--- A task's items that retry_dead_letters marked moved but whose dead letters it skipped (see
--- there): they leave `pending` as skipped.
-UPDATE redrive_task_items SET state = 'skipped'
-WHERE task_id = :task_id AND dead_letter_id = ANY(CAST(:ids AS text[])) AND state = 'moved';
+-- A task's items that claim_pending_redrive_items took but whose dead letters retry_dead_letters
+-- skipped (see there; an age prune may have deleted one): skipped, in a row of their own, as
+-- their pin blocks name them (an item moved before migration 0046 has its row already, `moved`).
+INSERT INTO redrive_task_items AS item (
+    task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state
+)
+SELECT :task_id, pin.tenant_id, skipped.id, pin.job_ids[skipped.at], pin.queue, pin.incident_id,
+    'skipped'
+FROM redrive_task_pins AS pin
+CROSS JOIN unnest(pin.dead_letter_ids) WITH ORDINALITY AS skipped(id, at)
+WHERE pin.task_id = :task_id AND skipped.id = ANY(CAST(:ids AS text[]))
+ORDER BY skipped.id
+ON CONFLICT (task_id, dead_letter_id) DO UPDATE SET state = 'skipped'
+WHERE item.state = 'moved';
 
 -- name: delete_dead_jobs
 DELETE FROM jobs WHERE id = ANY(CAST(:ids AS text[])) AND state = 'discarded' AND dead_lettered;
@@ -1553,6 +1563,8 @@ DELETE FROM incidents;
 DELETE FROM webhook_deliveries;
 DELETE FROM webhook_subscriptions;
 DELETE FROM redrive_task_items;
+DELETE FROM redrive_task_pins;
+DELETE FROM redrive_task_claims;
 DELETE FROM redrive_task_queues;
 DELETE FROM redrive_tasks;
 DELETE FROM alerts;
@@ -1899,60 +1911,67 @@ SELECT pg_advisory_xact_lock(7496816) AS locked;
 
 
 -- fragment: redrive_pin_taken
--- The dead letters pinned already: the unfinished tasks' pending items, all of them (no index
--- names `state`, see migration 0036: read through each such task's key, not after its
--- `moved_through`). Read once and probed as a hashed NOT IN: as NOT EXISTS, planned without
--- statistics under row-level security, each dead letter scanned every pinned entry, those the
--- pin had inserted too (20,000 pins took 22 s of CPU).
+-- The dead letters pinned already: the unfinished tasks' pending blocks' ids but those a claim
+-- took (moved, or failed or skipped in a row of their own). Read once and probed as a hashed
+-- NOT IN: as NOT EXISTS, planned without statistics under row-level security, each dead letter
+-- scanned every pinned entry (20,000 pins took 22 s of CPU).
 taken AS MATERIALIZED (
-    SELECT item.dead_letter_id FROM redrive_tasks AS task
-    JOIN redrive_task_items AS item ON item.task_id = task.id
-    WHERE task.state IN ('running', 'paused') AND item.state = 'pending'
+    SELECT pinned.id FROM redrive_tasks AS task
+    JOIN redrive_task_pins AS pin ON pin.task_id = task.id AND pin.state = 'pending'
+    CROSS JOIN unnest(pin.dead_letter_ids) AS pinned(id)
+    WHERE task.state IN ('running', 'paused')
+    EXCEPT
+    SELECT claimed.id FROM redrive_tasks AS task
+    JOIN redrive_task_claims AS claim ON claim.task_id = task.id
+    CROSS JOIN unnest(claim.dead_letter_ids) AS claimed(id)
+    WHERE task.state IN ('running', 'paused')
 )
 
 -- fragment: redrive_pin_insert
-INSERT INTO redrive_task_items (task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state)
-SELECT :task_id, tenant_id, id, job_id, queue, incident_id, 'pending'
+-- The chosen dead letters (`chosen`) pinned to the task :task_id in blocks (migration 0046): a
+-- row for each thousand in id order and tenant, queue and incident, the ids and their jobs' ids
+-- as two arrays in step, in id order.
+placed AS (
+    SELECT tenant_id, queue, incident_id, id, job_id,
+        CAST((row_number() OVER (ORDER BY id) - 1) / 1000 AS integer) AS place
+    FROM chosen
+), pinned AS (
+    INSERT INTO redrive_task_pins (
+        task_id, place, first_id, tenant_id, queue, incident_id, last_id, state,
+        dead_letter_ids, job_ids
+    )
+    SELECT :task_id, place, min(id), tenant_id, queue, incident_id, max(id), 'pending',
+        array_agg(id ORDER BY id), array_agg(job_id ORDER BY id)
+    FROM placed
+    GROUP BY place, tenant_id, queue, incident_id
+)
 
 -- name: pin_redrive_items
 -- The dead letters matching the filter now, newest first, up to :limit, pinned to the task; one
 -- pinned by another unfinished task is left out (lock_redrive_pins first, so the pins take turns
 -- and each sees those committed before it: the guard; migration 0033 dropped the unique index that
--- doubled it). Per queue and tenant, how many were pinned. The chosen are inserted in id order:
--- newest first, each new entry of the items' indexes went in before the last one, which split
--- pages half-full (20,000 pins, as the application role after a CHECKPOINT: 149 -> 120 ms of
--- backend CPU).
-WITH {redrive_pin_taken}, pinned AS (
-    {redrive_pin_insert}
-    FROM (
-        SELECT tenant_id, id, job_id, queue, incident_id
-        FROM dead_letters
-        WHERE status = 'dead' AND {dead_letter_filter}
-          AND id NOT IN (SELECT dead_letter_id FROM taken)
-        ORDER BY discarded_at DESC, id DESC
-        LIMIT :limit
-    ) AS chosen
-    ORDER BY id
-    RETURNING tenant_id, queue
-)
-SELECT tenant_id, queue, COUNT(*) AS count FROM pinned GROUP BY tenant_id, queue;
-
--- name: pin_every_redrive_item
--- As pin_redrive_items with no limit: every match, inserted oldest first, the filter's index
--- (by discarded_at DESC, id DESC) walked backwards, so nothing is sorted; the ids are
--- time-ordered, so that is about id order too, for the same reason. (Read newest first for a
--- limit then sorted by id, 20,000 pins took 85.5 ms of backend CPU, 77.2 read oldest first;
--- after a CHECKPOINT, as the application role, medians of 6 interleaved.)
-WITH {redrive_pin_taken}, pinned AS (
-    {redrive_pin_insert}
+-- doubled it). Per queue and tenant, how many were pinned. (As a row an item, 20,000 pins were
+-- 5.9 MB of WAL and ~3 times the backend time of their blocks: migration 0046.)
+WITH {redrive_pin_taken}, chosen AS MATERIALIZED (
+    SELECT tenant_id, id, job_id, queue, incident_id
     FROM dead_letters
     WHERE status = 'dead' AND {dead_letter_filter}
-      AND id NOT IN (SELECT dead_letter_id FROM taken)
-    ORDER BY discarded_at, id
-    RETURNING tenant_id, queue
-)
-SELECT tenant_id, queue, COUNT(*) AS count FROM pinned GROUP BY tenant_id, queue;
+      AND id NOT IN (SELECT id FROM taken)
+    ORDER BY discarded_at DESC, id DESC
+    LIMIT :limit
+), {redrive_pin_insert}
+SELECT tenant_id, queue, COUNT(*) AS count FROM chosen GROUP BY tenant_id, queue;
 
+-- name: pin_every_redrive_item
+-- As pin_redrive_items with no limit: every match (nothing to choose, so nothing sorted but the
+-- blocks).
+WITH {redrive_pin_taken}, chosen AS MATERIALIZED (
+    SELECT tenant_id, id, job_id, queue, incident_id
+    FROM dead_letters
+    WHERE status = 'dead' AND {dead_letter_filter}
+      AND id NOT IN (SELECT id FROM taken)
+), {redrive_pin_insert}
+SELECT tenant_id, queue, COUNT(*) AS count FROM chosen GROUP BY tenant_id, queue;
 
 -- name: claim_redrive_queues
 -- The task's queues (:queues, the (tenant, queue) pairs its pin counted: read from its items,
@@ -1974,10 +1993,9 @@ ORDER BY held.queue;
 DELETE FROM redrive_task_queues WHERE task_id = :task_id;
 
 -- name: unpin_redrive_items
--- A task that ended before moving them all lets go of the rest; one whose counts leave none
--- pending (completed) reads none of its items (no index names their state: the key's scan read
--- all 20,000 of a task just completed, in the transaction of its last chunk).
-UPDATE redrive_task_items SET state = 'skipped' WHERE task_id = :task_id AND state = 'pending'
+-- A task that ended before moving them all lets go of the rest: its pending blocks (what a claim
+-- took stays moved); one whose counts leave none pending (completed) changes none.
+UPDATE redrive_task_pins SET state = 'skipped' WHERE task_id = :task_id AND state = 'pending'
 AND EXISTS (
     SELECT FROM redrive_tasks AS task
     WHERE task.id = :task_id AND task.moved + task.skipped + task.failed < task.to_move
@@ -2009,78 +2027,116 @@ WHERE id = :id AND state = :expected_state
 RETURNING *;
 
 -- fragment: redrive_next_pending
--- The task :task_id's next :limit pending items (`next`: their addresses, dead letters and
--- jobs, in id order), read by the key after :after and after the task's `moved_through`, or,
--- when none is left there, after :after alone (see select_pending_redrive_items, which reads
--- them, and claim_pending_redrive_items, which takes them).
-above AS (
-    SELECT ctid, dead_letter_id, job_id FROM redrive_task_items
-    WHERE task_id = :task_id AND state = 'pending'
-      AND dead_letter_id > GREATEST(
-          CAST(:after AS text),
-          (SELECT moved_through FROM redrive_tasks WHERE id = :task_id))
-    ORDER BY dead_letter_id
+-- The task :task_id's next :limit pending items (`next`: tenant, dead letter and job, in id
+-- order): its pending blocks' ids after :after and after the task's `moved_through`, less those a
+-- committed claim took, or, when none is left there, after :after alone (see
+-- select_pending_redrive_items, which reads them, and claim_pending_redrive_items, which takes
+-- them). The blocks are read a place at a time in order (a place's ids all lie below the next
+-- place's), each place's thousand sorted on its own, until the limit: the places are a series
+-- and each one's ids a lateral subquery, whose rows a nested loop gives in order (ORDER BY
+-- place, id over all of them sorted every pinned id each read: 20,000, 31 ms).
+bound AS MATERIALIZED (
+    SELECT GREATEST(CAST(:after AS text),
+                    (SELECT moved_through FROM redrive_tasks WHERE id = :task_id)) AS after
+), claimed_above AS MATERIALIZED (
+    SELECT taken.id FROM redrive_task_claims AS claim
+    CROSS JOIN unnest(claim.dead_letter_ids) AS taken(id)
+    WHERE claim.task_id = :task_id AND claim.last_id > (SELECT after FROM bound)
+), above AS (
+    SELECT ids.tenant_id, ids.id, ids.job_id
+    FROM generate_series(
+        (SELECT min(place) FROM redrive_task_pins
+         WHERE task_id = :task_id AND state = 'pending' AND last_id > (SELECT after FROM bound)),
+        (SELECT max(place) FROM redrive_task_pins WHERE task_id = :task_id)) AS places(place)
+    CROSS JOIN LATERAL (
+        SELECT pin.tenant_id, pinned.id, pinned.job_id FROM redrive_task_pins AS pin
+        CROSS JOIN unnest(pin.dead_letter_ids, pin.job_ids) AS pinned(id, job_id)
+        WHERE pin.task_id = :task_id AND pin.place = places.place AND pin.state = 'pending'
+          AND pinned.id > (SELECT after FROM bound)
+          AND pinned.id NOT IN (SELECT id FROM claimed_above)
+        ORDER BY pinned.id
+    ) AS ids
+    LIMIT :limit
+), claimed_after AS MATERIALIZED (
+    SELECT taken.id FROM redrive_task_claims AS claim
+    CROSS JOIN unnest(claim.dead_letter_ids) AS taken(id)
+    WHERE claim.task_id = :task_id AND claim.last_id > CAST(:after AS text)
+), behind AS (
+    SELECT ids.tenant_id, ids.id, ids.job_id
+    FROM generate_series(
+        (SELECT min(place) FROM redrive_task_pins
+         WHERE task_id = :task_id AND state = 'pending' AND last_id > CAST(:after AS text)
+           AND NOT EXISTS (SELECT FROM above)),
+        (SELECT max(place) FROM redrive_task_pins WHERE task_id = :task_id)) AS places(place)
+    CROSS JOIN LATERAL (
+        SELECT pin.tenant_id, pinned.id, pinned.job_id FROM redrive_task_pins AS pin
+        CROSS JOIN unnest(pin.dead_letter_ids, pin.job_ids) AS pinned(id, job_id)
+        WHERE pin.task_id = :task_id AND pin.place = places.place AND pin.state = 'pending'
+          AND pinned.id > CAST(:after AS text)
+          AND pinned.id NOT IN (SELECT id FROM claimed_after)
+        ORDER BY pinned.id
+    ) AS ids
     LIMIT :limit
 ), next AS (
-    SELECT ctid, dead_letter_id, job_id FROM above
+    SELECT tenant_id, id, job_id FROM above
     UNION ALL
-    (
-        SELECT ctid, dead_letter_id, job_id FROM redrive_task_items
-        WHERE task_id = :task_id AND state = 'pending' AND dead_letter_id > :after
-          AND NOT EXISTS (SELECT FROM above)
-        ORDER BY dead_letter_id
-        LIMIT :limit
-    )
+    SELECT tenant_id, id, job_id FROM behind
 )
 
 -- name: select_pending_redrive_items
 -- The task's next dead letters to move, by id after :after and after the task's `moved_through`
--- (the last item a committed chunk moved: those before it have left `pending`, and the key, which
--- these reads go through, holds every item, see migration 0036); when none is left there, by id
--- after :after alone (the chunks over the write lanes commit in any order: one that never
+-- (the last item a committed chunk moved: a claim took those before it); when none is left there,
+-- by id after :after alone (the chunks over the write lanes commit in any order: one that never
 -- committed, its process gone, left its items behind the mark). Not locked: one transaction at a
 -- time advances the tasks (the advisory lock of RedriveService.advance), and its write lanes read
 -- their chunks one after the other. One row: their ids and their jobs' ids, two JSON arrays in
--- step (a chunk's 5,000 rows, each made a dict, took the server 8 ms of CPU to read; the
--- arrays, 1 ms), both aggregating the rows in the order read (an ORDER BY in each aggregate
--- sorted the 5,000 rows again, twice: 5.4 -> 3 ms a chunk).
+-- step, in the order read.
 WITH {redrive_next_pending}
-SELECT json_agg(dead_letter_id) AS dead_letter_ids, json_agg(job_id) AS job_ids FROM next;
+SELECT json_agg(id) AS dead_letter_ids, json_agg(job_id) AS job_ids FROM next;
 
 -- name: claim_pending_redrive_items
 -- A chunk's items, taken to move in this transaction: the task's next pending dead letters, read
--- as select_pending_redrive_items reads them (by the key, in id order), marked `moved` in the
--- same statement, each by the address the read found (a row a cancel changed since fails the
--- state guard and is not taken). retry_dead_letters then moves their dead letters without
--- looking at the items again; what it skips, skip_redrive_items sets right, and an item an
--- upcaster refuses, fail_redrive_item, in the same transaction (undone with it). (The mark in
--- the move's statement found each item again by key: 5,000 probes, each its own subquery, were
--- three quarters of the mark, 40 -> 10 ms of backend CPU a chunk of 5,000.) One row, as the
--- read's, each array in id order (the update returns the rows in the order of their addresses).
-WITH {redrive_next_pending}, claimed AS (
-    UPDATE redrive_task_items SET state = 'moved'
-    WHERE ctid = ANY(ARRAY(SELECT ctid FROM next)) AND state = 'pending'
-    RETURNING dead_letter_id, job_id
+-- as select_pending_redrive_items reads them, claimed in one row per tenant of their ids
+-- (migration 0046: 5,000 items' marks, a row each, were ~7 times the backend time). The claim
+-- locks no pin block: a cancel meanwhile lets go of the blocks and waits for nothing, and what
+-- this chunk took stays moved once it commits. retry_dead_letters then moves their dead letters;
+-- what it skips, skip_redrive_items sets right, and an item an upcaster refuses,
+-- fail_redrive_item, in the same transaction (undone with it, as the claim). One row, as the
+-- read's.
+WITH {redrive_next_pending}, taken AS MATERIALIZED (
+    SELECT tenant_id, id, job_id FROM next
+), claimed AS (
+    INSERT INTO redrive_task_claims (task_id, first_id, tenant_id, last_id, dead_letter_ids)
+    SELECT :task_id, min(id), tenant_id, max(id), array_agg(id ORDER BY id)
+    FROM taken
+    GROUP BY tenant_id
 )
-SELECT json_agg(dead_letter_id ORDER BY dead_letter_id) AS dead_letter_ids,
-    json_agg(job_id ORDER BY dead_letter_id) AS job_ids
-FROM claimed;
+SELECT json_agg(id) AS dead_letter_ids, json_agg(job_id) AS job_ids FROM taken;
 
 -- name: select_pending_redrive_dead_letters
--- The dead letters a task still pins of these types, by id after :after (a dry run of their
--- upcasts when it starts).
-SELECT dead_letters.*, {snapshot} FROM redrive_task_items AS item
-JOIN dead_letters ON dead_letters.id = item.dead_letter_id
-WHERE item.task_id = :task_id AND item.state = 'pending' AND item.dead_letter_id > :after
-  AND dead_letters.type = ANY(CAST(:types AS text[]))
-ORDER BY item.dead_letter_id
+-- The dead letters a task pins of these types, by id after :after (a dry run of their upcasts
+-- when it starts, before any claim).
+SELECT dead_letters.*, {snapshot} FROM redrive_task_pins AS pin
+CROSS JOIN unnest(pin.dead_letter_ids) AS pinned(id)
+JOIN dead_letters ON dead_letters.id = pinned.id
+WHERE pin.task_id = :task_id AND pin.state = 'pending' AND pin.last_id > :after
+  AND pinned.id > :after AND dead_letters.type = ANY(CAST(:types AS text[]))
+ORDER BY pinned.id
 LIMIT :limit;
 
 -- name: fail_redrive_item
--- A pinned dead letter an upcaster refused: its item, claimed by this transaction's chunk
--- (claim_pending_redrive_items), is `failed` with the error (and the dead letter stays dead).
-UPDATE redrive_task_items SET state = 'failed', error_code = :code, error_message = :message
-WHERE task_id = :task_id AND dead_letter_id = :dead_letter_id AND state = 'moved';
+-- A pinned dead letter an upcaster refused, claimed by this transaction's chunk
+-- (claim_pending_redrive_items): its item is `failed` with the error, in a row of its own (and
+-- the dead letter stays dead).
+INSERT INTO redrive_task_items AS item (
+    task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state, error_code,
+    error_message
+)
+SELECT :task_id, tenant_id, id, job_id, queue, incident_id, 'failed', :code, :message
+FROM dead_letters WHERE id = :dead_letter_id
+ON CONFLICT (task_id, dead_letter_id) DO UPDATE
+SET state = 'failed', error_code = excluded.error_code, error_message = excluded.error_message
+WHERE item.state = 'moved';
 
 -- name: fail_redrive_task
 -- Guarded like change_redrive_task: the task ends `failed` with the reason.
@@ -2103,14 +2159,15 @@ RETURNING *;
 
 -- fragment: redriven_by_task
 -- A job the task :task_id requeued carries its id and its item's dead letter (the episode the
--- task just moved: its snapshot names the job), so that its end finds its item by the items'
--- key; a job redriven without a task keeps those it had.
+-- task just moved: its snapshot names the job, and it names the task as its mover, as
+-- service.redrives.moved_by writes it; a task pins one episode of a job at most), so that its end
+-- finds its item by the items' key; a job redriven without a task keeps those it had.
 redrive_task_id = COALESCE(CAST(:task_id AS text), jobs.redrive_task_id),
 redrive_dead_letter_id = CASE WHEN CAST(:task_id AS text) IS NULL THEN jobs.redrive_dead_letter_id
-    ELSE (SELECT item.dead_letter_id FROM dead_letter_snapshots AS snapshot
-          JOIN redrive_task_items AS item
-              ON item.task_id = :task_id AND item.dead_letter_id = snapshot.id
-          WHERE snapshot.job_id = jobs.id AND item.state = 'moved'
+    ELSE (SELECT dead.id FROM dead_letter_snapshots AS snapshot
+          JOIN dead_letters AS dead ON dead.id = snapshot.id
+          WHERE snapshot.job_id = jobs.id AND dead.status = 'retried'
+            AND dead.moved_by = 'redrive:' || CAST(:task_id AS text)
           LIMIT 1) END
 
 -- name: mark_redriven_jobs
@@ -2120,14 +2177,28 @@ UPDATE jobs SET {redriven_by_task} WHERE id = ANY(CAST(:ids AS text[]));
 
 -- name: record_redrive_outcomes
 -- Redriven jobs that ended (:rows): their items, found by the key (task, dead letter: the job
--- names both, see redriven_by_task), succeed or die again, once (guarded by `moved`).
-UPDATE redrive_task_items AS item
-SET state = r.state, died_fingerprint = r.fingerprint, died_incident_id = r.incident_id
-FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
-    task_id text, dead_letter_id text, state text, fingerprint text, incident_id text
+-- names both, see redriven_by_task), succeed or die again, once: a moved item has no row of its
+-- own (migration 0046) and gets one, its tenant and queue the job's, its incident the dead
+-- letter's (if an age prune has not deleted it); one that has a row changes only from `moved`
+-- (moved before 0046). In key order, so two batches take their rows in one order.
+INSERT INTO redrive_task_items AS item (
+    task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state, died_fingerprint,
+    died_incident_id
 )
-WHERE item.task_id = r.task_id AND item.dead_letter_id = r.dead_letter_id
-  AND item.state = 'moved'
+SELECT DISTINCT ON (r.task_id, r.dead_letter_id)
+    r.task_id, jobs.tenant_id, r.dead_letter_id, jobs.id, jobs.queue, dead.incident_id,
+    r.state, r.fingerprint, r.incident_id
+FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+    task_id text, dead_letter_id text, job_id text, state text, fingerprint text,
+    incident_id text
+)
+JOIN jobs ON jobs.id = r.job_id
+LEFT JOIN dead_letters AS dead ON dead.id = r.dead_letter_id
+ORDER BY r.task_id, r.dead_letter_id
+ON CONFLICT (task_id, dead_letter_id) DO UPDATE
+SET state = excluded.state, died_fingerprint = excluded.died_fingerprint,
+    died_incident_id = excluded.died_incident_id
+WHERE item.state = 'moved'
 RETURNING item.task_id, item.state, item.incident_id, item.died_incident_id;
 
 -- name: count_redrive_outcomes
@@ -2138,8 +2209,32 @@ WHERE task.id = r.id
 RETURNING task.*;
 
 -- name: select_redrive_items
-SELECT * FROM redrive_task_items
-WHERE task_id = :task_id AND (CAST(:state AS text) IS NULL OR state = :state)
+-- A task's items in id order, up to :limit, of the state :state (any for NULL), each as its row
+-- in redrive_task_items has it: those with a row of their own as it is, the others from their pin
+-- block (moved if a claim took them, else the block's state; migration 0046).
+WITH recorded AS MATERIALIZED (
+    SELECT * FROM redrive_task_items WHERE task_id = :task_id
+), claimed AS MATERIALIZED (
+    SELECT taken.id FROM redrive_task_claims AS claim
+    CROSS JOIN unnest(claim.dead_letter_ids) AS taken(id)
+    WHERE claim.task_id = :task_id
+), pinned AS (
+    SELECT pin.tenant_id, pinned.id, pinned.job_id, pin.queue, pin.incident_id,
+        CASE WHEN pinned.id IN (SELECT id FROM claimed) THEN 'moved' ELSE pin.state END AS state
+    FROM redrive_task_pins AS pin
+    CROSS JOIN unnest(pin.dead_letter_ids, pin.job_ids) AS pinned(id, job_id)
+    WHERE pin.task_id = :task_id
+      AND pinned.id NOT IN (SELECT dead_letter_id FROM recorded)
+)
+SELECT task_id, tenant_id, dead_letter_id, job_id, queue, incident_id, state, died_fingerprint,
+    died_incident_id, error_code, error_message
+FROM recorded
+WHERE CAST(:state AS text) IS NULL OR state = :state
+UNION ALL
+SELECT CAST(:task_id AS text), tenant_id, id, job_id, queue, incident_id, state, NULL, NULL,
+    NULL, NULL
+FROM pinned
+WHERE CAST(:state AS text) IS NULL OR state = :state
 ORDER BY dead_letter_id
 LIMIT :limit;
 
