@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 # Each ack's record for the store, assembled (no frozen __init__ setting each of its fields).
 assemble_completion = Assembler(Completion)
+# Each failed job's change for the store, assembled too.
+assemble_change = Assembler(JobChange)
 # Each ack's answer, assembled too (its frozen __init__ cost ~9,000 instructions a job).
 assemble_completed = Assembler(lifecycle.Completed)
 Request = TypeVar("Request", bound="AttemptRequest")
@@ -161,8 +163,14 @@ async def record_failures(
     from redrive.domain.redrive import DEAD_AGAIN, RedriveOutcome
 
     written = await transaction.update_jobs(
-        [JobChange(outcome.job, job.state, job.lease_token) for job, outcome in failures]
-    )
+        [
+            assemble_change.adopt(
+                {"job": outcome.job, "expected_state": job.state,
+                 "expected_lease_token": job.lease_token}
+            )
+            for job, outcome in failures
+        ]
+    )  # fmt: skip
     landed = [(job, outcome) for job, outcome in failures if job.id in written]
     await transaction.notify({o.job.queue for _, o in landed if o.job.state == AVAILABLE})
     found: list[tuple[DeadLetter, Fingerprint]] = []
