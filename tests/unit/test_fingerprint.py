@@ -233,6 +233,7 @@ def test_jobs_sharing_one_error_record_are_fingerprinted_as_each_alone() -> None
     keys = parse_custom_keys({"charge.card": "meta.order.id"})
     base = corpus_job("CardError", "card_declined", list(PYTHON))
     record = base.error
+    assert record is not None
     keyed = replace(base, type="charge.card", meta={"order": {"id": 7}})
     jobs = [base, replace(base, id="2"), keyed, replace(base, id="3"),
             replace(keyed, meta={}), replace(base, errors=[record], error=None)]  # fmt: skip
