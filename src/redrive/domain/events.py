@@ -263,6 +263,24 @@ def completion_event(
     )  # fmt: skip
 
 
+# The types of a failed attempt's events (`failure_events`).
+FAILED, RETRYING, DISCARDED, DEAD_LETTER_ADDED = (
+    "job.failed", "job.retrying", "job.discarded", "dead_letter.added"
+)  # fmt: skip
+
+
+def _failure_kinds(job: Job, dead_letter_reason: str | None) -> list[str]:
+    """The types of `failure_events(job, dead_letter_reason)`, in order."""
+    kinds = [FAILED]
+    if job.state == "retryable":
+        kinds.append(RETRYING)
+    elif job.state == "discarded":
+        kinds.append(DISCARDED)
+    if dead_letter_reason is not None:
+        kinds.append(DEAD_LETTER_ADDED)
+    return kinds
+
+
 def failure_events(job: Job, dead_letter_reason: str | None) -> list[Event]:
     """What a failed attempt announces: always job.failed, then retrying or discarded (and
     dead_letter.added for a dead letter)."""
@@ -314,29 +332,10 @@ def incident_event(kind: str, incident: Incident, queue: str | None = None) -> E
     return Event(kind, incident.tenant_id, queue, incident.type, incident.id, data)
 
 
-# A failed attempt's events, by their place in `failure_events`' list; what each compares of two
-# jobs to say that their events of that kind are alike (the data `failure_events` gives them
-# besides the job's type and queue, the error compared by identity first: a batch's jobs that
-# failed alike share one record).
-FAILED, RETRYING, DISCARDED, DEAD_LETTER_ADDED = (
-    "job.failed", "job.retrying", "job.discarded", "dead_letter.added"
-)  # fmt: skip
-
-
-def _failure_kinds(job: Job, dead_letter_reason: str | None) -> list[str]:
-    """The types of `failure_events(job, dead_letter_reason)`, in order."""
-    kinds = [FAILED]
-    if job.state == "retryable":
-        kinds.append(RETRYING)
-    elif job.state == "discarded":
-        kinds.append(DISCARDED)
-    if dead_letter_reason is not None:
-        kinds.append(DEAD_LETTER_ADDED)
-    return kinds
-
-
 def _alike_data(kind: str, job: Job, reason: str | None) -> tuple[Any, ...]:
-    """What the data of `kind`'s event about `job` holds besides its type and queue."""
+    """What the data of `kind`'s event about `job` (`failure_event`) holds besides its type and
+    queue: two jobs' events of one kind are alike when these are equal (the error first by
+    identity: a nack batch's jobs that failed alike share one record)."""
     if kind in (FAILED, DISCARDED):
         return job.attempt, job.error
     if kind == RETRYING:
