@@ -35,6 +35,7 @@ SYSTEM_WORK = {
     "Service.healthy": "liveness of the database",
     "Service.reset": "test hook, only with REDRIVE_TEST_HOOKS=1",
     "Runtime.emit": "a step inside a use-case's transaction, not a use-case",
+    "Runtime.emit_runs": "a step inside a use-case's transaction, not a use-case",
     "Runtime.queue_deliveries": "a step inside a use-case's transaction, not a use-case",
     "KeyService.authenticate": "makes the caller: a presented key is checked before one exists",
     "SessionService.sign_in": "a browser signs in with a key before a caller exists",

@@ -226,6 +226,24 @@ def test_jobs_sharing_one_backtrace_object_are_fingerprinted_as_each_alone() -> 
     assert len(values) == 7
 
 
+def test_jobs_sharing_one_error_record_are_fingerprinted_as_each_alone() -> None:
+    """A nack batch's jobs that failed alike share their error record (the fingerprinter
+    remembers the last); a job of a type with a configured key, holding the same record, still
+    gets its key's fingerprint, and one without the key's value the error's."""
+    keys = parse_custom_keys({"charge.card": "meta.order.id"})
+    base = corpus_job("CardError", "card_declined", list(PYTHON))
+    record = base.error
+    assert record is not None
+    keyed = replace(base, type="charge.card", meta={"order": {"id": 7}})
+    jobs = [base, replace(base, id="2"), keyed, replace(base, id="3"),
+            replace(keyed, meta={}), replace(base, errors=[record], error=None)]  # fmt: skip
+    remembering = Fingerprinter(keys)
+    for job in [*jobs, *reversed(jobs)]:
+        assert job.error is record or job.errors[-1] is record
+        assert remembering.fingerprint(job) == Fingerprinter(keys).fingerprint(job)
+    assert remembering.fingerprint(keyed) != remembering.fingerprint(base)
+
+
 def test_the_last_error_of_the_history_is_read_when_the_job_has_none() -> None:
     job = replace(corpus_job("E", "x", None), error=None, errors=[{"type": "E", "message": "x"}])
     assert (

@@ -153,6 +153,26 @@ def alike_runs(events: list[Event]) -> list[int]:
     return sizes
 
 
+@frozen_dataclass(slots=True)
+class EventRun:
+    """Consecutive events alike in all but their subjects (`alike_runs`), as one outbox row keeps
+    them: the first event, and each one's subject in order (a run of one: its own)."""
+
+    event: Event
+    subjects: list[str | None]
+
+
+def event_runs(events: list[Event]) -> list[EventRun]:
+    """The events as the runs `alike_runs` finds in them."""
+    runs: list[EventRun] = []
+    start = 0
+    for size in alike_runs(events):
+        run = events[start : start + size]
+        runs.append(EventRun(run[0], [event.subject for event in run]))
+        start += size
+    return runs
+
+
 def event_block_id(event_id: str) -> str:
     """The id of the row that keeps the event of a run's block (`enqueued_runs`)."""
     return EVENT_ID_PREFIX + block_of(event_id[len(EVENT_ID_PREFIX) :])
@@ -243,43 +263,52 @@ def completion_event(
     )  # fmt: skip
 
 
-def failure_events(job: Job, dead_letter_reason: str | None) -> list[Event]:
-    """What a failed attempt announces: always job.failed, then retrying or discarded."""
-    error = job.error
-    events = [_failure_event("job.failed", job, {"attempt": job.attempt, "error": error})]
+# The types of a failed attempt's events (`failure_events`).
+FAILED, RETRYING, DISCARDED, DEAD_LETTER_ADDED = (
+    "job.failed", "job.retrying", "job.discarded", "dead_letter.added"
+)  # fmt: skip
+
+
+def _failure_kinds(job: Job, dead_letter_reason: str | None) -> list[str]:
+    """The types of `failure_events(job, dead_letter_reason)`, in order."""
+    kinds = [FAILED]
     if job.state == "retryable":
-        events.append(
-            _failure_event(
-                "job.retrying",
-                job,
-                {
-                    "attempt": job.attempt,
-                    "max_attempts": job.max_attempts,
-                    "next_retry_at": format_timestamp(job.next_attempt_at or 0),
-                    "error": error,
-                },
-            )
-        )
+        kinds.append(RETRYING)
     elif job.state == "discarded":
-        events.append(
-            _failure_event(
-                "job.discarded", job, {"total_attempts": job.attempt, "last_error": error}
-            )
-        )
+        kinds.append(DISCARDED)
     if dead_letter_reason is not None:
-        error_type = (error or {}).get("type")
-        events.append(
-            _failure_event(
-                "dead_letter.added", job, {"reason": dead_letter_reason, "error_type": error_type}
-            )
-        )
-    return events
+        kinds.append(DEAD_LETTER_ADDED)
+    return kinds
 
 
-def _failure_event(event_type: str, job: Job, data: dict[str, Any]) -> Event:
-    """`job_event` for a failed attempt's events (every nacked job has two or three), with its
-    data as a dict rather than keyword arguments passed down twice."""
-    return _event_of(event_type, job.tenant_id, job.queue, job.type, job.id, data)
+def failure_events(job: Job, dead_letter_reason: str | None) -> list[Event]:
+    """What a failed attempt announces: always job.failed, then retrying or discarded (and
+    dead_letter.added for a dead letter)."""
+    return [
+        failure_event(kind, job, dead_letter_reason)
+        for kind in _failure_kinds(job, dead_letter_reason)
+    ]
+
+
+def failure_event(kind: str, job: Job, dead_letter_reason: str | None) -> Event:
+    """The event of type `kind` among a failed attempt's (`failure_events`), its data as a dict
+    rather than keyword arguments passed down twice."""
+    error = job.error
+    data: dict[str, Any]
+    if kind == FAILED:
+        data = {"attempt": job.attempt, "error": error}
+    elif kind == RETRYING:
+        data = {
+            "attempt": job.attempt,
+            "max_attempts": job.max_attempts,
+            "next_retry_at": format_timestamp(job.next_attempt_at or 0),
+            "error": error,
+        }
+    elif kind == DISCARDED:
+        data = {"total_attempts": job.attempt, "last_error": error}
+    else:
+        data = {"reason": dead_letter_reason, "error_type": (error or {}).get("type")}
+    return _event_of(kind, job.tenant_id, job.queue, job.type, job.id, data)
 
 
 def incident_event(kind: str, incident: Incident, queue: str | None = None) -> Event:
@@ -303,14 +332,41 @@ def incident_event(kind: str, incident: Incident, queue: str | None = None) -> E
     return Event(kind, incident.tenant_id, queue, incident.type, incident.id, data)
 
 
-def batch_failure_events(failures: list[tuple[Job, str | None]]) -> list[Event]:
-    """`failure_events` of a batch's failed jobs (each with its dead-letter reason, if any), the
-    first event of every job, then the second of every job, and so on: each job's own events keep
-    their order, and the jobs' alike events are consecutive, so that one outbox row keeps a run of
-    them (`alike_runs`)."""
-    per_job = [failure_events(job, reason) for job, reason in failures]
-    steps = max(map(len, per_job), default=0)
-    return [events[step] for step in range(steps) for events in per_job if step < len(events)]
+def _alike_data(kind: str, job: Job, reason: str | None) -> tuple[Any, ...]:
+    """What the data of `kind`'s event about `job` (`failure_event`) holds besides its type and
+    queue: two jobs' events of one kind are alike when these are equal (the error first by
+    identity: a nack batch's jobs that failed alike share one record)."""
+    if kind in (FAILED, DISCARDED):
+        return job.attempt, job.error
+    if kind == RETRYING:
+        return job.attempt, job.max_attempts, job.next_attempt_at or 0, job.error
+    return reason, (job.error or {}).get("type")
+
+
+def batch_failure_runs(failures: list[tuple[Job, str | None]]) -> list[EventRun]:
+    """`event_runs` of the `failure_events` of a batch's failed jobs (each with its dead-letter
+    reason, if any), the first event of every job, then the second of every job, and so on: each
+    job's own events keep their order, and the jobs' alike events are consecutive, so that one
+    outbox row keeps a run of them. Built as runs: an event is made for each run's first job
+    only, the others compared to it (a batch that failed alike made and compared two or three
+    events a job, each with its data)."""
+    kinds = [_failure_kinds(job, reason) for job, reason in failures]
+    runs: list[EventRun] = []
+    for step in range(max(map(len, kinds), default=0)):
+        run: EventRun | None = None
+        first: tuple[str, str, str, str, tuple[Any, ...]] | None = None
+        for (job, reason), job_kinds in zip(failures, kinds, strict=True):
+            if step >= len(job_kinds):
+                continue
+            kind = job_kinds[step]
+            alike = (kind, job.tenant_id, job.queue, job.type, _alike_data(kind, job, reason))
+            if run is not None and alike == first and len(run.subjects) < len(SERIES_COUNTER):
+                run.subjects.append(job.id)
+                continue
+            run = EventRun(failure_event(kind, job, reason), [job.id])
+            first = alike
+            runs.append(run)
+    return runs
 
 
 def arrival_events(entries: list[IncidentEntry], incidents: list[Incident]) -> list[Event]:

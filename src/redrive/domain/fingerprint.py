@@ -367,12 +367,19 @@ class Fingerprinter:
         # its lines split, copied to a tuple and hashed again (~1.5 us a dead letter). Error
         # records are read-only once made, as everywhere they are shared.
         self._last: tuple[object, str | None, str, Fingerprint] | None = None
+        # The last error record fingerprinted by its error alone, and its fingerprint: a nack
+        # batch's jobs that failed alike on one attempt share their record (`fail_all`), so the
+        # others take it without its type, message and backtrace read again.
+        self._last_record: tuple[object, Fingerprint] | None = None
 
     def fingerprint(self, job: Job) -> Fingerprint:
         error: Mapping[str, Any] = job.error or (job.errors[-1] if job.errors else {})
+        custom = self.custom_keys.get(job.type)
+        last_record = self._last_record
+        if custom is None and last_record is not None and last_record[0] is error:
+            return last_record[1]
         error_type = _error_type(error)
         raw_message = str(error.get("message") or "")
-        custom = self.custom_keys.get(job.type)
         value = _MISSING if custom is None else custom.value_of(job)
         if custom is not None and value is not _MISSING:
             digest = _digest([FINGERPRINT_VERSION, "key", custom.text, value])
@@ -387,9 +394,11 @@ class Fingerprinter:
             and last[1] == error_type
             and last[2] == raw_message
         ):
-            return last[3]
-        found = _error_fingerprint(error_type, raw_message, tuple(_lines_of(value)))
-        self._last = (value, error_type, raw_message, found)
+            found = last[3]
+        else:
+            found = _error_fingerprint(error_type, raw_message, tuple(_lines_of(value)))
+            self._last = (value, error_type, raw_message, found)
+        self._last_record = (error, found)
         return found
 
 

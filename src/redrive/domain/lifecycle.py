@@ -251,10 +251,14 @@ def _dead_letter_reason(job: Job, reason: str) -> str | None:
 
 
 def fail(
-    job: Job, now: int, failure: Failure, jitter_factor: float, requeue: bool = False
-) -> FailureOutcome:
-    """Apply one failed attempt: requeue, schedule a retry, or end the job (maybe as dead)."""
-    record = error_record(failure, job.attempt, now)
+    job: Job, now: int, failure: Failure, jitter_factor: float, requeue: bool = False,
+    record: dict[str, Any] | None = None,
+) -> FailureOutcome:  # fmt: skip
+    """Apply one failed attempt: requeue, schedule a retry, or end the job (maybe as dead).
+    `record` is `error_record(failure, job.attempt, now)` when the caller has it: the jobs of a
+    batch that failed alike on the same attempt share one (read-only, as error records are)."""
+    if record is None:
+        record = error_record(failure, job.attempt, now)
     history = [*job.errors, record][-MAX_ERROR_HISTORY:]
     # The changes as one dict, given to `replaced` as it is, and the outcome assembled: no
     # keyword arguments packed twice, no frozen `__init__` (every nacked job makes one).

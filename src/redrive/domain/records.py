@@ -33,7 +33,7 @@ JOB_DEFAULTS = {
 # others' defaults with their types (6.2 -> 4.0 us a failed job's snapshot, the policy's part
 # included). Not the policy's: it is written sparse on its own, so comparing it whole first
 # (RetryPolicy.__eq__, ~0.8 us) told nothing.
-NONE_DEFAULT_FIELDS = frozenset(name for name, value in JOB_DEFAULTS.items() if value is None)
+NONE_DEFAULT_FIELDS = tuple(name for name, value in JOB_DEFAULTS.items() if value is None)
 JOB_TYPED_DEFAULTS = {
     name: (type(value), value)
     for name, value in JOB_DEFAULTS.items()
@@ -203,15 +203,15 @@ def sparse_job_record(job: Job) -> dict[str, Any]:
     last error twice: 1.9 -> 1.0 kB for the benchmark's (a traceback of four lines), written
     with every dead letter. Job's defaults and the `error` rule are thus part of the stored form."""
     # The fields left out are those null by default and null, then those at a typed default:
-    # the first in one comprehension (no Python step of its own for each of the 40 fields),
-    # the others by name (every dead letter's snapshot: ~31k -> ~24k instructions).
-    record = {
-        name: value
-        for name, value in vars(job).items()
-        if value is not None or name not in NONE_DEFAULT_FIELDS
-    }
+    # the first deleted from a copy of the job's fields (a step for each of the 22 fields null
+    # by default, not for each of the 38 with a set lookup: 1.8 -> 1.1 us), the others by
+    # name (every dead letter's snapshot: ~31k -> ~24k instructions).
+    record = vars(job).copy()
+    for name in NONE_DEFAULT_FIELDS:
+        if record[name] is None:
+            del record[name]
     for name, kind, default in TYPED_DEFAULTS:
-        if type(value := record.get(name)) is kind and value == default:
+        if type(value := record[name]) is kind and value == default:
             del record[name]
     retry = sparse_retry_record(job.retry)
     if retry:

@@ -324,12 +324,13 @@ class EventStore(Protocol):
     """The events outbox webhooks and event streams read."""
 
     async def add_events(
-        self, events: list[StoredEvent], runs: list[int] | None = None
+        self, events: list[StoredEvent], subjects: list[list[str | None]] | None = None
     ) -> list[Listener]:
-        """Append the events; the active webhook subscriptions of their tenants come back in the
-        same round trip, so that their deliveries are queued in the same transaction. `runs`
-        (`alike_runs`, None: a run each) are the sizes of the runs of consecutive events alike
-        in all but their subject whose ids are one block each: a run of several is one row."""
+        """Append the events, a row each; the active webhook subscriptions of their tenants come
+        back in the same round trip, so that their deliveries are queued in the same
+        transaction. `subjects` (None: each event's own) are, for each event, the subjects of
+        the run of alike events its row keeps (`EventRun`): a run of several is a block's row,
+        named by the event's id (the block's first), its members' subjects in order."""
         ...
 
     async def list_events(self, query: EventQuery) -> list[StoredEvent]: ...

@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from redrive.domain import lifecycle
 from redrive.domain.caller import Caller
 from redrive.domain.errors import InvalidRequest, NotFound, OjsError
-from redrive.domain.events import arrival_events, batch_failure_events, completion_event
+from redrive.domain.events import (
+    arrival_events,
+    batch_failure_runs,
+    completion_event,
+    event_runs,
+)
 from redrive.domain.frozen import Assembler, frozen_dataclass
 from redrive.domain.job import AVAILABLE, COMPLETED, Job
 from redrive.ports import (
@@ -32,6 +37,8 @@ if TYPE_CHECKING:
 
 # Each ack's record for the store, assembled (no frozen __init__ setting each of its fields).
 assemble_completion = Assembler(Completion)
+# Each failed job's change for the store, assembled too.
+assemble_change = Assembler(JobChange)
 # Each ack's answer, assembled too (its frozen __init__ cost ~9,000 instructions a job).
 assemble_completed = Assembler(lifecycle.Completed)
 Request = TypeVar("Request", bound="AttemptRequest")
@@ -156,8 +163,14 @@ async def record_failures(
     from redrive.domain.redrive import DEAD_AGAIN, RedriveOutcome
 
     written = await transaction.update_jobs(
-        [JobChange(outcome.job, job.state, job.lease_token) for job, outcome in failures]
-    )
+        [
+            assemble_change.adopt(
+                {"job": outcome.job, "expected_state": job.state,
+                 "expected_lease_token": job.lease_token}
+            )
+            for job, outcome in failures
+        ]
+    )  # fmt: skip
     landed = [(job, outcome) for job, outcome in failures if job.id in written]
     await transaction.notify({o.job.queue for _, o in landed if o.job.state == AVAILABLE})
     found: list[tuple[DeadLetter, Fingerprint]] = []
@@ -176,9 +189,9 @@ async def record_failures(
         runtime.metrics.dead_letter_added[(dead.job.queue, dead.job.type)] += 1
     entries = entries_of(found, runtime.options.classification_rules)
     incidents = await transaction.enter_dead_letters([dead for dead, _ in found], entries)
-    events = batch_failure_events([(o.job, o.dead_letter_reason) for _, o in landed])
-    events += arrival_events(entries, incidents)
-    await runtime.emit(transaction, events, now)
+    runs = batch_failure_runs([(o.job, o.dead_letter_reason) for _, o in landed])
+    runs += event_runs(arrival_events(entries, incidents))
+    await runtime.emit_runs(transaction, runs, now)
     redriven = [
         RedriveOutcome(task_id, item, dead.job.id, DEAD_AGAIN, fingerprint.value, dead.incident_id)
         for dead, fingerprint in found
@@ -328,10 +341,18 @@ async def fail_all(
     redacted = lifecycle.redact_failures([r.failure for r in asked], runtime.options.redactor)
     failures = {request.job_id: failure for request, failure in zip(asked, redacted, strict=True)}
     now = runtime.now()
+    # Each error record made once for the jobs that failed alike on the same attempt, and shared
+    # (read-only): their failure events then compare it by identity to join one run of the
+    # outbox (`batch_failure_runs`), not key by key with its backtrace.
+    records: dict[tuple[int, int], dict[str, Any]] = {}
 
     def apply(job: Job, request: NackRequest) -> lifecycle.FailureOutcome:
         failure = failures[request.job_id]
-        return lifecycle.fail(job, now, failure, runtime.jitter_factor(), request.requeue)
+        key = (id(failure), job.attempt)
+        record = records.get(key)
+        if record is None:
+            record = records[key] = lifecycle.error_record(failure, job.attempt, now)
+        return lifecycle.fail(job, now, failure, runtime.jitter_factor(), request.requeue, record)
 
     jobs = held_jobs(requests, now, caller.tenant_scope)
     unheld: list[NackRequest | OjsError] = [

@@ -6,7 +6,7 @@ import random
 import secrets
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -14,9 +14,11 @@ from redrive.domain.events import (
     EVENT_ID_PREFIX,
     BlockHeads,
     Event,
-    alike_runs,
+    EventRun,
+    block_event_id,
     enqueued_runs,
     event_envelope,
+    event_runs,
 )
 from redrive.domain.fingerprint import DEFAULT_FINGERPRINTER, Fingerprinter
 from redrive.domain.frozen import Assembler, frozen_dataclass
@@ -200,25 +202,33 @@ class Runtime:
         """Append the events and, in the same transaction, queue a webhook delivery for each
         active subscription that wants one of them."""
         if events:
-            runs = alike_runs(events)
-            stored = self.stored_events(events, runs, now)
-            listeners = await transaction.add_events(stored, runs)
-            await self.queue_deliveries(transaction, listeners, stored, now)
+            await self.emit_runs(transaction, event_runs(events), now)
 
-    def stored_events(self, events: list[Event], runs: list[int], now: int) -> list[StoredEvent]:
-        """The events as the outbox keeps them: each with a fresh id and the time. The ids are
-        one series, or, when some of `runs` (`alike_runs`) keep more than one event, a block a
-        run, so that one row keeps each such run."""
+    async def emit_runs(self, transaction: EventWrites, runs: list[EventRun], now: int) -> None:
+        """`emit` of the events of `runs` (`event_runs`), each run one outbox row: a run of
+        several is a block of ids named by its first, a run of one an id of its own (a series
+        when every run is of one)."""
+        if not runs:
+            return
+        stored = self.stored_events(runs, now)
+        listeners = await transaction.add_events(stored, [run.subjects for run in runs])
+        if listeners:
+            await self.queue_deliveries(transaction, listeners, run_members(stored, runs), now)
+
+    def stored_events(self, runs: list[EventRun], now: int) -> list[StoredEvent]:
+        """The first event of each run as the outbox keeps it, with a fresh id and the time: the
+        ids are one series when every run is of one, else each the head of a block, so that one
+        row keeps each run (its members' ids are the block's: `run_members`)."""
         ids = (
-            self.new_ids(len(events), now)
-            if len(runs) == len(events)
-            else uuid7_blocks(now, runs, self.rng)
+            self.new_ids(len(runs), now)
+            if all(len(run.subjects) == 1 for run in runs)
+            else uuid7_block_heads(now, len(runs), self.rng)
         )
         return [
             assemble_stored.adopt(
-                {"id": f"evt_{event_id}", "sequence": 0, "time": now, "event": event}
+                {"id": f"evt_{event_id}", "sequence": 0, "time": now, "event": run.event}
             )
-            for event_id, event in zip(ids, events, strict=True)
+            for event_id, run in zip(ids, runs, strict=True)
         ]
 
     async def queue_deliveries(
@@ -252,3 +262,23 @@ class Runtime:
         await transaction.enqueue_jobs(jobs, None, now)  # their queues too, in one statement
         await transaction.notify({WEBHOOK_QUEUE})
         self.metrics.enqueued[(WEBHOOK_QUEUE, DELIVERY_TYPE)] += len(jobs)
+
+
+def run_members(heads: list[StoredEvent], runs: list[EventRun]) -> list[StoredEvent]:
+    """Every event of the runs, as stored: `heads` holds each run's first (a run of several:
+    its block's id), and the others are the same event about their own subject, named by their
+    place in the block (what a webhook delivery is told of each)."""
+    members: list[StoredEvent] = []
+    for head, run in zip(heads, runs, strict=True):
+        if len(run.subjects) == 1:
+            members.append(head)
+            continue
+        members.extend(
+            replace(
+                head,
+                id=block_event_id(head.id, position),
+                event=replace(run.event, subject=subject),
+            )
+            for position, subject in enumerate(run.subjects)
+        )
+    return members

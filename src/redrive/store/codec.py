@@ -628,24 +628,23 @@ def event_record(stored: StoredEvent) -> dict[str, Any]:
     }
 
 
-def event_rows(events: list[StoredEvent], runs: list[int] | None) -> list[dict[str, Any]]:
-    """The events rows insert_events writes: one for each run (`runs`, None: a run each), a run
-    of several as a block's row, named by its first event's id (the block's), keeping its
-    events' subjects in order (`members`) and the data they share, as `event_from_row` expands
-    it."""
-    if runs is None or len(runs) == len(events):
+def event_rows(
+    events: list[StoredEvent], subjects: list[list[str | None]] | None
+) -> list[dict[str, Any]]:
+    """The events rows insert_events writes: one for each event, and, where `subjects` gives
+    its run several (`EventRun`), a block's row named by the event's id (the block's first),
+    keeping the run's subjects in order (`members`) and the data they share, as
+    `event_from_row` expands it."""
+    if subjects is None:
         return [event_record(event) for event in events]
     rows: list[dict[str, Any]] = []
-    start = 0
-    for size in runs:
-        record = event_record(events[start])
-        if size > 1:
-            run = events[start : start + size]
+    for event, members in zip(events, subjects, strict=True):
+        record = event_record(event)
+        if len(members) > 1:
             record["subject"] = None
-            record["members"] = {"subjects": [stored.event.subject for stored in run]}
-            record["size"] = size
+            record["members"] = {"subjects": members}
+            record["size"] = len(members)
         rows.append(record)
-        start += size
     return rows
 
 

@@ -11,11 +11,11 @@ from redrive.store.codec import event_from_row, event_rows, load
 
 class SqlEvents(SqlBase, EventStore):
     async def add_events(
-        self, events: list[StoredEvent], runs: list[int] | None = None
+        self, events: list[StoredEvent], subjects: list[list[str | None]] | None = None
     ) -> list[Listener]:
         if not events:
             return []
-        records = event_rows(events, runs)
+        records = event_rows(events, subjects)
         rows = await self._rows(
             "insert_events",
             rows=self.executor.records_parameter(records),
