@@ -70,6 +70,9 @@ class RedriveApp(FastAPI):
 
     max_body_bytes = 1_048_576
     exact: Mapping[Key, APIRoute] = {}
+    # The server's proxy-header step (uvicorn's, set by `redrive serve`), put around the app
+    # for the requests that name a forwarded client or scheme (`ProtocolHeaders`).
+    proxy_headers: Callable[[ASGIApp], ASGIApp] | None = None
     # Set once the app has started when FastAPI's native OpenTelemetry is off (no provider
     # configured): HTTP requests then go straight to the middleware stack. FastAPI asks on
     # every request (three provider lookups and environment reads: about 4% of the server's
@@ -79,7 +82,8 @@ class RedriveApp(FastAPI):
 
     def build_middleware_stack(self) -> ASGIApp:
         routes = ExactRoutes(super().build_middleware_stack(), self.exact)
-        return ProtocolHeaders(routes, self.max_body_bytes)
+        forwarded = None if self.proxy_headers is None else self.proxy_headers(routes)
+        return ProtocolHeaders(routes, self.max_body_bytes, forwarded)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stack = self.untraced_stack
