@@ -4,7 +4,7 @@ last-resort 500s."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -41,12 +41,14 @@ class ProtocolHeaders:
         extra = [(b"ojs-version", b"1.0"), (b"x-request-id", request_id.encode("latin-1"))]
         started = False
 
-        async def send_with_headers(message: Message) -> None:
+        # Not a coroutine: it hands on the server's own (one coroutine less per message, of
+        # which an answer sends two).
+        def send_with_headers(message: Message) -> Awaitable[None]:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
                 message["headers"] = [*message.get("headers", []), *extra]
-            await send(message)
+            return send(message)
 
         declared = _length(given_length)
         # Most requests name no OJS-Version and declare a body within the cap: nothing to refuse,
