@@ -1,8 +1,9 @@
 """Proxy headers (X-Forwarded-For, X-Forwarded-Proto): `ProtocolHeaders` sends a request that
 names one to the server's proxy-header step (uvicorn's, as `redrive serve` sets it), which trusts
 them from the configured proxies only; every other request goes straight to the app, unchanged.
-Through a real `redrive serve` too: the dashboard's cookies are Secure behind a trusted proxy
-that says the client came over HTTPS."""
+Websockets and traced requests go through the step first (`RedriveApp.proxied`), as when uvicorn
+put it around the whole app. Through a real `redrive serve` too: the dashboard's cookies are
+Secure behind a trusted proxy that says the client came over HTTPS."""
 
 from __future__ import annotations
 
@@ -14,15 +15,18 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
+from redrive.api.app import RedriveApp, create_app
 from redrive.api.middleware import ProtocolHeaders
+from redrive.service.facade import Service
 from tests.conformance.server import HEALTH_PATH, HOST, find_free_port
+from tests.unit.test_exact_routes import serving as started
 
 pytestmark = pytest.mark.anyio
 
@@ -85,10 +89,65 @@ async def test_without_forwarded_headers_or_from_an_untrusted_peer_nothing_chang
     assert seen_untrusted.scopes == [(("127.0.0.1", 50_000), "http")]
 
 
-async def test_a_websocket_goes_through_the_proxy_step_as_uvicorn_put_it() -> None:
-    app, seen = layers()
-    await reached(app, [(b"x-forwarded-proto", b"https")], kind="websocket")
-    assert seen.scopes == [(("127.0.0.1", 50_000), "wss")]
+def proxied_app() -> RedriveApp:
+    app = create_app(cast(Service, object()))
+    assert isinstance(app, RedriveApp)
+    app.proxy_headers = lambda inner: cast(ASGIApp, ProxyHeadersMiddleware(cast(Any, inner)))
+    return app
+
+
+async def scheme_seen(app: RedriveApp, kind: str, headers: list[tuple[bytes, bytes]]) -> str:
+    """The scheme the app's layers left in a request's scope (a path no route takes)."""
+    scope = {
+        "type": kind, "method": "GET", "path": "/nowhere", "raw_path": b"/nowhere",
+        "query_string": b"", "headers": headers, "scheme": "http" if kind == "http" else "ws",
+        "client": ("127.0.0.1", 50_000), "server": ("127.0.0.1", 8080), "root_path": "",
+        "http_version": "1.1",
+    }  # fmt: skip
+
+    async def receive() -> Message:
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        pass
+
+    await app(scope, receive, send)
+    return str(scope["scheme"])
+
+
+HTTPS = [(b"x-forwarded-proto", b"https")]
+
+
+async def test_the_app_reads_forwarded_headers_on_every_path_uvicorns_step_did() -> None:
+    """Untraced HTTP (`ProtocolHeaders`), and, through `RedriveApp.proxied`, websockets and
+    traced HTTP (FastAPI's telemetry reads the scheme before the middleware stack)."""
+    app = proxied_app()
+    stop = await started(app)
+    assert app.untraced_stack is not None
+    assert await scheme_seen(app, "http", HTTPS) == "https"
+    assert await scheme_seen(app, "http", []) == "http"
+    assert await scheme_seen(app, "websocket", HTTPS) == "wss"
+    await stop()
+
+
+async def test_traced_requests_go_through_the_proxy_step_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = proxied_app()
+    monkeypatch.setattr(app._native_telemetry, "enabled", lambda: True)
+    reached: list[str] = []
+    telemetry = type(app._native_telemetry).__call__
+
+    async def traced(self: Any, **arguments: Any) -> None:
+        reached.append(arguments["scope"]["scheme"])
+        await telemetry(self, **arguments)
+
+    monkeypatch.setattr(type(app._native_telemetry), "__call__", traced)
+    stop = await started(app)
+    assert app.untraced_stack is None and app.proxied is not None
+    assert await scheme_seen(app, "http", HTTPS) == "https"
+    await stop()
+    assert reached == ["https"]
 
 
 @contextmanager

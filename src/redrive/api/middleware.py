@@ -18,10 +18,12 @@ log = logging.getLogger("redrive.api")
 class ProtocolHeaders:
     """Pure ASGI middleware: echo or assign X-Request-Id, add OJS-Version, cap body size,
     refuse an unsupported OJS-Version, and send a request that names X-Forwarded-For or
-    X-Forwarded-Proto (and a websocket) to `forwarded`: the app behind the server's proxy-header
-    step (uvicorn's, `redrive serve`), which trusts them from the configured proxies only. That
-    step ran on every request, and walked its headers for those two: found here in the walk
-    made anyway, most requests (none names them) skip it."""
+    X-Forwarded-Proto to `forwarded`: the app behind the server's proxy-header step (uvicorn's,
+    `redrive serve`), which trusts them from the configured proxies only. That step ran around
+    the app on every request, and walked its headers for those two: found here in the walk made
+    anyway, most requests (none names them) skip it. (A request that went through the step
+    already, `RedriveApp.proxied`, goes through it again unchanged: it reads the same headers
+    and, from a client it no longer trusts, nothing.)"""
 
     def __init__(self, app: ASGIApp, max_body_bytes: int, forwarded: ASGIApp | None = None) -> None:
         self.app = app
@@ -30,8 +32,7 @@ class ProtocolHeaders:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            app = self.forwarded if scope["type"] == "websocket" else self.app
-            await app(scope, receive, send)
+            await self.app(scope, receive, send)
             return
         given_id, given_version, given_length, encoding, proxied = _protocol_headers(
             scope["headers"]
