@@ -176,6 +176,33 @@ async def test_paths_are_percent_encoded_and_header_line_breaks_refused(
         Client(server.url, tenant="acme\r\nX-Injected: 1")
 
 
+async def test_each_request_is_written_whole_whether_its_head_was_kept_or_not(
+    scripted: Start,
+) -> None:
+    """A request's head is kept for the next of the same method and path (without a query): the
+    next is written as the first was, with its own body and length, and a query, a minimal
+    answer's headers or another method never reuse another request's head."""
+    server = await scripted(lambda request: sized(b'{"job": {"id": "x"}}'))
+    async with Client(server.url) as client:
+        await client._request("POST", "/ojs/v1/jobs", {"type": "a"})
+        await client._request("POST", "/ojs/v1/jobs", {"type": "bb"})
+        await client._request("POST", "/ojs/v1/jobs", {"type": "a"}, minimal=True)
+        await client._request("GET", "/ojs/v1/jobs", params={"q": "1"})
+        await client._request("GET", "/ojs/v1/jobs")
+        await client._request("POST", "/ojs/v1/jobs")
+    first, second, minimal, queried, plain, empty = server.requests
+    head = b"POST /ojs/v1/jobs HTTP/1.1\r\n"
+    assert first.startswith(head) and first.endswith(b'Content-Length: 12\r\n\r\n{"type":"a"}')
+    assert second == first.replace(b"12\r\n\r\n", b"13\r\n\r\n").replace(b'"a"', b'"bb"')
+    assert minimal.startswith(head) and b"\r\nPrefer: return=minimal\r\n" in minimal
+    assert b"Prefer" not in first + second
+    assert queried.startswith(b"GET /ojs/v1/jobs?q=1 HTTP/1.1\r\n")
+    assert plain.startswith(b"GET /ojs/v1/jobs HTTP/1.1\r\n") and plain.endswith(b"\r\n\r\n")
+    assert b"Content-Length" not in plain + queried and b"Content-Type" not in plain
+    assert empty.startswith(head) and empty.endswith(b"\r\nContent-Length: 0\r\n\r\n")
+    assert b"Content-Type" not in empty
+
+
 async def test_a_proxy_from_the_environment_gets_the_whole_url_and_its_credentials(
     scripted: Start, monkeypatch: pytest.MonkeyPatch
 ) -> None:

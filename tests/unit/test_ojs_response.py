@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from starlette.responses import Response
 
-from redrive.api.http import OJS_MEDIA_TYPE, OjsResponse, ojs
+from redrive.api.http import OJS_MEDIA_TYPE, OjsResponse, located, ojs
 
 
 class StarlettesHeaders(Response):
@@ -35,5 +35,16 @@ class StarlettesHeaders(Response):
 def test_headers_are_starlettes(content: Any, status: int, headers: dict[str, str] | None) -> None:
     ours = ojs(content, status, headers)
     theirs = StarlettesHeaders(content, status_code=status, headers=headers)
+    assert ours.raw_headers == theirs.raw_headers
+    assert ours.body == theirs.body
+
+
+@pytest.mark.parametrize("status", [201, 202])
+def test_a_located_answer_is_starlettes_with_its_location(status: int) -> None:
+    content = {"job": {"id": "01a2291e-4c6c-7718-ae94-b1c20bf773a4"}}
+    location = "/ojs/v1/jobs/01a2291e-4c6c-7718-ae94-b1c20bf773a4"
+    ours = located(content, status, location)
+    theirs = StarlettesHeaders(content, status_code=status, headers={"Location": location})
+    assert ours.status_code == status
     assert ours.raw_headers == theirs.raw_headers
     assert ours.body == theirs.body

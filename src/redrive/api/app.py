@@ -70,6 +70,12 @@ class RedriveApp(FastAPI):
 
     max_body_bytes = 1_048_576
     exact: Mapping[Key, APIRoute] = {}
+    # The server's proxy-header step (uvicorn's, set by `redrive serve`), put around the app
+    # for the HTTP requests that name a forwarded client or scheme (`ProtocolHeaders`), and,
+    # once started, around everything that does not take `untraced_stack` (`proxied`): traced
+    # requests (FastAPI's telemetry reads the scheme before the middleware stack) and websockets.
+    proxy_headers: Callable[[ASGIApp], ASGIApp] | None = None
+    proxied: ASGIApp | None = None
     # Set once the app has started when FastAPI's native OpenTelemetry is off (no provider
     # configured): HTTP requests then go straight to the middleware stack. FastAPI asks on
     # every request (three provider lookups and environment reads: about 4% of the server's
@@ -79,13 +85,18 @@ class RedriveApp(FastAPI):
 
     def build_middleware_stack(self) -> ASGIApp:
         routes = ExactRoutes(super().build_middleware_stack(), self.exact)
-        return ProtocolHeaders(routes, self.max_body_bytes)
+        forwarded = None if self.proxy_headers is None else self.proxy_headers(routes)
+        return ProtocolHeaders(routes, self.max_body_bytes, forwarded)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stack = self.untraced_stack
         if stack is not None and scope["type"] == "http":
             scope["app"] = self
             await stack(scope, receive, send)
+            return
+        proxied = self.proxied
+        if proxied is not None:
+            await proxied(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
 
@@ -95,6 +106,8 @@ class RedriveApp(FastAPI):
         native = getattr(self, "_native_telemetry", None)
         if native is not None and not native.enabled() and not self.root_path:
             self.untraced_stack = self.middleware_stack
+        if self.proxy_headers is not None:
+            self.proxied = self.proxy_headers(super().__call__)
         self.build_routes()
 
     def build_routes(self) -> None:

@@ -55,6 +55,14 @@ def ojs(content: Any, status_code: int = 200, headers: dict[str, str] | None = N
     return OjsResponse(content, status_code=status_code, headers=headers)
 
 
+def located(content: Any, status_code: int, location: str) -> Response:
+    """`ojs` with a Location header, written first as `init_headers` writes a given one, without
+    the dict of headers it reads name by name (an enqueue's answer: ~4k -> ~1k instructions)."""
+    response = OjsResponse(content, status_code=status_code)
+    response.raw_headers.insert(0, (b"location", location.encode("latin-1")))
+    return response
+
+
 def header(request: Request, name: bytes) -> str | None:
     """The first value of a request header (`name` in lower case), as `request.headers.get`
     reads it, from the ASGI scope's list (names in lower case) without building Starlette's

@@ -24,7 +24,7 @@ from redrive.api.dead_letter_requests import (
     purge_request,
     retry_request,
 )
-from redrive.api.http import OJS_MEDIA_TYPE, ojs, read_json
+from redrive.api.http import OJS_MEDIA_TYPE, located, ojs, read_json
 from redrive.api.query import limit_page, numbered_page
 from redrive.api.routes_jobs import service_of
 from redrive.api.routes_redrives import task_document, task_location
@@ -77,7 +77,7 @@ def paced_document(task: RedriveTask) -> Response:
         "task": task_document(task),
         "follow": task_location(task),
     }
-    return ojs(body, 202, {"Location": task_location(task)})
+    return located(body, 202, task_location(task))
 
 
 async def list_page_numbered(request: Request) -> Response:

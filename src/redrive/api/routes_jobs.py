@@ -8,7 +8,7 @@ from starlette.responses import Response
 
 from redrive.api import openapi
 from redrive.api.callers import caller_of
-from redrive.api.http import ojs, read_json
+from redrive.api.http import located, ojs, read_json
 from redrive.api.serialise import job_document, job_documents, job_summaries
 from redrive.domain.envelope import JobRequest, read_envelope, read_envelopes
 from redrive.domain.errors import InvalidRequest
@@ -40,7 +40,7 @@ def job_requests(body: object) -> list[JobRequest]:
 async def enqueue(request: Request) -> Response:
     job_request = read_envelope(await read_json(request))
     job = await service_of(request).jobs.enqueue(caller_of(request), job_request)
-    return ojs({"job": job_document(job)}, 201, {"Location": f"/ojs/v1/jobs/{job.id}"})
+    return located({"job": job_document(job)}, 201, f"/ojs/v1/jobs/{job.id}")
 
 
 @router.post(

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from redrive.api import openapi
 from redrive.api.callers import caller_of
 from redrive.api.dead_letter_requests import query_values
-from redrive.api.http import ojs, read_json
+from redrive.api.http import located, ojs, read_json
 from redrive.api.redrive_requests import items_query, list_query, start_request
 from redrive.api.routes_jobs import service_of
 from redrive.api.serialise import timestamp
@@ -80,7 +80,7 @@ async def create_redrive(request: Request) -> Response:
     service = service_of(request)
     started = start_request(await read_json(request), service.now())
     task = await service.redrives.start(caller_of(request), started)
-    return ojs({"task": task_document(task)}, 201, {"Location": task_location(task)})
+    return located({"task": task_document(task)}, 201, task_location(task))
 
 
 @router.get(

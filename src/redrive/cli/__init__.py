@@ -11,7 +11,7 @@ import asyncio
 import importlib
 import logging
 import sys
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 from typer import _click as click  # typer's own click, which its TyperGroup is made of
@@ -134,7 +134,9 @@ def _load_settings(**overrides: object) -> Settings:
 
 async def _serve(settings: Settings) -> None:
     import uvicorn  # here, not with the CLI: `redrive worker` starts without it (125 ms)
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
+    from redrive.api.app import RedriveApp
     from redrive.api.server_protocol import JoinedWritesProtocol
 
     store, applied = await open_ready_store(settings)
@@ -167,7 +169,16 @@ async def _serve(settings: Settings) -> None:
         # No `server: uvicorn` header: naming the server software helps only an attacker
         # (common hardening), and uvicorn checks each header of every response in Python.
         server_header=False,
+        # uvicorn's proxy-header step (X-Forwarded-For and -Proto from FORWARDED_ALLOW_IPS)
+        # runs only for the requests that name them: the app puts it in (`ProtocolHeaders`).
+        proxy_headers=False,
     )
+    trusted = config.forwarded_allow_ips
+
+    def proxy_headers(app: Any) -> Any:
+        return ProxyHeadersMiddleware(app, trusted_hosts=trusted)
+
+    cast(RedriveApp, application).proxy_headers = proxy_headers
     server = uvicorn.Server(config)
     log.info(
         "redrive %s serving on http://%s:%d (%s); %s",

@@ -40,6 +40,8 @@ MEDIA_TYPE = "application/openjobspec+json"
 KEEPALIVE_SECONDS = 4.0
 # At most this many connections to the server at once (aiohttp's default); more requests wait.
 CONNECTIONS = 100
+# At most this many request heads are kept (`NetworkSender._head`).
+HEADS_KEPT = 256
 USER_AGENT = "redrive-client"
 # Methods retried once when the reused connection they went out on turned out closed (aiohttp's).
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
@@ -192,6 +194,7 @@ class NetworkSender:
         # Plain HTTP through a proxy: the URL in full, to the proxy. https: a tunnel.
         self._absolute = self._proxy is not None and not self._tls
         self._fixed = _header_lines(sent) + (self._proxy_lines if self._absolute else b"")
+        self._heads: dict[tuple[str, str, int], bytes] = {}
 
     async def send(
         self,
@@ -203,20 +206,14 @@ class NetworkSender:
         headers: dict[str, str] | None,
     ) -> tuple[int, bytes]:
         """The status and body of the answer, or UnreachableError when none came back."""
-        path = url if self._absolute else self._base_path + url[len(self.url) :]
-        target = _quoted(path or "/")
-        if query:
-            target += "?" + urlencode(query)
-        head = [f"{method} {target} HTTP/1.1\r\n".encode(), self._fixed]
-        if headers:
-            lines = CONSTANT_LINES.get(id(headers))
-            head.append(_header_lines(headers) if lines is None else lines)
+        head = None if query else self._heads.get((method, url, id(headers)))
+        if head is None:
+            head = self._head(method, url, query, headers)
         if content is not None or method not in BODILESS:
-            head.append(b"Content-Length: %d\r\n" % len(content or b""))
-        head.append(b"\r\n")
-        if content:
-            head.append(content)
-        request = b"".join(head)
+            content = content or b""
+            request = b"%sContent-Length: %d\r\n\r\n%s" % (head, len(content), content)
+        else:
+            request = head + b"\r\n"
         # The deadline is kept by a timer on the answer (`Exchange.exchange`), and by
         # asyncio's timeouts only on the rare waits for a free slot or a new connection:
         # asyncio.timeout around every request was a tenth of the client's CPU per enqueue.
@@ -233,6 +230,27 @@ class NetworkSender:
                 self._limit.give()
         except (OSError, TimeoutError, httptools.HttpParserError) as error:
             raise UnreachableError(self.url, f"{type(error).__name__}: {error}") from error
+
+    def _head(
+        self, method: str, url: str, query: Query | None, headers: dict[str, str] | None
+    ) -> bytes:
+        """A request's line and headers, up to its Content-Length; kept for the next request
+        of the same method and URL, without a query, whose headers are none or constant
+        (`CONSTANT_LINES`: alive for good, so no other object takes their id): a producer sends
+        one such request a job, whose head was most of `send`'s own instructions."""
+        path = url if self._absolute else self._base_path + url[len(self.url) :]
+        target = _quoted(path or "/")
+        if query:
+            target += "?" + urlencode(query)
+        head = f"{method} {target} HTTP/1.1\r\n".encode() + self._fixed
+        lines = None if headers is None else CONSTANT_LINES.get(id(headers))
+        if headers:
+            head += _header_lines(headers) if lines is None else lines
+        if not query and (headers is None or lines is not None):
+            if len(self._heads) >= HEADS_KEPT:  # many paths (one a job id): forget them all
+                self._heads.clear()
+            self._heads[method, url, id(headers)] = head
+        return head
 
     async def _exchange(
         self, method: str, request: bytes, deadline: float, loop: asyncio.AbstractEventLoop
