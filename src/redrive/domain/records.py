@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from functools import lru_cache
 from typing import Any
 
 from redrive.domain.frozen import Assembler, frozen_dataclass
@@ -146,10 +147,8 @@ def _sparse_retry_record(policy: RetryPolicy) -> dict[str, Any]:
 # -0.0 that equals 0.0): the jobs of a queue mostly carry one policy, each in its own envelope's
 # JSON, and every claimed job reads its own (~9k instructions a job of a policy that is not
 # all defaults). One frozen instance serves them, as DEFAULT_RETRY serves the jobs without one.
-# A record holding a list or an object (non_retryable_errors, extra) is read every time. Bounded:
-# emptied when full.
+# A record holding a list or an object (non_retryable_errors, extra) is read every time.
 POLICIES_REMEMBERED = 256
-_policies: dict[tuple[tuple[Any, ...], tuple[type, ...]], RetryPolicy] = {}
 
 
 def retry_from_record(record: dict[str, Any]) -> RetryPolicy:
@@ -161,17 +160,17 @@ def retry_from_record(record: dict[str, Any]) -> RetryPolicy:
     policy then, shared the same way (`POLICIES_REMEMBERED`)."""
     if not record:
         return DEFAULT_RETRY
-    key = (tuple(record.items()), tuple(map(type, record.values())))
     try:
-        policy = _policies.get(key)
-    except TypeError:  # a list or an object in it: not kept
+        return _remembered_policy(tuple(record.items()), tuple(map(type, record.values())))
+    except TypeError:  # a list or an object in it (unhashable): not kept
         return _retry_from_record(record)
-    if policy is None:
-        policy = _retry_from_record(record)
-        if len(_policies) >= POLICIES_REMEMBERED:
-            _policies.clear()
-        _policies[key] = policy
-    return policy
+
+
+@lru_cache(maxsize=POLICIES_REMEMBERED)
+def _remembered_policy(items: tuple[tuple[str, Any], ...], types: tuple[type, ...]) -> RetryPolicy:
+    """The policy of the record `items` make (`types` tells apart records whose values compare
+    equal but differ in type: 1, 1.0, True)."""
+    return _retry_from_record(dict(items))
 
 
 def _retry_from_record(record: dict[str, Any]) -> RetryPolicy:
