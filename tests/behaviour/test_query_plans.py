@@ -521,6 +521,27 @@ def test_sqlite_incident_trends_read_only_their_index(
         ], "\n".join(details)
 
 
+@pytest.mark.parametrize("tenant", [DEFAULT_TENANT, None])
+@pytest.mark.parametrize("queue", [QUEUES[0], None])
+def test_sqlite_job_counts_read_each_state_along_its_index(
+    sqlite_database: sqlite3.Connection,
+    seeded_sqlite: Seeded,
+    tenant: str | None,
+    queue: str | None,
+) -> None:
+    """jobs_tenant holds neither available nor active jobs (0047): the count by queue and state
+    reads it whole as a covering index (its WHERE repeated), available jobs along jobs_claim and
+    active ones along jobs_timeout, never the table itself."""
+    sql = seeded_sqlite.statements["count_jobs_by_queue_and_state"]
+    details = explain_sqlite(sqlite_database, sql, {"tenant_id": tenant, "queue": queue})
+    on_jobs = [d for d in details if re.match(r"(SCAN|SEARCH) jobs\b", d)]
+    assert on_jobs == [
+        "SCAN jobs USING COVERING INDEX jobs_tenant",
+        "SCAN jobs USING INDEX jobs_claim",
+        "SCAN jobs USING INDEX jobs_timeout",
+    ], "\n".join(details)
+
+
 # A month of dead letters, one every 90 s, over 200 incidents (a tenth of them another tenant's,
 # a third retried since): what a trend reads on a server that has run for a while.
 TREND_ROWS = 30_000

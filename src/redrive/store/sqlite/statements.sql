@@ -518,9 +518,23 @@ WHERE state = 'active' AND (lease_expires_at <= :now OR timeout_at <= :now)
 LIMIT :limit;
 
 -- name: count_jobs_by_queue_and_state
+-- Each state along the index that holds it (migration 0047): jobs_tenant, partial on the WHERE
+-- repeated here, as a covering index; available jobs along jobs_claim, active ones along
+-- jobs_timeout (a job's row is read only to test its tenant when :tenant_id names one).
 SELECT queue, state, COUNT(*) AS count FROM jobs
-WHERE (:tenant_id IS NULL OR tenant_id = :tenant_id) AND (:queue IS NULL OR queue = :queue)
-GROUP BY queue, state;
+WHERE state NOT IN ('available', 'active')
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id) AND (:queue IS NULL OR queue = :queue)
+GROUP BY queue, state
+UNION ALL
+SELECT queue, 'available', COUNT(*) FROM jobs
+WHERE state = 'available'
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id) AND (:queue IS NULL OR queue = :queue)
+GROUP BY queue
+UNION ALL
+SELECT queue, 'active', COUNT(*) FROM jobs
+WHERE state = 'active'
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id) AND (:queue IS NULL OR queue = :queue)
+GROUP BY queue;
 
 -- name: count_finished_since
 SELECT state, COUNT(*) AS count FROM jobs
