@@ -150,7 +150,10 @@ OBAN_TOOL = Tool(
 
 REDRIVE_DONE = {
     ENQUEUE_ONE: "SELECT count(*) FROM jobs WHERE state = 'available'",
-    PROCESS: "SELECT count(*) FROM jobs WHERE state = 'completed'",
+    # (SQLite reads its partial jobs_tenant only for a WHERE that repeats the index's own:
+    # `state = 'completed'` alone scanned the table, ~20,000 rows every 20 ms.)
+    PROCESS: "SELECT count(*) FROM jobs WHERE state NOT IN ('available', 'active') "
+    "AND state = 'completed'",
     ENQUEUE_BATCH: "SELECT count(*) FROM jobs WHERE state = 'available'",
     FAIL: "SELECT count(*) FROM dead_letters WHERE status = 'dead'",
     RETRY: "SELECT count(*) FROM jobs WHERE state = 'available'",
