@@ -14,7 +14,7 @@ from redrive.domain.job import Job
 from redrive.domain.listeners import Listener
 from redrive.ports import JobStore
 from redrive.ports.jobs import Enqueued
-from redrive.store.base import SqlBase, present
+from redrive.store.base import SqlBase
 from redrive.store.codec import (
     claimed_jobs,
     dump,
@@ -53,6 +53,21 @@ def completed_job_reader(
 
     names = tuple(field.name for field in fields(CompletedJob))
     return Assembler(CompletedJob), names, itemgetter(*map(columns.index, names))
+
+
+def ack_record(completion: Completion) -> dict[str, Any]:
+    """One ack as an element of complete_jobs' JSON `rows`: its fields in order, the null ones
+    left out (as `base.present` leaves them out), made directly rather than as a whole record
+    that a comprehension then copies without its nulls (every acked job has one)."""
+    record: dict[str, Any] = {"id": completion.job_id}
+    if (worker_id := completion.worker_id) is not None:
+        record["worker_id"] = worker_id
+    if (lease_token := completion.lease_token) is not None:
+        record["lease_token"] = lease_token
+    if (result := completion.result) is not None:
+        record["result"] = result
+    record["event_id"] = completion.event_id
+    return record
 
 
 class SqlJobs(SqlBase, JobStore):
@@ -141,18 +156,7 @@ class SqlJobs(SqlBase, JobStore):
 
         if not completions:
             return Completions([], [])
-        records = [
-            present(
-                {
-                    "id": completion.job_id,
-                    "worker_id": completion.worker_id,
-                    "lease_token": completion.lease_token,
-                    "result": completion.result,
-                    "event_id": completion.event_id,
-                }
-            )
-            for completion in completions
-        ]
+        records = [ack_record(completion) for completion in completions]
         ids = self.executor.list_parameter([completion.job_id for completion in completions])
         names, rows = await self.executor.table(
             "complete_jobs",
