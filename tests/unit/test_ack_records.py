@@ -52,5 +52,6 @@ def test_a_completed_job_is_read_from_its_row_by_its_columns_places() -> None:
         assert list(state) == names
         assert state == {name: f"value of {name}" for name in names}
         job = assemble.adopt(state)
-        assert job == CompletedJob(**{name: f"value of {name}" for name in names})
+        values: dict[str, Any] = {name: f"value of {name}" for name in names}
+        assert job == CompletedJob(**values)
         assert completed_job_reader(columns)[1] is read
