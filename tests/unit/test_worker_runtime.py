@@ -325,3 +325,35 @@ async def test_the_start_line_is_logged_once_the_first_fetch_waits(
     assert logged_at_first_fetch == [0]
     assert messages[0] == "worker w-1: queues default, concurrency 100, handlers noop"
     assert messages[-1] == "worker w-1 stopped" and len(messages) == 2
+
+
+async def test_a_started_job_beats_at_the_interval_of_its_visibility_timeout() -> None:
+    """Whatever its visibility timeout's type, and whether or not that timeout was seen before:
+    the interval `heartbeat_seconds` gives (a float or a bool is not the int it equals)."""
+    from redrive.worker.runtime import _HEARTBEATS, heartbeat_seconds
+
+    worker = Worker(concurrency=20, wait_ms=50)
+    started = asyncio.Event()
+    seen: dict[str, float] = {}
+
+    @worker.handler("hold")
+    async def hold(context: JobContext) -> None:
+        running = worker._running[context.id]
+        seen[context.id] = running.heartbeat_seconds
+        await started.wait()
+
+    timeouts: list[Any] = [None, 4500, 4500, 4500.0, True, 1, -5, "3000", 90_000_000]
+    _HEARTBEATS.pop(4500, None)
+    jobs = [job(number, "hold", visibility_timeout_ms=t) for number, t in enumerate(timeouts)]
+    source = MemorySource(jobs)
+    task = asyncio.create_task(worker.run(source))
+    try:
+        await wait_for(lambda: len(seen) == len(jobs))
+    finally:
+        started.set()
+        worker.stop()
+        await asyncio.wait_for(task, 10)
+    for number, timeout in enumerate(timeouts):
+        expected = heartbeat_seconds({"visibility_timeout_ms": timeout})
+        assert seen[f"job-{number}"] == expected, timeout
+    assert seen["job-3"] == 30.0 and seen["job-1"] == 1.5  # 4500.0 is not 4500

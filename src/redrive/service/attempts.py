@@ -243,8 +243,8 @@ async def _acknowledge(
     Returns the outcomes in order and the jobs completed."""
     columns = lifecycle.completion(now)
     asked = [request for request in requests if not isinstance(request, OjsError)]
-    results = {request.job_id: request.result for request in asked}
-    event_ids: dict[str, str] = {}
+    # Each ack's record as written (its event id): read only when a listener wants the events.
+    written_acks: list[Completion] = []
     listeners: dict[str, Listener] = {}
     done: dict[str, CompletedJob] = {}
 
@@ -264,7 +264,7 @@ async def _acknowledge(
             )
             for r, event_id in zip(chosen, ids, strict=True)
         ]
-        event_ids.update({c.job_id: c.event_id for c in completions})
+        written_acks.extend(completions)
         written = await transaction.complete_jobs(completions, columns, tenant, now)
         done.update({job.id: job for job in written.done})
         listeners.update({listener.id: listener for listener in written.listeners})
@@ -284,6 +284,9 @@ async def _acknowledge(
                 refused[job_id] = lifecycle.conflict(entry[0], "ack")
     completed = [done[request.job_id] for request in asked if request.job_id in done]
     if listeners:
+        # (A job completed by the second write keeps the event id of that write's record.)
+        event_ids = {c.job_id: c.event_id for c in written_acks}
+        results = {request.job_id: request.result for request in asked}
         stored = [
             StoredEvent(event_ids[job.id], 0, now, completion_event(
                 job.id, job.tenant_id, job.queue, job.type, job.attempt, (job.started_at, now),

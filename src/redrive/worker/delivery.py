@@ -100,6 +100,6 @@ class Delivery:
 
 def report_refusals(action: str, outcomes: Sequence[Outcome]) -> None:
     for outcome in outcomes:
-        if not outcome.accepted:
+        if outcome.problem is not None:  # (not `accepted`: a property's call a job)
             log.warning("job %s: %s refused (%s); the lease was lost, the server decides what "
                         "happens to the job", outcome.job_id, action, outcome.problem)  # fmt: skip
