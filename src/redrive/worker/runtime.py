@@ -275,13 +275,7 @@ class Worker:
             log.warning("job %s failed: HandlerNotFound for type %s", job_id, payload.get("type"))
             self._deliver_failure(Failure(job_id, token, handler_not_found(str(payload["type"]))))
             return
-        # The interval of the job's visibility timeout, as `heartbeat_seconds` finds it, looked
-        # up here (a call less a job) when the timeout is an int found before.
-        visibility = payload.get("visibility_timeout_ms")
-        seconds = _HEARTBEATS.get(visibility) if visibility.__class__ is int else None
-        running = Running(
-            payload, token, heartbeat_seconds(payload) if seconds is None else seconds
-        )
+        running = Running(payload, token, heartbeat_seconds(payload))
         self._running[job_id] = running
         if running.heartbeat_seconds < self._heartbeat_interval:
             self._wake_heartbeat.set()
