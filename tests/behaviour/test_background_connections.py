@@ -190,3 +190,45 @@ async def test_the_lanes_connections_are_made_while_the_caller_reads(database: s
         assert pool.get_size() == 2  # the two lanes took them: none was made for them
     finally:
         await store.close()
+
+
+def last_queries(url: str) -> list[str]:
+    """The last statement of each of the server's other connections to the database."""
+    with psycopg.connect(url) as connection:
+        rows = connection.execute(
+            "SELECT query FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
+async def test_a_unit_waits_for_the_lanes_connection_being_readied(database: str) -> None:
+    """Asked for while the lane's connection is being made and readied, a unit takes it once
+    ready: the pool makes no third connection (new, its catalogue not loaded)."""
+    store = PostgresStore(database, max_size=8)
+    try:
+        async with store.transaction(CALLER) as transaction:
+            await transaction.dead_letter_stats(CALLER.tenant_scope)
+            store.open_lanes("retry_dead_letters")
+            async with store.transaction(CALLER) as lane:  # at once, as a lane would
+                assert await lane.dead_letter_stats(CALLER.tenant_scope) is not None
+        assert store.pool is not None and store.pool.get_size() == 2
+    finally:
+        await store.close()
+
+
+async def test_a_lanes_connection_plans_the_named_statement_and_runs_nothing(
+    database: str,
+) -> None:
+    store = PostgresStore(database, max_size=8)
+    try:
+        async with store.transaction(CALLER) as transaction:
+            store.open_lanes("retry_dead_letters")
+            before = await transaction.dead_letter_stats(CALLER.tenant_scope)
+            await until(
+                lambda: any(q.startswith("EXPLAIN WITH chosen") for q in last_queries(database))
+            )
+        async with store.transaction(CALLER) as transaction:
+            assert await transaction.dead_letter_stats(CALLER.tenant_scope) == before
+    finally:
+        await store.close()

@@ -643,10 +643,11 @@ class Store(Protocol):
         round trip (no BEGIN, no COMMIT); a second statement is an error."""
         ...
 
-    def open_lanes(self) -> None:
+    def open_lanes(self, statement: str | None = None) -> None:
         """Start making the connections `write_lanes` transactions side by side need beside the
         caller's, in the background (a bulk operation calls it as it reads what its lanes will
-        move); nothing where there is one lane."""
+        move), each readied to run the named `statement` (the store's method of that name) it
+        will run first; nothing where there is one lane."""
         ...
 
     async def migrate(self) -> list[str]: ...

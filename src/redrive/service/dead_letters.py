@@ -493,7 +493,7 @@ class DeadLetterService:
                 if first:  # the lanes' connections are made while the ids are read
                     await require_root_causes(transaction, filters)
                     passed()
-                    store.open_lanes()
+                    store.open_lanes("retry_dead_letters")
                     first = False
                 chosen = []
                 if budget > 0:

@@ -755,7 +755,7 @@ class SqliteStore:
     async def wait_for_work(self, queues: list[str], timeout: float) -> bool:
         return await self.wakeups.wait(queues, timeout)
 
-    def open_lanes(self) -> None:
+    def open_lanes(self, statement: str | None = None) -> None:
         """One lane, on the one connection: nothing to make."""
 
     async def wait_for_local_work(self, queues: list[str], timeout: float) -> bool:
