@@ -552,12 +552,17 @@ class PostgresStore:
 
     async def _take(self, timeout: float | None = None) -> Pooled:
         """The spare connection if there is one, else one from the pool (once the lanes'
-        connections being readied are back: the pool would make another, new and unready)."""
+        connections being readied are back if the pool has none idle: it would make another,
+        new and unready)."""
         spare = self._take_spare()
         if spare is not None:
             return spare
-        readying = self._readying
-        if readying is not None and not readying.done():
+        readying, pool = self._readying, self.pool
+        if (
+            readying is not None
+            and not readying.done()
+            and (pool is None or pool.get_idle_size() == 0)
+        ):
             await asyncio.wait({readying}, timeout=timeout)
             spare = self._take_spare()
             if spare is not None:
