@@ -9,6 +9,7 @@ a task paused meanwhile stops."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -143,9 +144,9 @@ async def test_a_lane_that_finds_nothing_due_waits_for_the_pace_and_moves_what_c
 ) -> None:
     """The first chunk took all that was due at the tick (15 of 100 at 6,000 a minute): the other
     lane waits for the next MOVE_CHUNK to come due (100 ms, within LANE_WAIT_MOST_MS) and moves
-    it, and so on, each claim within the pace; before, that lane ended, then the first did once
-    nothing was left due, and the advance moved 15 (at a critical rate the first lane moved the
-    rest alone, chunk after chunk)."""
+    it, and so on, each claim within the pace and none smaller than MOVE_CHUNK; before, that lane
+    ended, then the first did once nothing was left due, and the advance moved 15 (at a critical
+    rate the first lane moved the rest alone, chunk after chunk)."""
     if isinstance(laned, SqliteStore):
         pytest.skip("one writer: a batch moves in the tick's own transaction")
     monkeypatch.setattr(redrive_service, "MOVE_CHUNK", 10)
@@ -175,6 +176,9 @@ async def test_a_lane_that_finds_nothing_due_waits_for_the_pace_and_moves_what_c
     assert waits and all(0 < wait <= redrive_service.LANE_WAIT_MOST_MS for wait in waits)
     assert claimed[0] == (15, 15)
     assert all(so_far <= due for so_far, due in claimed)
+    totals = [0] + [so_far for so_far, _ in claimed]
+    sizes = [after - before for before, after in itertools.pairwise(totals)]
+    assert min(sizes[:-1]) >= 10 and sum(sizes) == 100  # the last: what was left
     done = await service.redrives.get(CALLER, task.id)
     assert (done.state, done.moved, done.skipped) == (redrive.COMPLETED, 100, 0)
     assert await dead_count(service, "billing") == 0
@@ -183,7 +187,8 @@ async def test_a_lane_that_finds_nothing_due_waits_for_the_pace_and_moves_what_c
 async def test_a_lane_waits_no_longer_than_lane_wait_most_ms_for_its_pace(
     laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The next MOVE_CHUNK would come due in 200 ms: the lanes end, the next tick moves it."""
+    """The second lane finds 5 due and its MOVE_CHUNK (20) would take 150 ms more: it moves the 5;
+    the next would come due in 200 ms: the lanes end, and the next tick moves it."""
     if isinstance(laned, SqliteStore):
         pytest.skip("one writer: a batch moves in the tick's own transaction")
     monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)

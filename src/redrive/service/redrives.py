@@ -261,11 +261,13 @@ class RedriveService:
         each split over the lanes, left one lane idle while the other moved the first batch's
         odd chunk (20,000 at 100,000 a minute: 15,000 due after the pin, 3 chunks of 5,000 for
         2 lanes). The first chunk moves without waiting for the whole batch to be read (20,000
-        items took 40 ms to read). A lane that finds nothing due waits for more to come due when
-        that is within LANE_WAIT_MOST_MS, and takes only what is due then: at a critical rate
-        it ended instead, and when the first lane's chunk took all that was due at the tick
-        (a pin under ~50 ms, 20,000 at 6,000,000 a minute), that lane then moved the whole
-        rest alone, chunk after chunk. A chunk that raises is undone alone and stops the others;
+        items took 40 ms to read). A lane that finds less than a MOVE_CHUNK due waits for it to
+        come due when that is within LANE_WAIT_MOST_MS, and takes only what is due then: at a
+        critical rate a lane that found nothing due ended, and when the first lane's chunk took
+        all that was due at the tick (a pin under ~50 ms, 20,000 at 6,000,000 a minute), that
+        lane then moved the whole rest alone, chunk after chunk; one that found a little due a
+        millisecond after the first moved a chunk of 100 (its own claim, plan and commit). A
+        chunk that raises is undone alone and stops the others;
         those committed stay moved and counted; a task paused meanwhile moves no further
         chunk. None when no item was pending."""
         batches: list[Batch] = []
@@ -276,13 +278,16 @@ class RedriveService:
         async def step(take: int) -> int:
             nonlocal after, taken
             now = self.runtime.now()
-            waited = 0
-            while (due := redrive.due(task, now)[0] - taken) <= 0:
-                # Nothing due for this lane yet: it waits for the next MOVE_CHUNK (or its take)
-                # to come due if that is soon, else the next tick moves the rest.
-                wait = max(1, redrive.paced_after(task, now, taken + min(take, MOVE_CHUNK)) - now)
+            least, waited = min(take, MOVE_CHUNK), 0
+            while (due := redrive.due(task, now)[0] - taken) < least:
+                # Less than a MOVE_CHUNK (or the take) due for this lane: it waits for that much
+                # if it comes due soon; else it takes what is due, and with nothing due it ends
+                # (the next tick moves the rest).
+                wait = max(1, redrive.paced_after(task, now, taken + least) - now)
                 if waited + wait > LANE_WAIT_MOST_MS:
-                    return 0
+                    if due <= 0:
+                        return 0
+                    break
                 waited += wait
                 await wait_ms(wait)
                 now = self.runtime.now()
