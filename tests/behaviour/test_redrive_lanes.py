@@ -162,22 +162,22 @@ async def test_a_lane_that_finds_nothing_due_waits_for_the_pace_and_moves_what_c
 
     monkeypatch.setattr(redrive_service, "wait_ms", waiting)
     moving = service.redrives._move
-    claimed: list[tuple[int, int]] = []  # (claimed so far, due when the chunk took its items)
+    chunks: list[tuple[int, int]] = []  # (when the chunk took its items, how many)
 
     async def within_the_pace(*arguments: Any) -> redrive_service.Batch:
-        picked, taken_at = arguments[2], arguments[3]
-        so_far = (claimed[-1][0] if claimed else 0) + len(picked)
-        claimed.append((so_far, (taken_at - task.created_at) * 6000 // 60_000))
+        chunks.append((arguments[3], len(arguments[2])))
         return await moving(*arguments)
 
     monkeypatch.setattr(service.redrives, "_move", within_the_pace)
     clock.advance(150)  # 15 due: more than MOVE_CHUNK, less than a chunk of 20
     assert await service.redrives.advance() == 100
     assert waits and all(0 < wait <= redrive_service.LANE_WAIT_MOST_MS for wait in waits)
-    assert claimed[0] == (15, 15)
-    assert all(so_far <= due for so_far, due in claimed)
-    totals = [0] + [so_far for so_far, _ in claimed]
-    sizes = [after - before for before, after in itertools.pairwise(totals)]
+    chunks.sort()
+    totals = list(itertools.accumulate(size for _, size in chunks))
+    due = [(taken_at - task.created_at) * 6000 // 60_000 for taken_at, _ in chunks]
+    assert (totals[0], due[0]) == (15, 15)
+    assert all(total <= due_then for total, due_then in zip(totals, due, strict=True))
+    sizes = [size for _, size in chunks]
     assert min(sizes[:-1]) >= 10 and sum(sizes) == 100  # the last: what was left
     done = await service.redrives.get(CALLER, task.id)
     assert (done.state, done.moved, done.skipped) == (redrive.COMPLETED, 100, 0)
