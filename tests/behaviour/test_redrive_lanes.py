@@ -9,6 +9,7 @@ a task paused meanwhile stops."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -136,6 +137,76 @@ async def test_what_comes_due_while_a_batch_moves_over_the_lanes_moves_in_the_sa
     assert (done.state, done.moved, done.skipped) == (redrive.COMPLETED, 100, 0)
     assert await dead_count(service, "billing") == 0
     assert len(await events_of(service, "redrive.completed")) == 1
+
+
+async def test_a_lane_that_finds_nothing_due_waits_for_the_pace_and_moves_what_comes_due(
+    laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first chunk took all that was due at the tick (15 of 100 at 6,000 a minute): the other
+    lane waits for the next MOVE_CHUNK to come due (100 ms, within LANE_WAIT_MOST_MS) and moves
+    it, and so on, each claim within the pace and none smaller than MOVE_CHUNK; before, that lane
+    ended, then the first did once nothing was left due, and the advance moved 15 (at a critical
+    rate the first lane moved the rest alone, chunk after chunk)."""
+    if isinstance(laned, SqliteStore):
+        pytest.skip("one writer: a batch moves in the tick's own transaction")
+    monkeypatch.setattr(redrive_service, "MOVE_CHUNK", 10)
+    monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
+    service = served(laned, clock)
+    await kill(service, 100)
+    task = await service.redrives.start(CALLER, critical())
+    waits: list[int] = []
+
+    async def waiting(milliseconds: int) -> None:  # the time a lane waits, as it passes
+        waits.append(milliseconds)
+        clock.advance(milliseconds)
+
+    monkeypatch.setattr(redrive_service, "wait_ms", waiting)
+    moving = service.redrives._move
+    chunks: list[tuple[int, int]] = []  # (when the chunk took its items, how many)
+
+    async def within_the_pace(*arguments: Any) -> redrive_service.Batch:
+        chunks.append((arguments[3], len(arguments[2])))
+        return await moving(*arguments)
+
+    monkeypatch.setattr(service.redrives, "_move", within_the_pace)
+    clock.advance(150)  # 15 due: more than MOVE_CHUNK, less than a chunk of 20
+    assert await service.redrives.advance() == 100
+    assert waits and all(0 < wait <= redrive_service.LANE_WAIT_MOST_MS for wait in waits)
+    chunks.sort()
+    totals = list(itertools.accumulate(size for _, size in chunks))
+    due = [(taken_at - task.created_at) * 6000 // 60_000 for taken_at, _ in chunks]
+    assert (totals[0], due[0]) == (15, 15)
+    assert all(total <= due_then for total, due_then in zip(totals, due, strict=True))
+    sizes = [size for _, size in chunks]
+    assert min(sizes[:-1]) >= 10 and sum(sizes) == 100  # the last: what was left
+    done = await service.redrives.get(CALLER, task.id)
+    assert (done.state, done.moved, done.skipped) == (redrive.COMPLETED, 100, 0)
+    assert await dead_count(service, "billing") == 0
+
+
+async def test_a_lane_waits_no_longer_than_lane_wait_most_ms_for_its_pace(
+    laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second lane finds 5 due and its MOVE_CHUNK (20) would take 150 ms more: it moves the 5;
+    the next would come due in 200 ms: the lanes end, and the next tick moves it."""
+    if isinstance(laned, SqliteStore):
+        pytest.skip("one writer: a batch moves in the tick's own transaction")
+    monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
+    monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
+    service = served(laned, clock)
+    await kill(service, 100)
+    task = await service.redrives.start(CALLER, critical())
+    waits: list[int] = []
+
+    async def waiting(milliseconds: int) -> None:
+        waits.append(milliseconds)
+        clock.advance(milliseconds)
+
+    monkeypatch.setattr(redrive_service, "wait_ms", waiting)
+    clock.advance(250)  # 25 due: a chunk of 20 and 5
+    assert await service.redrives.advance() == 25
+    assert waits == []
+    assert (await service.redrives.get(CALLER, task.id)).moved == 25
 
 
 async def test_the_lanes_of_a_task_paused_meanwhile_move_no_further_chunk(
