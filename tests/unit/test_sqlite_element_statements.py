@@ -257,9 +257,10 @@ def test_one_row_runs_echo_what_a_run_at_a_time_echoes(in_transaction: bool) -> 
     ]  # fmt: skip
 
 
-def test_a_failing_run_leaves_what_a_run_at_a_time_leaves() -> None:
-    """A run that raises (a constraint) raises, the runs before it written, as one at a time:
-    the unit's savepoint undoes them, not the executor."""
+def test_a_failing_batch_raises_and_leaves_none_of_its_rows() -> None:
+    """A batch whose statement raises (a constraint) raises, its rows undone with the statement
+    (one over the batch's elements) and its savepoint gone: the unit's savepoint undoes what
+    came before it, not the executor."""
     connection = sqlite3.connect(":memory:", isolation_level=None)
     connection.execute("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL)")
     part = compile_part(
@@ -270,7 +271,9 @@ def test_a_failing_run_leaves_what_a_run_at_a_time_leaves() -> None:
     with pytest.raises(sqlite3.IntegrityError):
         execute(connection, part, {"rows": Records([{"id": "a", "n": 1}, {"id": "b"}])})
     assert connection.in_transaction
-    assert connection.execute("SELECT * FROM t").fetchall() == [("a", 1)]
+    assert connection.execute("SELECT * FROM t").fetchall() == []
+    with pytest.raises(sqlite3.OperationalError, match="no such savepoint"):
+        connection.execute("RELEASE SAVEPOINT one_row_runs")
     connection.execute("ROLLBACK")
 
 
