@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from functools import lru_cache
-from itertools import chain, cycle, repeat
+from itertools import chain, repeat
 from operator import is_
 from pathlib import Path
 from typing import Any, TypeVar
@@ -377,8 +377,7 @@ KEYED_UPDATE = re.compile(
     re.I | re.S,
 )
 NUMBERS = (int, float, bool)
-# Where an element's reading stands in a statement's text as its set form is made.
-MARK = "\x00"
+INTEGERS, FLOATS = frozenset({int, bool}), frozenset({float})
 # One reading of a statement run per element: (PARAMETER, a call's parameter) or (VALUE or TEXT,
 # an element's field).
 Reading = tuple[int, str]
@@ -422,14 +421,15 @@ def set_shape(source: str, one_row_each: bool) -> tuple[str, ...] | None:
     return "update", sql[: keyed.end()], sql[keyed.end() :]
 
 
-@lru_cache(maxsize=512)
-def set_statement(
-    source: str, absent: frozenset[str], shared: frozenset[Reading], count: int
-) -> tuple[str, tuple[Reading, ...], tuple[Reading, ...]] | None:
-    """The set form of a statement run per element (see IN_SETS) for `count` elements: its text
-    (`?N` parameters: the call's and the shared fields' first, then each element's others in
-    turn), the readings bound once and those bound for each element, in their order; None when
-    it has none (an UPDATE whose elements hold every field alike)."""
+@lru_cache(maxsize=256)
+def set_template(
+    source: str, absent: frozenset[str], shared: frozenset[Reading]
+) -> tuple[str, str, str, tuple[Reading, ...], tuple[Reading, ...]] | None:
+    """The set form of a statement run per element (see IN_SETS) as its text before the rows,
+    an element's row (a format string of its readings' positions among its own, `?N` once
+    numbered), the text after them, the readings bound once (`?1` on: the call's and the shared
+    fields') and those bound for each element (after them, an element's in turn); None when it
+    has none (an UPDATE whose elements hold every field alike)."""
     shape = set_shape(source, True)
     assert shape is not None
     once: dict[Reading, int] = {}
@@ -446,9 +446,11 @@ def set_statement(
     if shape[0] == "update" and not each:
         return None
 
-    def substituted(text: str, bound_once: Callable[[int], str]) -> str:
-        """The text with each reading as `bound_once` names a shared one and as MARK, its
-        index, MARK an element's."""
+    def substituted(
+        text: str, bound_once: Callable[[int], str], element: Callable[[int], str]
+    ) -> str:
+        """The text with each reading as `bound_once` names a shared one by its position and
+        `element` an element's by its index among the element's own."""
 
         def one(match: re.Match[str]) -> str:
             name, arrow, field = match.groups()
@@ -461,57 +463,93 @@ def set_statement(
             )
             if reading in once:
                 return bound_once(once[reading])
-            return f"{MARK}{each[reading]}{MARK}"
+            return element(each[reading])
 
         return ELEMENT_FIELD.sub(one, text)
 
-    first, size = len(once) + 1, len(each)
     if shape[0] == "insert":
         _, head, row, tail = shape
-        # The row's text and its elements' readings in turn: "(", 0, ", ", 1, ")".
-        pieces = substituted(row, "?{}".format).split(MARK)
-        rows = ", ".join(
-            "".join(
-                f"?{first + at * size + int(piece)}" if odd else piece
-                for odd, piece in zip(cycle((False, True)), pieces)
-            )
-            for at in range(count)
+        row = substituted(row.replace("{", "{{").replace("}", "}}"), "?{}".format, "?{{{}}}".format)
+        return (
+            substituted(head, "?{}".format, str),
+            row,
+            substituted(tail, "?{}".format, str),
+            tuple(once),
+            tuple(each),
         )
-        sql = substituted(head, "?{}".format) + rows + substituted(tail, "?{}".format)
-    else:
-        # The element's own fields as columns of `element`, the shared ones of `shared`, a
-        # row of its own: a bound parameter in the WHERE clause, which SQLite's planner weighs
-        # against the partial indexes of `jobs`, would have it prepare the statement again at
-        # each run (a binding to such a parameter expires it).
-        _, head, tail = shape
-        rows = ", ".join(
-            "(" + ", ".join(f"?{first + at * size + index}" for index in range(size)) + ")"
-            for at in range(count)
-        )
-        # (Subqueries, not a WITH clause: sqlite3 counts the rows changed, `rowcount`, only of
-        # a statement that begins with INSERT, UPDATE, DELETE or REPLACE.)
-        tables = f"(VALUES {rows}) AS element"
-        if once:
-            values = ", ".join(f"?{index}" for index in once.values())
-            tables += f", (VALUES ({values})) AS shared"
-        body = substituted(head, "shared.column{}".format) + f" FROM {tables} "
-        body += substituted(tail, "shared.column{}".format)
-        sql = re.sub(f"{MARK}(\\d+){MARK}", lambda mark: f"element.column{int(mark[1]) + 1}", body)
-    return sql, tuple(once), tuple(each)
+    # The element's own fields as columns of `element`, the shared ones of `shared`, a row of
+    # its own: a bound parameter in the WHERE clause, which SQLite's planner weighs against the
+    # partial indexes of `jobs`, would have it prepare the statement again at each run (a
+    # binding to such a parameter expires it). (Subqueries, not a WITH clause: sqlite3 counts
+    # the rows changed, `rowcount`, only of a statement that begins with INSERT, UPDATE, DELETE
+    # or REPLACE.)
+    _, head, tail = shape
+    row = "(" + ", ".join(f"?{{{index}}}" for index in range(len(each))) + ")"
+    tables = ") AS element"
+    if once:
+        tables += ", (VALUES (" + ", ".join(f"?{index}" for index in once.values()) + ")) AS shared"
+    named = "shared.column{}".format, lambda index: f"element.column{index + 1}"
+    prefix = substituted(head, *named) + " FROM (VALUES "
+    suffix = tables + " " + substituted(tail, *named)
+    return prefix, row, suffix, tuple(once), tuple(each)
+
+
+@lru_cache(maxsize=512)
+def set_statement(
+    source: str, absent: frozenset[str], shared: frozenset[Reading], count: int
+) -> tuple[str, tuple[Reading, ...], tuple[Reading, ...]] | None:
+    """The set form's text for `count` elements (see `set_template`), the readings bound once
+    and those bound for each element, in their order; None when it has none."""
+    template = set_template(source, absent, shared)
+    if template is None:
+        return None
+    prefix, row, suffix, once, each = template
+    first, size = len(once) + 1, len(each)
+    rows = ", ".join(
+        row.format(*range(first + at * size, first + (at + 1) * size)) for at in range(count)
+    )
+    return prefix + rows + suffix, once, each
 
 
 def _texts(column: list[Any], elements: list[dict[str, Any]], field: str) -> list[Any]:
     """A field's values as `->` reads them: JSON text, 'null' for a null it holds, NULL for a
-    field it does not hold; a value every element holds as the same object written once."""
-    first = column[0]
-    if first is not None and all(map(is_, column, repeat(first))):
-        return [dump(first)] * len(column)
+    field it does not hold."""
     texts = list(map(dump, column))
     if None in column:
         for index, value in enumerate(column):
             if value is None and field in elements[index]:
                 texts[index] = "null"
     return texts
+
+
+def bound_column(
+    reading: Reading, column: list[Any], elements: list[dict[str, Any]]
+) -> tuple[bool, Any]:
+    """A reading's values (`column`, each element's field) as SQLite binds them: (True, the
+    value) when every element's is alike, bound once; else (False, each one's). Alike is the
+    same object, or equal values of one type (1, 1.0 and True are not alike: SQLite binds a
+    float as a REAL), or equal JSON texts."""
+    kind, field = reading
+    first = column[0]
+    same = all(map(is_, column, repeat(first)))
+    if kind == TEXT:
+        if same and first is not None:
+            return True, dump(first)
+        column = _texts(column, elements, field)
+        first = column[0]
+        return (True, first) if column.count(first) == len(column) else (False, column)
+    if same:
+        return True, dump(first) if isinstance(first, CONTAINERS) else first
+    if column.count(first) == len(column):
+        if type(first) is str:
+            return True, first
+        if type(first) in NUMBERS:
+            types = set(map(type, column))
+            if types <= INTEGERS or types == FLOATS:
+                return True, first
+    if not BINDABLE.issuperset(map(type, column)):
+        column = [dump(value) if isinstance(value, CONTAINERS) else value for value in column]
+    return False, column
 
 
 def run_in_sets(
@@ -531,22 +569,15 @@ def run_in_sets(
     values: dict[Reading, Any] = {}
     columns: dict[Reading, list[Any]] = {}
     for reading in dict.fromkeys(part.reads):
-        kind, name = reading
-        if kind == PARAMETER:
-            values[reading] = given[name]
+        if reading[0] == PARAMETER:
+            values[reading] = given[reading[1]]
             continue
-        column = list(map(dict.get, elements, repeat(name)))
-        if kind == TEXT:
-            column = _texts(column, elements, name)
-        elif not BINDABLE.issuperset(map(type, column)):
-            column = [dump(value) if isinstance(value, CONTAINERS) else value for value in column]
-        first = column[0]
-        if column.count(first) == count and (
-            type(first) not in NUMBERS or len(set(map(type, column))) == 1
-        ):
-            values[reading] = first
+        column = list(map(dict.get, elements, repeat(reading[1])))
+        alike, bound_values = bound_column(reading, column, elements)
+        if alike:
+            values[reading] = bound_values
         else:
-            columns[reading] = column
+            columns[reading] = bound_values
     shared = frozenset(reading for reading in values if reading[0] != PARAMETER)
     plan = set_statement(part.source, part.absent, shared, 1)
     if plan is None:
