@@ -370,7 +370,7 @@ def without_absent(part: Part, parameters: dict[str, Any]) -> Part:
 # and every field's binding (pysqlite binds each run's every parameter): the dead_letters insert
 # of a batch of 200, 5.5 -> 2.0 us a row. A chunk's size is a power of two, so that a batch's
 # statements are few and their texts recur (prepared once, in sqlite3's statement cache).
-IN_SETS = (128, 64, 32, 16, 8, 4, 2, 1)
+IN_SETS = (64, 16, 4, 1)
 INSERT_TARGET = re.compile(r"\s*INSERT\s+(?:OR\s+\w+\s+)?INTO\s+(?:\w+\.)?(?P<table>\w+)", re.I)
 KEYED_UPDATE = re.compile(
     r"\s*UPDATE\s+\w+\s+SET\b(?:(?!\b(?:SELECT|FROM|WITH)\b).)*?(?=\bWHERE\s+id\s*=\s*:\w+->>id\b)",
