@@ -522,6 +522,12 @@ def _texts(column: list[Any], elements: list[dict[str, Any]], field: str) -> lis
     return texts
 
 
+def _same_items(first: list[Any], value: Any) -> bool:
+    """Whether `value` is a list of the very items of `first`, in order (the same JSON text: a
+    batch's failed jobs' error lists each hold the one record they share)."""
+    return type(value) is list and len(value) == len(first) and all(map(is_, value, first))
+
+
 def bound_column(
     reading: Reading, column: list[Any], elements: list[dict[str, Any]]
 ) -> tuple[bool, Any]:
@@ -533,7 +539,9 @@ def bound_column(
     first = column[0]
     same = all(map(is_, column, repeat(first)))
     if kind == TEXT:
-        if same and first is not None:
+        if (same and first is not None) or (
+            type(first) is list and all(map(_same_items, repeat(first), column))
+        ):
             return True, dump(first)
         column = _texts(column, elements, field)
         first = column[0]
