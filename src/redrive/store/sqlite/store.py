@@ -364,12 +364,14 @@ def without_absent(part: Part, parameters: dict[str, Any]) -> Part:
 # A statement run once per element (an INSERT of one VALUES row; an UPDATE of `jobs` keyed by the
 # element's id, as ONE_VALUES_ROW and KEYED_WRITE tell) is run as one statement over the elements
 # of a batch, IN_SETS at a time: an INSERT with a VALUES row each, an UPDATE ... FROM a VALUES list
-# of them; and a field that every element holds alike (the same value of the same type, a JSON
-# text the same text) is bound once, not once an element. A nack of failed jobs differs only by
-# its ids, and the executemany of its runs paid each run's reset, cursors and statement journal
-# and every field's binding (pysqlite binds each run's every parameter): the dead_letters insert
-# of a batch of 200, 5.5 -> 2.0 us a row. A chunk's size is a power of two, so that a batch's
-# statements are few and their texts recur (prepared once, in sqlite3's statement cache).
+# of them; and a field that every element holds alike (see `bound_column`) is bound once, not
+# once an element. A nack of failed jobs differs only by its ids, and the executemany of its runs
+# paid each run's reset, cursors and statement end and every field's binding (pysqlite binds each
+# run's every parameter, copying each text): the dead_letters insert of a batch of 200, 33.8k ->
+# 22.8k instructions a row, update_jobs' 57.0k -> 49.2k (callgrind, a savepoint rolled back each
+# time). Chunks of 64, 16, 4 and 1: a batch's statements are few and their texts recur (prepared
+# once, in sqlite3's statement cache); chunks up to 128 saved no more a job and cost more to make
+# and prepare at each start.
 IN_SETS = (64, 16, 4, 1)
 INSERT_TARGET = re.compile(r"\s*INSERT\s+(?:OR\s+\w+\s+)?INTO\s+(?:\w+\.)?(?P<table>\w+)", re.I)
 KEYED_UPDATE = re.compile(
