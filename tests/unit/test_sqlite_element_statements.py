@@ -15,9 +15,12 @@ import redrive.store.sqlite.store as store_module
 from redrive.store.codec import dump
 from redrive.store.sqlite.store import (
     KEYED_BY_ID,
+    TEXT,
+    VALUE,
     Records,
     SqliteExecutor,
     SqliteStore,
+    bound_column,
     compile_part,
     execute,
     split_script,
@@ -257,9 +260,13 @@ def test_one_row_runs_echo_what_a_run_at_a_time_echoes(in_transaction: bool) -> 
     ]  # fmt: skip
 
 
-def test_a_failing_run_leaves_what_a_run_at_a_time_leaves() -> None:
-    """A run that raises (a constraint) raises, the runs before it written, as one at a time:
-    the unit's savepoint undoes them, not the executor."""
+@pytest.mark.parametrize(("before", "kept"), [(0, 1), (2, 0), (4, 5)])
+def test_a_failing_batch_raises_and_leaves_what_came_before_its_statement(
+    before: int, kept: int
+) -> None:
+    """A batch whose statement raises (a constraint) raises, that statement's rows undone (it
+    writes a chunk of the batch's elements), its savepoint gone; the chunks before it stay, as
+    the runs before a failing one did, for the unit's savepoint to undo."""
     connection = sqlite3.connect(":memory:", isolation_level=None)
     connection.execute("CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER NOT NULL)")
     part = compile_part(
@@ -268,9 +275,14 @@ def test_a_failing_run_leaves_what_a_run_at_a_time_leaves() -> None:
     )
     connection.execute("BEGIN IMMEDIATE")
     with pytest.raises(sqlite3.IntegrityError):
-        execute(connection, part, {"rows": Records([{"id": "a", "n": 1}, {"id": "b"}])})
+        elements = [{"id": str(index), "n": index} for index in range(before)]
+        execute(connection, part, {"rows": Records([*elements, {"id": "a", "n": 1}, {"id": "b"}])})
     assert connection.in_transaction
-    assert connection.execute("SELECT * FROM t").fetchall() == [("a", 1)]
+    # 2 elements: a chunk each ("a" kept); 4: one chunk; 6: a chunk of 4, then one each.
+    written = [*((str(index), index) for index in range(before)), ("a", 1)][:kept]
+    assert connection.execute("SELECT * FROM t ORDER BY rowid").fetchall() == written
+    with pytest.raises(sqlite3.OperationalError, match="no such savepoint"):
+        connection.execute("RELEASE SAVEPOINT one_row_runs")
     connection.execute("ROLLBACK")
 
 
@@ -409,3 +421,74 @@ def test_the_runs_of_plain_fields_bind_what_each_run_binds(elements: list[dict[s
         )
         for element in elements
     ]
+
+
+def test_a_batch_runs_as_a_few_statements_binding_alike_fields_once() -> None:
+    """A batch of 85 elements is written by five statements (64, 16, 4, 1 elements: each a
+    VALUES row of the elements it takes), a field every element holds alike bound once, and
+    the rows are those the array's JSON text gives a run at a time: 1 and 1.0 stay an INTEGER
+    and a REAL, True and 1 are both 1, equal lists of other numbers are their own texts, a
+    list of the same items in each is one text, a null held is 'null' and one absent NULL."""
+    shared_error = {"message": "boom", "attempt": 1}
+    elements: list[dict[str, Any]] = [
+        {
+            "id": index,
+            "queue": "default",
+            "at": 1 if index % 2 else 1.0,
+            "flag": True if index % 2 else 1,
+            "errors": [shared_error],
+            "numbers": [1.0] if index == 3 else [1],
+            **({"text": None} if index % 3 else {}),
+        }
+        for index in range(85)
+    ]
+    sql = (
+        "INSERT INTO t VALUES (:rows->>id, :rows->>queue, :rows->>at, :rows->>flag, "
+        ":rows->errors, :rows->numbers, :rows->text, :now)"
+    )
+    part = compile_part(sql)
+    assert part.in_sets
+    connection = sqlite3.connect(":memory:", isolation_level=None)
+    connection.execute("CREATE TABLE t (id, queue, at, flag, errors, numbers, text, now)")
+    traced: list[str] = []
+    connection.set_trace_callback(traced.append)
+    assert execute(connection, part, {"rows": Records(elements), "now": 7}) == ([], 85)
+    connection.set_trace_callback(None)
+    assert [statement.count("), (") + 1 for statement in traced] == [64, 16, 4, 1]
+    readings = [(VALUE, "queue"), (VALUE, "at"), (VALUE, "flag"), (TEXT, "errors"),
+                (TEXT, "numbers"), (TEXT, "text")]  # fmt: skip
+    alike = [
+        bound_column(reading, [element.get(reading[1]) for element in elements], elements)[0]
+        for reading in readings
+    ]
+    assert alike == [True, False, True, True, False, False]
+    by_sqlite = connection.execute(
+        "SELECT value ->> '$.id', value ->> '$.queue', value ->> '$.at', value ->> '$.flag', "
+        "value -> '$.errors', value -> '$.numbers', value -> '$.text', 7 FROM json_each(?)",
+        (dump(elements),),
+    ).fetchall()
+    columns = "id, queue, at, flag, errors, numbers, text, now"
+    typed = f"{columns}, typeof(at), typeof(flag), typeof(text)"
+    assert connection.execute(f"SELECT {typed} FROM t ORDER BY id").fetchall() == [
+        (*row, "integer" if row[0] % 2 else "real", "integer", "text" if row[0] % 3 else "null")
+        for row in by_sqlite
+    ]
+
+
+def test_an_update_of_a_batch_whose_element_repeats_an_id_is_made_a_run_at_a_time() -> None:
+    """Two elements of one id: the batch's one statement changes the row once, so it is undone
+    and the runs are made one at a time (the second refused by the guard the first changed)."""
+    connection = sqlite3.connect(":memory:", isolation_level=None)
+    connection.execute("CREATE TABLE jobs (id TEXT PRIMARY KEY, state TEXT, n INTEGER)")
+    connection.executemany("INSERT INTO jobs VALUES (?, 'active', 0)", [("a",), ("b",)])
+    part = compile_part(
+        "UPDATE jobs SET state = :rows->>state, n = n + 1 WHERE id = :rows->>id "
+        "AND state = 'active' RETURNING :rows->>id AS id"
+    )
+    assert part.in_sets and part.one_row_each
+    rows = Records([{"id": "a", "state": "done"}, {"id": "b", "state": "x"},
+                    {"id": "a", "state": "failed"}])  # fmt: skip
+    assert execute(connection, part, {"rows": rows}) == ([{"id": "a"}, {"id": "b"}], 2)
+    assert connection.execute("SELECT * FROM jobs ORDER BY id").fetchall() == [
+        ("a", "done", 1), ("b", "x", 1),
+    ]  # fmt: skip

@@ -10,8 +10,10 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, repeat
+from operator import is_
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -182,6 +184,10 @@ class Part:
     fields: frozenset[str] = frozenset()
     # Whether it writes only when the statement before it changed no rows (see UNLESS_CHANGED).
     unless_changed: bool = False
+    # Whether its runs can be one statement over a VALUES list of the elements (see IN_SETS),
+    # and the element fields written as NULL in it (see `without_absent`).
+    in_sets: bool = False
+    absent: frozenset[str] = frozenset()
 
     def bindings(self, parameters: dict[str, Any]) -> list[Any]:
         """The parameters of each run: once, or once per element of the array named `each`
@@ -331,9 +337,12 @@ def compile_part(sql: str, absent: frozenset[str] = frozenset()) -> Part:
     if len(arrays) > 1:
         raise ValueError(f"a statement runs once per element of one array, not {sorted(arrays)}")
     one_row_each = bool(echoes) and changes_one_row_at_most(sql)
+    in_sets = (not returns_rows or (bool(echoes) and one_row_each)) and set_shape(
+        source, one_row_each
+    ) is not None
     return Part(
         compiled, arrays.pop(), tuple(reads), returns_rows, echoes, one_row_each, source,
-        frozenset(fields), unless_changed,
+        frozenset(fields), unless_changed, in_sets, absent,
     )  # fmt: skip
 
 
@@ -352,11 +361,289 @@ def without_absent(part: Part, parameters: dict[str, Any]) -> Part:
     return compile_part(part.source, frozenset(absent)) if absent else part
 
 
+# A statement run once per element (an INSERT of one VALUES row; an UPDATE of `jobs` keyed by the
+# element's id, as ONE_VALUES_ROW and KEYED_WRITE tell) is run as one statement over the elements
+# of a batch, IN_SETS at a time: an INSERT with a VALUES row each, an UPDATE ... FROM a VALUES list
+# of them; and a field that every element holds alike (see `bound_column`) is bound once, not
+# once an element. A nack of failed jobs differs only by its ids, and the executemany of its runs
+# paid each run's reset, cursors and statement end and every field's binding (pysqlite binds each
+# run's every parameter, copying each text): the dead_letters insert of a batch of 200, 33.8k ->
+# 22.8k instructions a row, update_jobs' 57.0k -> 49.2k (callgrind, a savepoint rolled back each
+# time). Chunks of 64, 16, 4 and 1: a batch's statements are few and their texts recur (prepared
+# once, in sqlite3's statement cache); chunks up to 128 saved no more a job and cost more to make
+# and prepare at each start.
+IN_SETS = (64, 16, 4, 1)
+INSERT_TARGET = re.compile(r"\s*INSERT\s+(?:OR\s+\w+\s+)?INTO\s+(?:\w+\.)?(?P<table>\w+)", re.I)
+KEYED_UPDATE = re.compile(
+    r"\s*UPDATE\s+\w+\s+SET\b(?:(?!\b(?:SELECT|FROM|WITH)\b).)*?(?=\bWHERE\s+id\s*=\s*:\w+->>id\b)",
+    re.I | re.S,
+)
+NUMBERS = (int, float, bool)
+INTEGERS, FLOATS = frozenset({int, bool}), frozenset({float})
+# One reading of a statement run per element: (PARAMETER, a call's parameter) or (VALUE or TEXT,
+# an element's field).
+Reading = tuple[int, str]
+
+
+def _masked(sql: str) -> str:
+    """The statement with each quoted literal's text blanked, its length kept."""
+    return re.sub(r"'[^']*'", lambda quoted: "'" + " " * (len(quoted.group(0)) - 2) + "'", sql)
+
+
+def set_shape(source: str, one_row_each: bool) -> tuple[str, ...] | None:
+    """The statement cut where its set form differs (see IN_SETS): ("insert", before its VALUES
+    row, the row, after it), ("update", before its WHERE, the WHERE on), or None when it has
+    none: an INSERT whose row reads its own table (the rows of one statement are read before
+    any is written) or that reads an element's field outside the row; an UPDATE that does not
+    change one row a run at most."""
+    sql = echoed(source)[0]
+    values = ONE_VALUES_ROW.match(sql)
+    if values is not None:
+        target = INSERT_TARGET.match(sql)
+        masked = _masked(sql)
+        depth = 0
+        for index in range(values.end(), len(masked)):
+            depth += {"(": 1, ")": -1}.get(masked[index], 0)
+            if depth == 0:
+                break
+        else:
+            return None
+        head, row, tail = sql[: values.end()], sql[values.end() : index + 1], sql[index + 1 :]
+        if (
+            target is None
+            or re.search(rf"\b{target.group('table')}\b", _masked(row), re.I) is not None
+            or masked[index + 1 :].lstrip().startswith(",")
+            or any(match.group(2) for match in ELEMENT_FIELD.finditer(head + tail))
+        ):
+            return None
+        return "insert", head, row, tail
+    keyed = KEYED_UPDATE.match(sql)
+    if keyed is None or not one_row_each:
+        return None
+    return "update", sql[: keyed.end()], sql[keyed.end() :]
+
+
+@lru_cache(maxsize=256)
+def set_template(
+    source: str, absent: frozenset[str], shared: frozenset[Reading]
+) -> tuple[str, str, str, tuple[Reading, ...], tuple[Reading, ...]] | None:
+    """The set form of a statement run per element (see IN_SETS) as its text before the rows,
+    an element's row (a format string of its readings' positions among its own, `?N` once
+    numbered), the text after them, the readings bound once (`?1` on: the call's and the shared
+    fields') and those bound for each element (after them, an element's in turn); None when it
+    has none (an UPDATE whose elements hold every field alike)."""
+    shape = set_shape(source, True)
+    assert shape is not None
+    once: dict[Reading, int] = {}
+    each: dict[Reading, int] = {}
+    for match in ELEMENT_FIELD.finditer(echoed(source)[0]):
+        name, arrow, field = match.groups()
+        if name is None or (arrow is not None and field in absent):
+            continue
+        reading = (PARAMETER, name) if arrow is None else (TEXT if arrow == "->" else VALUE, field)
+        if reading[0] == PARAMETER or reading in shared:
+            once.setdefault(reading, len(once) + 1)
+        else:
+            each.setdefault(reading, len(each))
+    if shape[0] == "update" and not each:
+        return None
+
+    def substituted(
+        text: str, bound_once: Callable[[int], str], element: Callable[[int], str]
+    ) -> str:
+        """The text with each reading as `bound_once` names a shared one by its position and
+        `element` an element's by its index among the element's own."""
+
+        def one(match: re.Match[str]) -> str:
+            name, arrow, field = match.groups()
+            if name is None:
+                return match.group(0)
+            if arrow is not None and field in absent:
+                return "NULL"
+            reading = (
+                (PARAMETER, name) if arrow is None else (TEXT if arrow == "->" else VALUE, field)
+            )
+            if reading in once:
+                return bound_once(once[reading])
+            return element(each[reading])
+
+        return ELEMENT_FIELD.sub(one, text)
+
+    if shape[0] == "insert":
+        _, head, row, tail = shape
+        row = substituted(row.replace("{", "{{").replace("}", "}}"), "?{}".format, "?{{{}}}".format)
+        return (
+            substituted(head, "?{}".format, str),
+            row,
+            substituted(tail, "?{}".format, str),
+            tuple(once),
+            tuple(each),
+        )
+    # The element's own fields as columns of `element`, the shared ones of `shared`, a row of
+    # its own: a bound parameter in the WHERE clause, which SQLite's planner weighs against the
+    # partial indexes of `jobs`, would have it prepare the statement again at each run (a
+    # binding to such a parameter expires it). (Subqueries, not a WITH clause: sqlite3 counts
+    # the rows changed, `rowcount`, only of a statement that begins with INSERT, UPDATE, DELETE
+    # or REPLACE.)
+    _, head, tail = shape
+    row = "(" + ", ".join(f"?{{{index}}}" for index in range(len(each))) + ")"
+    tables = ") AS element"
+    if once:
+        tables += ", (VALUES (" + ", ".join(f"?{index}" for index in once.values()) + ")) AS shared"
+    named = "shared.column{}".format, lambda index: f"element.column{index + 1}"
+    prefix = substituted(head, *named) + " FROM (VALUES "
+    suffix = tables + " " + substituted(tail, *named)
+    return prefix, row, suffix, tuple(once), tuple(each)
+
+
+@lru_cache(maxsize=512)
+def set_statement(
+    source: str, absent: frozenset[str], shared: frozenset[Reading], count: int
+) -> tuple[str, tuple[Reading, ...], tuple[Reading, ...]] | None:
+    """The set form's text for `count` elements (see `set_template`), the readings bound once
+    and those bound for each element, in their order; None when it has none."""
+    template = set_template(source, absent, shared)
+    if template is None:
+        return None
+    prefix, row, suffix, once, each = template
+    first, size = len(once) + 1, len(each)
+    rows = ", ".join(
+        row.format(*range(first + at * size, first + (at + 1) * size)) for at in range(count)
+    )
+    return prefix + rows + suffix, once, each
+
+
+def _texts(column: list[Any], elements: list[dict[str, Any]], field: str) -> list[Any]:
+    """A field's values as `->` reads them: JSON text, 'null' for a null it holds, NULL for a
+    field it does not hold."""
+    texts = list(map(dump, column))
+    if None in column:
+        for index, value in enumerate(column):
+            if value is None and field in elements[index]:
+                texts[index] = "null"
+    return texts
+
+
+def _same_items(first: list[Any], value: Any) -> bool:
+    """Whether `value` is a list of the very items of `first`, in order (the same JSON text: a
+    batch's failed jobs' error lists each hold the one record they share)."""
+    return type(value) is list and len(value) == len(first) and all(map(is_, value, first))
+
+
+def bound_column(
+    reading: Reading, column: list[Any], elements: list[dict[str, Any]]
+) -> tuple[bool, Any]:
+    """A reading's values (`column`, each element's field) as SQLite binds them: (True, the
+    value) when every element's is alike, bound once; else (False, each one's). Alike is the
+    same object, or equal values of one type (1, 1.0 and True are not alike: SQLite binds a
+    float as a REAL), or equal JSON texts."""
+    kind, field = reading
+    first = column[0]
+    same = all(map(is_, column, repeat(first)))
+    if kind == TEXT:
+        if (same and first is not None) or (
+            type(first) is list and all(map(_same_items, repeat(first), column))
+        ):
+            return True, dump(first)
+        column = _texts(column, elements, field)
+        first = column[0]
+        return (True, first) if column.count(first) == len(column) else (False, column)
+    if same:
+        return True, dump(first) if isinstance(first, CONTAINERS) else first
+    if column.count(first) == len(column):
+        if type(first) is str:
+            return True, first
+        if type(first) in NUMBERS:
+            types = set(map(type, column))
+            if types <= INTEGERS or types == FLOATS:
+                return True, first
+    if not BINDABLE.issuperset(map(type, column)):
+        column = [dump(value) if isinstance(value, CONTAINERS) else value for value in column]
+    return False, column
+
+
+def run_in_sets(
+    connection: sqlite3.Connection, cursor: sqlite3.Cursor, part: Part, parameters: dict[str, Any]
+) -> tuple[list[dict[str, Any]], int] | None:
+    """Run a statement of `part.in_sets` over its elements in its set form (see IN_SETS): the
+    elements and how many rows it changed; None when there is no set form for them (fewer
+    than two; an UPDATE whose elements hold every field alike), nothing run. A statement that
+    changes one row a run at most runs in the savepoint ONE_ROW_RUNS, left to the caller."""
+    assert part.each is not None
+    array = parameters[part.each]
+    elements = array.records if isinstance(array, Records) else load(array)
+    count = len(elements)
+    if count < 2:
+        return None
+    given = bound(parameters)
+    values: dict[Reading, Any] = {}
+    columns: dict[Reading, list[Any]] = {}
+    for reading in dict.fromkeys(part.reads):
+        if reading[0] == PARAMETER:
+            values[reading] = given[reading[1]]
+            continue
+        column = list(map(dict.get, elements, repeat(reading[1])))
+        alike, bound_values = bound_column(reading, column, elements)
+        if alike:
+            values[reading] = bound_values
+        else:
+            columns[reading] = bound_values
+    shared = frozenset(reading for reading in values if reading[0] != PARAMETER)
+    plan = set_statement(part.source, part.absent, shared, 1)
+    if plan is None:
+        return None
+    rows = list(zip(*map(columns.__getitem__, plan[2]), strict=True))
+    if part.one_row_each:
+        connection.execute(ONE_ROW_RUNS)
+    changed = done = 0
+    for size in IN_SETS:
+        while count - done >= size:
+            sql, once, _ = set_statement(part.source, part.absent, shared, size) or plan
+            cursor.execute(
+                sql,
+                [*map(values.__getitem__, once), *chain.from_iterable(rows[done : done + size])],
+            )
+            changed += cursor.rowcount
+            done += size
+    return elements, changed
+
+
+def execute_in_sets(
+    connection: sqlite3.Connection, cursor: sqlite3.Cursor, part: Part, parameters: dict[str, Any]
+) -> Executed | Part:
+    """Run a part of `in_sets` in its set form: its echoes and how many rows it changed; or the
+    part to run an element at a time, when it has no set form for these elements or, changing
+    one row a run at most, some element changed none (then undone: each is run alone, as it is
+    echoed)."""
+    try:
+        done = run_in_sets(connection, cursor, part, parameters)
+    except BaseException:
+        if part.one_row_each:
+            with contextlib.suppress(sqlite3.Error):  # the run's error is the one to raise
+                release_one_row_runs(connection, undo=False)
+        raise
+    if done is None:
+        return part
+    elements, changed = done
+    if not part.one_row_each:
+        return [], changed
+    release_one_row_runs(connection, undo=changed != len(elements))
+    if changed == len(elements):
+        return [part.echo(element) for element in elements], changed
+    return replace(part, one_row_each=False)
+
+
 def execute(connection: sqlite3.Connection, part: Part, parameters: dict[str, Any]) -> Executed:
     """Run one part: once, or once per element (all in one call to SQLite when it returns no
-    rows). Its rows (those of a SELECT or a RETURNING clause) and how many rows it changed."""
+    rows; in its set form when it has one, see IN_SETS). Its rows (those of a SELECT or a
+    RETURNING clause) and how many rows it changed."""
     part = without_absent(part, parameters)
     cursor = connection.cursor()
+    if part.in_sets:
+        done = execute_in_sets(connection, cursor, part, parameters)
+        if not isinstance(done, Part):
+            return done
+        part = done
     if part.each is not None and not part.returns_rows:
         cursor.executemany(part.sql, part.bindings(parameters))
         return [], max(cursor.rowcount, 0)
