@@ -42,7 +42,8 @@ from redrive.service.runtime import Runtime, ServiceOptions
 from redrive.store.codec import dump, job_record
 from redrive.store.dead_letters import filter_parameters
 from redrive.store.postgres.store import ALL_TENANTS, TENANT_SETTING, PostgresStore
-from redrive.store.sqlite.store import SqliteStore, compile_part, split_script
+from redrive.store.sqlite.parts import compile_part, split_script
+from redrive.store.sqlite.store import SqliteStore
 from tests.support.callers import CALLER
 from tests.support.clock import ManualClock
 from tests.support.postgres import database_from_template

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from redrive.store.sqlite.store import NULL_ADAPTER, SqliteStore, bind_plainly
+from redrive.store.sqlite.parts import NULL_ADAPTER, bind_plainly
+from redrive.store.sqlite.store import SqliteStore
 
 FULL = 2
 MEMORY = 2

@@ -13,19 +13,18 @@ import pytest
 
 import redrive.store.sqlite.store as store_module
 from redrive.store.codec import dump
-from redrive.store.sqlite.store import (
+from redrive.store.sqlite.parts import (
     KEYED_BY_ID,
     TEXT,
     VALUE,
     Records,
-    SqliteExecutor,
-    SqliteStore,
     bound_column,
     compile_part,
     execute,
     split_script,
     without_absent,
 )
+from redrive.store.sqlite.store import SqliteExecutor, SqliteStore
 from redrive.store.statements import load_statements
 
 

@@ -12,8 +12,8 @@ import pytest
 
 import redrive.store
 from redrive.store.postgres.statements import parse_script
-from redrive.store.sqlite.store import compile_part
-from redrive.store.sqlite.store import split_script as split_sqlite
+from redrive.store.sqlite.parts import compile_part
+from redrive.store.sqlite.parts import split_script as split_sqlite
 from redrive.store.statements import ParsedOnUse, load_statements, parameter_names
 from redrive.store.transaction import SqlTransaction
 
