@@ -139,6 +139,20 @@ async def test_what_comes_due_while_a_batch_moves_over_the_lanes_moves_in_the_sa
     assert len(await events_of(service, "redrive.completed")) == 1
 
 
+def lane_waits(clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The waits of the lanes for their task's pace, each passed on the clock as it is asked."""
+    waits: list[int] = []
+
+    async def waiting(milliseconds: int) -> None:
+        waits.append(milliseconds)
+        clock.advance(milliseconds)
+
+    monkeypatch.setattr(redrive_service, "wait_ms", waiting)
+    return waits
+
+
+# Two write lanes: PostgreSQL (SQLite's one writer moves a batch in the tick's transaction).
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_a_lane_that_finds_nothing_due_waits_for_the_pace_and_moves_what_comes_due(
     laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,20 +161,12 @@ async def test_a_lane_that_finds_nothing_due_waits_for_the_pace_and_moves_what_c
     it, and so on, each claim within the pace and none smaller than MOVE_CHUNK; before, that lane
     ended, then the first did once nothing was left due, and the advance moved 15 (at a critical
     rate the first lane moved the rest alone, chunk after chunk)."""
-    if isinstance(laned, SqliteStore):
-        pytest.skip("one writer: a batch moves in the tick's own transaction")
     monkeypatch.setattr(redrive_service, "MOVE_CHUNK", 10)
     monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
     service = served(laned, clock)
     await kill(service, 100)
     task = await service.redrives.start(CALLER, critical())
-    waits: list[int] = []
-
-    async def waiting(milliseconds: int) -> None:  # the time a lane waits, as it passes
-        waits.append(milliseconds)
-        clock.advance(milliseconds)
-
-    monkeypatch.setattr(redrive_service, "wait_ms", waiting)
+    waits = lane_waits(clock, monkeypatch)
     moving = service.redrives._move
     chunks: list[tuple[int, int]] = []  # (when the chunk took its items, how many)
 
@@ -184,25 +190,19 @@ async def test_a_lane_that_finds_nothing_due_waits_for_the_pace_and_moves_what_c
     assert await dead_count(service, "billing") == 0
 
 
+# Two write lanes: PostgreSQL (SQLite's one writer moves a batch in the tick's transaction).
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_a_lane_waits_no_longer_than_lane_wait_most_ms_for_its_pace(
     laned: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The second lane finds 5 due and its MOVE_CHUNK (20) would take 150 ms more: it moves the 5;
     the next would come due in 200 ms: the lanes end, and the next tick moves it."""
-    if isinstance(laned, SqliteStore):
-        pytest.skip("one writer: a batch moves in the tick's own transaction")
     monkeypatch.setattr(redrive_service, "MOVE_CHUNK", CHUNK)
     monkeypatch.setattr(redrive_service, "RETRY_CHUNK_MOST", CHUNK)
     service = served(laned, clock)
     await kill(service, 100)
     task = await service.redrives.start(CALLER, critical())
-    waits: list[int] = []
-
-    async def waiting(milliseconds: int) -> None:
-        waits.append(milliseconds)
-        clock.advance(milliseconds)
-
-    monkeypatch.setattr(redrive_service, "wait_ms", waiting)
+    waits = lane_waits(clock, monkeypatch)
     clock.advance(250)  # 25 due: a chunk of 20 and 5
     assert await service.redrives.advance() == 25
     assert waits == []
