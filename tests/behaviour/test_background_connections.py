@@ -232,3 +232,49 @@ async def test_a_lanes_connection_plans_the_named_statement_and_runs_nothing(
             assert await transaction.dead_letter_stats(CALLER.tenant_scope) == before
     finally:
         await store.close()
+
+
+def waiting_on_a_lock(url: str) -> bool:
+    """Whether one of the server's other connections to the database waits on a lock."""
+    with psycopg.connect(url) as connection:
+        row = connection.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+        ).fetchone()
+    return row is not None and row[0] > 0
+
+
+async def test_a_unit_takes_an_idle_pooled_connection_rather_than_wait_for_the_lanes(
+    database: str,
+) -> None:
+    """While the lane's connection is being readied (its plan held up here behind a lock on
+    dead_letters), a unit that finds a connection idle in the pool takes it at once: only a unit
+    that would have the pool make a new one waits for the readying."""
+    store = PostgresStore(database, max_size=8)
+    held = asyncio.Event()
+
+    async def unit() -> None:
+        async with store.transaction(CALLER) as transaction:
+            await transaction.get_redrive_task("rdt_none", None)
+            await held.wait()
+
+    locker = psycopg.connect(database)
+    try:
+        units = [asyncio.create_task(unit()) for _ in range(3)]
+        await until(lambda: store.pool is not None and store.pool.get_size() == 3)
+        held.set()
+        await asyncio.gather(*units)  # one kept as the spare, two idle in the pool
+        locker.execute("LOCK TABLE dead_letters IN ACCESS EXCLUSIVE MODE")
+        async with store.transaction(CALLER) as transaction:
+            await transaction.get_redrive_task("rdt_none", None)
+            store.open_lanes("retry_dead_letters")
+            await until(lambda: waiting_on_a_lock(database))  # the lane's plan, held up
+            assert store.pool is not None and store.pool.get_idle_size() == 1
+            async with asyncio.timeout(5), store.transaction(CALLER) as other:
+                assert await other.get_redrive_task("rdt_none", None) is None
+            readying = store._readying
+            assert readying is not None and not readying.done()
+    finally:
+        locker.rollback()  # the lane's plan goes on
+        locker.close()
+        await store.close()

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -72,9 +72,17 @@ def make_key(database_url: str, work_directory: Path) -> str:
 class RedriveServer:
     """One `python -m redrive serve` process on a free local port, logging to a file."""
 
-    def __init__(self, database_url: str, work_directory: Path, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        work_directory: Path,
+        api_key: str | None = None,
+        environment: Mapping[str, str] | None = None,
+    ) -> None:
         self.database_url = database_url
         self.api_key = api_key
+        # Set over `server_environment`'s (a test's own settings).
+        self.environment = dict(environment or {})
         self.work_directory = work_directory
         self.port = find_free_port()
         self.log_path = work_directory / "server.log"
@@ -98,9 +106,12 @@ class RedriveServer:
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
-            env=server_environment(
-                self.database_url, self.work_directory, auth=self.api_key is not None
-            ),
+            env={
+                **server_environment(
+                    self.database_url, self.work_directory, auth=self.api_key is not None
+                ),
+                **self.environment,
+            },
         )
         try:
             self._wait_until_healthy()

@@ -7,11 +7,6 @@ Secure behind a trusted proxy that says the client came over HTTPS."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +20,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from redrive.api.app import RedriveApp, create_app
 from redrive.api.middleware import ProtocolHeaders
 from redrive.service.facade import Service
-from tests.conformance.server import HEALTH_PATH, HOST, find_free_port
+from tests.conformance.server import RedriveServer
 from tests.unit.test_exact_routes import serving as started
 
 pytestmark = pytest.mark.anyio
@@ -153,38 +148,10 @@ async def test_traced_requests_go_through_the_proxy_step_first(
 @contextmanager
 def serving(tmp_path: Path, **environment: str) -> Iterator[str]:
     """`redrive serve` on a SQLite file; its base URL while the block runs."""
-    port = find_free_port()
-    variables = {
-        **os.environ,
-        "REDRIVE_DATABASE_URL": f"sqlite:///{tmp_path / 'redrive.db'}",
-        "REDRIVE_ARCHIVE_DIR": str(tmp_path / "archive"),
-        "REDRIVE_CONFIG_FILE": str(tmp_path / "absent.toml"),
-        "REDRIVE_LOG_LEVEL": "warning",
-        **environment,
-    }
-    command = [sys.executable, "-m", "redrive", "serve", "--host", HOST, "--port", str(port)]
-    process = subprocess.Popen(
-        command, env=variables, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    url = f"http://{HOST}:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, "redrive serve exited"
-            try:
-                if httpx.get(url + HEALTH_PATH).status_code == 200:
-                    break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "redrive serve never answered"
-                time.sleep(0.1)
-        yield url
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    settings = {"REDRIVE_CONFIG_FILE": str(tmp_path / "absent.toml"), **environment}
+    database_url = f"sqlite:///{tmp_path / 'redrive.db'}"
+    with RedriveServer(database_url, tmp_path, environment=settings) as server:
+        yield server.base_url
 
 
 def csrf_cookie(url: str, headers: dict[str, str]) -> str:
