@@ -25,11 +25,13 @@ from bench.peers.tools import PROGRAMS, RUN_ORDER, WORKER_PATHS, Place, Tool, co
 from bench.postgres import fresh_database
 from rich.markup import escape
 
+import redrive
 from redrive.composition import sqlite_path
 
 Log = Callable[[str], None]
 # Variables that would point a tool somewhere else than its private database.
 FOREIGN_PREFIXES = ("REDRIVE_", "PG", "OBAN_", "PGQUEUER_")
+REDRIVE_SOURCE = Path(redrive.__file__).resolve().parent.parent
 STOP_SECONDS = 60.0
 
 
@@ -59,7 +61,15 @@ def environment_for(tool: Tool, place: Place, jobs: int) -> dict[str, str]:
     inherited = {
         key: value for key, value in os.environ.items() if not key.startswith(FOREIGN_PREFIXES)
     }
-    return {**inherited, "PYTHONPATH": str(PROGRAMS), **tool.environment_variables(place, jobs)}
+    # redrive's processes import the redrive this benchmark imported (a worktree's checkout
+    # under PYTHONPATH, not the one the virtualenv's editable install names), so a run times
+    # the code it was started from.
+    paths = [str(PROGRAMS)] if tool.peer is not None else [str(PROGRAMS), str(REDRIVE_SOURCE)]
+    return {
+        **inherited,
+        "PYTHONPATH": os.pathsep.join(paths),
+        **tool.environment_variables(place, jobs),
+    }
 
 
 def tail(path: Path, characters: int = 1500) -> str:

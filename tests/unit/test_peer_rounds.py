@@ -3,13 +3,15 @@ it (bench/peers/rounds.py)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
 import pytest
-from bench.peers.rounds import SqliteCounter, counter_for, fresh_sqlite
-from bench.peers.tools import TOOLS
+from bench.peers.rounds import SqliteCounter, counter_for, environment_for, fresh_sqlite
+from bench.peers.tools import PROGRAMS, TOOLS, Place, Tool
 
+import redrive
 from redrive.composition import sqlite_path
 
 
@@ -61,3 +63,13 @@ def test_the_sqlite_column_is_counted_from_its_file(tmp_path: Path) -> None:
             assert isinstance(counter, SqliteCounter)
         finally:
             counter.close()
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda tool: tool.name)
+def test_redrive_processes_import_the_checkout_the_benchmark_runs_from(tool: Tool) -> None:
+    place = Place("postgresql://postgres@127.0.0.1:5432/private", "http://127.0.0.1:9999")
+    paths = environment_for(tool, place, 100)["PYTHONPATH"].split(os.pathsep)
+    source = str(Path(redrive.__file__).resolve().parent.parent)
+    # A worktree's run (PYTHONPATH=its src) times its own code, not the editable install's.
+    assert paths[0] == str(PROGRAMS)
+    assert (source in paths) is (tool.peer is None)
