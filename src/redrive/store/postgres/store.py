@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -183,6 +184,10 @@ class StatementExecutor(PostgresParameters):
             await self.connection.execute(statement.sql, *statement.arguments(parameters))
         )
 
+    async def run_at_commit(self, name: str, parameters: dict[str, Any]) -> None:
+        """A unit of one statement has no COMMIT to ride with: run (and checked) as any."""
+        await self.run(name, parameters)
+
     def notify(self, queues: set[str]) -> None:
         """Already sent by the statement (run with :alone), in its implicit transaction, which
         has committed: this process's local waiters are woken now."""
@@ -204,6 +209,7 @@ class PostgresExecutor(PostgresParameters):
         self.custom_plans = False
         self.index_order = False
         self.wake: set[str] = set()
+        self.closing: list[str] = []  # statements sent with the COMMIT (run_at_commit)
 
     async def _ready(self, statement: Statement) -> Connection:
         """The connection, inside this transaction, planning for the values if the statement
@@ -246,16 +252,34 @@ class PostgresExecutor(PostgresParameters):
             changed += rowcount(status)
         return changed
 
+    async def run_at_commit(self, name: str, parameters: dict[str, Any]) -> None:
+        """Sent in the COMMIT's simple query, its parameters written as string constants (they
+        are text: JSON the statement casts); a statement with other needs runs now."""
+        (statement,) = self.store.scripts[name]
+        arguments = statement.arguments(parameters)
+        if (
+            statement.custom_plans
+            or statement.index_order
+            or not all(isinstance(argument, str) for argument in arguments)
+        ):
+            await self.run(name, parameters)
+            return
+        self.closing.append(with_constants(statement.sql, arguments))
+
     def notify(self, queues: set[str]) -> None:
         """Sent with the COMMIT (PostgreSQL delivers a NOTIFY on commit either way)."""
         self.wake |= queues
 
     async def commit(self) -> None:
-        """The wake-ups and COMMIT in one simple query (one round trip); nothing when no
-        statement ran."""
-        if self.begin and not self.wake:
+        """The statements left for the end (run_at_commit), the wake-ups and COMMIT in one
+        simple query (one round trip); nothing when no statement ran. A failing statement
+        there fails the COMMIT (PostgreSQL skips the rest of the query), and the unit rolls
+        back as for any statement's error."""
+        if self.begin and not self.wake and not self.closing:
             return
         parts = [self.begin] if self.begin else []
+        parts.extend(self.closing)
+        self.closing = []
         parts.extend(
             f"SELECT pg_notify('{CHANNEL}', {literal(queue)})" for queue in sorted(self.wake)
         )
@@ -313,6 +337,13 @@ def literal(text: str) -> str:
     """A string constant, whatever standard_conforming_strings says: an escape string (E'...')
     with its backslashes and quotes doubled."""
     return "E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def with_constants(sql: str, arguments: tuple[Any, ...]) -> str:
+    """A statement's text with each `$n` replaced by its text argument as a string constant,
+    for a simple query (which takes no parameters). Named statements hold `$` only in their
+    placeholders (statements.py numbers them; none has a dollar-quoted string)."""
+    return re.sub(r"\$(\d+)\b", lambda found: literal(arguments[int(found[1]) - 1]), sql)
 
 
 def identifier(name: str) -> str:
