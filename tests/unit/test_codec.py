@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 
 import pytest
 
 from redrive.domain.identifiers import uuid7_blocks
-from redrive.store.codec import dump, event_from_row, load
+from redrive.store.codec import claim_listened, dump, event_from_row, load
 
 
 @pytest.mark.parametrize(
@@ -353,3 +354,30 @@ def test_a_run_member_s_own_data_follows_the_run_s_in_the_event_s_order() -> Non
     alone = {**row, "position": None, "data": '{"attempt":1}', "duration_ms": None,
              "attempt": None, "result": None}  # fmt: skip
     assert event_from_row(alone).event.data == {"attempt": 1}
+
+
+def packed(subscribed: list[bool]) -> list[tuple[str, str]]:
+    """Claimed rows as SQLite's claim packs them: its `listened` (an `IN`) last in the array,
+    after values that hold `1]` themselves."""
+    connection = sqlite3.connect(":memory:")
+    try:
+        return [
+            connection.execute(
+                "SELECT '{}', json_array('[1]', 1, :tenant IN (SELECT 'hooked'))",
+                {"tenant": "hooked" if hooked else "other"},
+            ).fetchone()
+            for hooked in subscribed
+        ]
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    "subscribed", [[False], [True], [False, False, True], [False, False, False]]
+)
+def test_a_claim_s_rows_tell_a_subscribed_tenant_s_job_packed_or_as_columns(
+    subscribed: list[bool],
+) -> None:
+    assert claim_listened(packed(subscribed)) is any(subscribed)
+    columns = [("{}", "[]", None, None, "id", hooked) for hooked in subscribed]
+    assert claim_listened(columns) is any(subscribed)

@@ -127,3 +127,57 @@ async def test_units_that_ran_nothing_share_a_group_without_failing(store: Sqlit
     async with store.transaction(SYSTEM):
         await insert(store, "after")
     assert committed(store) == ["after"]
+
+
+async def test_a_unit_s_deferred_work_runs_once_before_it_returns(store: SqliteStore) -> None:
+    """What a unit defers runs once its statements are done, beside its commit, before the unit
+    returns."""
+    ran: list[str] = []
+    async with store.transaction(SYSTEM) as transaction:
+        await insert(store, "a")
+        transaction.defer(lambda: ran.append("work"))
+        assert ran == []
+    assert ran == ["work"]
+    assert committed(store) == ["a"]
+
+
+async def test_units_queued_behind_a_unit_run_their_deferred_work_with_its_commit(
+    store: SqliteStore,
+) -> None:
+    """A group's units each run their deferred work once, with the group's one commit; a
+    failing unit's work does not run, and work that raises fails nothing."""
+    first_inside = asyncio.Event()
+    ran: list[str] = []
+
+    def failing_work() -> None:
+        ran.append("raising")
+        raise ValueError("dropped: the caller's own read raises it again")
+
+    async def first() -> None:
+        async with store.transaction(SYSTEM) as transaction:
+            await insert(store, "a")
+            transaction.defer(lambda: ran.append("first"))
+            transaction.defer(failing_work)
+            first_inside.set()
+            while store._waiting < 2:  # both later units have queued behind this one
+                await asyncio.sleep(0)
+        assert ran == ["first", "raising", "last"], "the group's work runs before any returns"
+
+    async def failing() -> None:
+        await first_inside.wait()
+        async with store.transaction(SYSTEM) as transaction:
+            transaction.defer(lambda: ran.append("failed unit"))
+            await insert(store, "a")  # a duplicate key: this unit fails
+
+    async def last() -> None:
+        await first_inside.wait()
+        await asyncio.sleep(0)
+        async with store.transaction(SYSTEM) as transaction:
+            await insert(store, "c")
+            transaction.defer(lambda: ran.append("last"))
+
+    results = await asyncio.gather(first(), failing(), last(), return_exceptions=True)
+    assert results[0] is None and results[2] is None
+    assert isinstance(results[1], sqlite3.IntegrityError)
+    assert ran == ["first", "raising", "last"]
+    assert committed(store) == ["a", "c"]

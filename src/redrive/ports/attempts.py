@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from redrive.domain.frozen import frozen_dataclass
@@ -23,14 +24,28 @@ class Claim:
     tenant_id: str | None
 
 
-@frozen_dataclass
 class Claimed:
-    """The jobs a claim leased (by priority, then age), each with its `job.started` event; those
-    of `unannounced` without it: their tenant has an active webhook subscription, so the caller
-    emits their events (and queues the deliveries)."""
+    """The `count` jobs a claim leased (by priority, then age), each with its `job.started`
+    event; those of `unannounced` without it: their tenant has an active webhook subscription,
+    so the caller emits their events (and queues the deliveries). The jobs are made from the
+    claim's rows when first read (`jobs`), not in the unit: the SQLite store makes them while
+    its thread commits (`SqlBase.defer`), where the worker's main thread made them (~7 us a
+    job) with the store's one connection held and its thread idle."""
 
-    jobs: list[Job]
-    unannounced: list[Job]
+    __slots__ = ("_jobs", "_make", "count", "unannounced")
+
+    def __init__(self, count: int, unannounced: list[Job], make: Callable[[], list[Job]]) -> None:
+        self.count = count
+        self.unannounced = unannounced
+        self._make = make
+        self._jobs: list[Job] | None = None
+
+    @property
+    def jobs(self) -> list[Job]:
+        jobs = self._jobs
+        if jobs is None:
+            jobs = self._jobs = self._make()
+        return jobs
 
 
 @frozen_dataclass

@@ -12,7 +12,7 @@ from redrive.domain.events import started_event
 from redrive.domain.frozen import frozen_dataclass
 from redrive.domain.job import Job
 from redrive.domain.records import WorkerRecord
-from redrive.ports import Claim, JobChange
+from redrive.ports import Claim, Claimed, JobChange
 from redrive.service.attempts import (
     Acknowledgement,
     AckRequest,
@@ -102,17 +102,19 @@ class WorkerService:
         queues, count, worker_id = request.queues, request.count, request.worker_id
         now = self.runtime.now()
         token = self.runtime.new_token()
-        claimed: list[Job] = []
+        # Each queue's claim; its jobs are read once the unit is done (see Claimed).
+        takes: list[Claimed] = []
+        taken_count = 0
         unannounced: list[Job] = []  # the claim wrote the others' job.started events
         async with self.runtime.store.transaction(caller) as transaction:
             await transaction.notify(await transaction.promote_due_jobs(now, queues))
             # A claim takes nothing from a queue the caller's tenant paused (a caller spanning
             # every tenant: one any tenant paused, as its claim would take that tenant's jobs).
             for queue in queues:
-                if len(claimed) >= count:
+                if taken_count >= count:
                     break
                 claim = Claim(
-                    queue, count - len(claimed), worker_id, token,
+                    queue, count - taken_count, worker_id, token,
                     request.visibility_timeout_ms, caller.tenant_scope,
                 )  # fmt: skip
                 # Block heads: the claim's events are a row a run of alike jobs, named by the
@@ -121,18 +123,19 @@ class WorkerService:
                 # or two.
                 heads = self.runtime.block_head_parts(claim.limit, now)
                 taken = await transaction.claim_jobs(claim, now, heads)
-                claimed.extend(taken.jobs)
+                takes.append(taken)
+                taken_count += taken.count
                 unannounced.extend(taken.unannounced)
             visit = (caller.tenant_id, worker_id or "")
-            recorded = worker_id is not None and self._visit_due(visit, len(claimed), now)
+            recorded = worker_id is not None and self._visit_due(visit, taken_count, now)
             if recorded:
-                await transaction.touch_worker(
-                    visit[1], caller.tenant_id, queues, len(claimed), now
-                )
+                await transaction.touch_worker(visit[1], caller.tenant_id, queues, taken_count, now)
             await self.runtime.emit(transaction, [started_event(job) for job in unannounced], now)
         if recorded:
-            self._record_visit(visit, len(claimed), now)
-        return claimed
+            self._record_visit(visit, taken_count, now)
+        if len(takes) == 1:
+            return takes[0].jobs
+        return [job for taken in takes for job in taken.jobs]
 
     def forget_visits(self) -> None:
         """The workers table was wiped: record each worker's next visit."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -75,6 +75,9 @@ class SqlBase:
     dead-letter tally and incident count changes it writes last (entering, moving, pruning and
     restoring dead letters all change the tallies and how many of an incident's are dead)."""
 
+    # Work left for after the unit's statements (`defer`); most units leave none.
+    deferred: Sequence[Callable[[], object]] = ()
+
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
         self.notified: set[str] = set()
@@ -85,6 +88,15 @@ class SqlBase:
         # and the two defaultdicts still 2.6k of an enqueue request's (callgrind), a dict's ~0.1k.
         self.tally_changes: dict[tuple[str, str, str, str], int] = {}
         self.incident_changes: dict[str, int] = {}
+
+    def defer(self, work: Callable[[], object]) -> None:
+        """Let the store run `work`, which reads no table, once the unit's statements are done,
+        where it takes no time from them: the SQLite store runs it on the event loop's thread
+        while its own thread commits the unit's group (a COMMIT and its fsync run without the
+        GIL), before the unit returns. Nothing may depend on its running (the PostgreSQL store
+        does not run it): it makes early what its caller reads later (a claim's jobs), and
+        what it raises is dropped (the caller's read raises it again)."""
+        self.deferred = [*self.deferred, work]
 
     def waiting(self) -> bool:
         """Whether finish() has anything to write: most transactions (an enqueue, a fetch, an

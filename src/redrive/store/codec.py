@@ -423,6 +423,17 @@ _claimed_priority = itemgetter(3 + CLAIMED_JOB_COLUMNS.index("priority"))
 _claimed_sequence = itemgetter(3 + CLAIMED_JOB_COLUMNS.index("sequence"))
 
 
+def claim_listened(rows: Sequence[Sequence[Any]]) -> bool:
+    """Whether any of a claim's rows (as `claimed_jobs` reads them) is of a tenant with an
+    active webhook subscription, read from its last value (`listened`) without reading the row
+    whole: a row of columns holds it as a boolean; a packed row (SQLite's) as the last element
+    of its JSON array, the integer json_array writes for SQLite's `IN`: `1]` ends the array of
+    a subscribed tenant's job, `0]` any other."""
+    if len(rows[0]) == 2:
+        return any(row[1].endswith("1]") for row in rows)
+    return any(row[-1] for row in rows)
+
+
 def claimed_jobs(
     rows: Sequence[Sequence[Any]],
     now: int,

@@ -15,6 +15,7 @@ from redrive.ports import JobStore
 from redrive.ports.jobs import Enqueued
 from redrive.store.base import SqlBase
 from redrive.store.codec import (
+    claim_listened,
     claimed_jobs,
     dump,
     job_from_row,
@@ -244,12 +245,19 @@ class SqlJobs(SqlBase, JobStore):
             },
         )
         if not rows:
-            return Claimed([], [])
-        return Claimed(
-            *claimed_jobs(
+            return Claimed(0, [], list)
+
+        def make() -> tuple[list[Job], list[Job]]:
+            return claimed_jobs(
                 rows, now, claim.worker_id, claim.lease_token, claim.visibility_timeout_ms
             )
-        )
+
+        if claim_listened(rows):  # the unit emits their events: the jobs are made now
+            jobs, unannounced = make()
+            return Claimed(len(rows), unannounced, lambda: jobs)
+        claimed = Claimed(len(rows), [], lambda: make()[0])
+        self.defer(lambda: claimed.jobs)
+        return claimed
 
     async def promote_due_jobs(self, now: int, queues: list[str] | None = None) -> set[str]:
         """Make every due job (of these queues; of all without) available, waiting for one
