@@ -46,12 +46,12 @@ async def until(condition: Callable[[], bool]) -> None:
     raise AssertionError("not within 5 s")
 
 
-def backends(url: str) -> int:
-    """The server's connections to the database but this one."""
+def backends(url: str, condition: str = "TRUE") -> int:
+    """The server's connections to the database but this one (those meeting `condition`)."""
     with psycopg.connect(url) as connection:
         row = connection.execute(
             "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            f"WHERE datname = current_database() AND pid <> pg_backend_pid() AND {condition}"
         ).fetchone()
     return int(row[0]) if row else 0
 
@@ -234,16 +234,6 @@ async def test_a_lanes_connection_plans_the_named_statement_and_runs_nothing(
         await store.close()
 
 
-def waiting_on_a_lock(url: str) -> bool:
-    """Whether one of the server's other connections to the database waits on a lock."""
-    with psycopg.connect(url) as connection:
-        row = connection.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
-        ).fetchone()
-    return row is not None and row[0] > 0
-
-
 async def test_a_unit_takes_an_idle_pooled_connection_rather_than_wait_for_the_lanes(
     database: str,
 ) -> None:
@@ -268,7 +258,9 @@ async def test_a_unit_takes_an_idle_pooled_connection_rather_than_wait_for_the_l
         async with store.transaction(CALLER) as transaction:
             await transaction.get_redrive_task("rdt_none", None)
             store.open_lanes("retry_dead_letters")
-            await until(lambda: waiting_on_a_lock(database))  # the lane's plan, held up
+            await until(
+                lambda: backends(database, "wait_event_type = 'Lock'") > 0
+            )  # the lane's plan, held up
             assert store.pool is not None and store.pool.get_idle_size() == 1
             async with asyncio.timeout(5), store.transaction(CALLER) as other:
                 assert await other.get_redrive_task("rdt_none", None) is None
