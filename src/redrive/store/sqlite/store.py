@@ -280,8 +280,10 @@ class SqliteStore:
 
     def _open_unit(self) -> None:
         """(On the store's thread.) A savepoint for the next unit in the write transaction,
-        begun if none is open."""
+        begun if none is open (first letting the log restart if the checkpointer asked)."""
         if not self.connection.in_transaction:
+            if self.checkpointer is not None:
+                self.checkpointer.restart_log(self.connection)
             self.connection.execute("BEGIN IMMEDIATE")
         self.connection.execute(OPEN_UNIT)
 
