@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
+from redrive.domain import events
 from redrive.domain import job as states
 from redrive.domain.events import (
     Event,
@@ -91,6 +94,27 @@ def test_a_mixed_batch_is_the_runs_of_its_jobs_events_taken_in_steps() -> None:
     assert sum(len(run.subjects) for run in runs) == sum(
         len(failure_events(job, reason)) for job, reason in batch
     )
+
+
+def test_a_job_alike_the_one_before_it_joins_its_runs_with_no_data_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The event data of a batch that failed alike is made for each run's first job only: the
+    others are found alike their predecessor once each, not compared kind by kind."""
+    made: list[tuple[Any, ...]] = []
+    alike_data = events._alike_data
+
+    def counted(*given: Any) -> tuple[Any, ...]:
+        made.append(given)
+        return alike_data(*given)
+
+    monkeypatch.setattr(events, "_alike_data", counted)
+    record = error_record(BOOM, 3, NOW)
+    batch = [failed(active(index, attempt=3), record=record) for index in range(50)]
+    runs = batch_failure_runs(batch)
+    assert runs == step_major_runs(batch)
+    assert [len(run.subjects) for run in runs] == [50, 50, 50]
+    assert len(made) == 3  # the first job's, a kind each
 
 
 def test_a_run_holds_at_most_a_block() -> None:

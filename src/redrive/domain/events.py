@@ -351,22 +351,57 @@ def batch_failure_runs(failures: list[tuple[Job, str | None]]) -> list[EventRun]
     only, the others compared to it (a batch that failed alike made and compared two or three
     events a job, each with its data)."""
     kinds = [_failure_kinds(job, reason) for job, reason in failures]
+    # Whether each job's events are all alike those of the job before it (which then has the
+    # same kinds, and is the last one of each of its runs): found once a job, then it joins
+    # every run its predecessor is in without its events' data made and compared kind by kind
+    # (three a dead-lettered job). The others are compared to their run's first as before.
+    joins = [False] * len(failures)
+    for index in range(1, len(failures)):
+        job, reason = failures[index]
+        joins[index] = _alike_failures(job, reason, *failures[index - 1])
+    limit = len(SERIES_COUNTER)
     runs: list[EventRun] = []
     for step in range(max(map(len, kinds), default=0)):
         run: EventRun | None = None
         first: tuple[str, str, str, str, tuple[Any, ...]] | None = None
-        for (job, reason), job_kinds in zip(failures, kinds, strict=True):
+        for (job, reason), job_kinds, joined in zip(failures, kinds, joins, strict=True):
             if step >= len(job_kinds):
+                continue
+            if joined and run is not None and len(run.subjects) < limit:
+                run.subjects.append(job.id)
                 continue
             kind = job_kinds[step]
             alike = (kind, job.tenant_id, job.queue, job.type, _alike_data(kind, job, reason))
-            if run is not None and alike == first and len(run.subjects) < len(SERIES_COUNTER):
+            if run is not None and alike == first and len(run.subjects) < limit:
                 run.subjects.append(job.id)
                 continue
             run = EventRun(failure_event(kind, job, reason), [job.id])
             first = alike
             runs.append(run)
     return runs
+
+
+def _alike_failures(job: Job, reason: str | None, before: Job, before_reason: str | None) -> bool:
+    """Whether every failure event of `job` is alike the one of the same kind of `before`
+    (`_alike_data`): the same kinds (state and dead-letter reason), tenant, queue, type and
+    attempt, the very same error record (a batch's jobs that failed alike share one), and for
+    a retry the same limit and next attempt."""
+    return (
+        job.error is before.error
+        and reason == before_reason
+        and job.state == before.state
+        and job.attempt == before.attempt
+        and job.type == before.type
+        and job.queue == before.queue
+        and job.tenant_id == before.tenant_id
+        and (
+            job.state != "retryable"
+            or (
+                (job.next_attempt_at or 0) == (before.next_attempt_at or 0)
+                and job.max_attempts == before.max_attempts
+            )
+        )
+    )
 
 
 def arrival_events(entries: list[IncidentEntry], incidents: list[Incident]) -> list[Event]:
