@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from redrive.domain.caller import SYSTEM
 from redrive.domain.dead_letter import MovedEpisode
 from redrive.domain.events import retried_event_ids
 from redrive.domain.listeners import WEBHOOK_QUEUE
 from redrive.domain.webhooks import SubscriptionRequest
-from redrive.ports import JobFilter, StoredEvent
+from redrive.ports import JobFilter, Retried, StoredEvent
 from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
 from tests.behaviour.ojs_http import COUNT_EVENTS, count_rows
@@ -141,6 +142,50 @@ async def test_a_chunk_past_a_block_s_4096_events_names_them_as_the_domain_does(
     ids = retried_event_ids(chosen, heads, moved)
     assert [stored.id for stored in events] == [ids[episode_id] for episode_id in chosen]
     assert [events[0].id, events[4096].id] == [heads[0], heads[4096]]
+
+
+async def test_a_chunk_answers_each_part_it_holds_and_only_those(
+    service: Service, clock: ManualClock
+) -> None:
+    """One chunk's statement, as a bulk retry's chunk calls it: an episode whose job's row was
+    pruned comes back on its own, not put back; a chosen id no longer dead comes back skipped;
+    the episodes put back in place are counted in their group. Once a subscription listens to
+    the tenant, every moved episode comes back on its own, saying whether its job was put back,
+    with the subscription, and no group."""
+    store = service.runtime.store
+
+    async def dead(put_back: int) -> tuple[str, list[str]]:
+        """A dead job whose row is pruned, then `put_back` whose rows stay: the first's id,
+        and the ids of the dead letters now to retry."""
+        (pruned,) = await kill(service, 1)
+        clock.advance(60_000)
+        async with store.transaction(SYSTEM) as transaction:
+            assert await transaction.prune_finished_jobs(clock.now_ms(), 100) == 1
+        await kill(service, put_back)
+        async with store.transaction(CALLER) as transaction:
+            return pruned, await transaction.dead_letter_ids(by_queue("billing"), 100, [])
+
+    async def retry(chosen: list[str]) -> Retried:
+        now = service.runtime.now()
+        heads = service.runtime.block_head_parts(len(chosen), now)
+        async with store.transaction(CALLER) as transaction:
+            return await transaction.retry_dead_letters(chosen, heads, now, "ops", [])
+
+    pruned, chosen = await dead(3)
+    retried = await retry([*chosen, "dl_no_longer_dead"])
+    assert [(episode.job_id, episode.requeued) for episode in retried.moved] == [(pruned, False)]
+    assert [(group.queue, group.count) for group in retried.requeued] == [("billing", 3)]
+    assert (retried.skipped, retried.listeners) == (["dl_no_longer_dead"], [])
+
+    subscription = SubscriptionRequest("https://example.test/hook", ("dead_letter.*",), None)
+    created = await service.webhooks.create(CALLER, subscription)
+    pruned, chosen = await dead(2)
+    retried = await retry(chosen)
+    assert sorted((episode.id, episode.requeued) for episode in retried.moved) == sorted(
+        (episode_id, episode_id != chosen[-1]) for episode_id in chosen
+    )  # (the pruned one is the oldest: the last chosen)
+    assert [listener.id for listener in retried.listeners] == [created.subscription.id]
+    assert (retried.requeued, retried.skipped) == ([], [])
 
 
 async def test_a_retry_reads_the_ids_it_moves_newest_first_then_by_id(

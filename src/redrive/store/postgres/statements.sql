@@ -1082,7 +1082,7 @@ WITH chosen AS (
     FROM moved
     WHERE jobs.id = moved.job_id AND jobs.state = 'discarded' AND jobs.dead_lettered
       AND moved.type <> ALL(CAST(:upcast_types AS text[]))
-    RETURNING jobs.id
+    RETURNING moved.*
 ), queued AS (
     INSERT INTO queues (name, tenant_id, created_at)
     SELECT DISTINCT queue, tenant_id, CAST(:now AS bigint) FROM moved
@@ -1117,27 +1117,40 @@ WITH chosen AS (
 ), listening AS MATERIALIZED (
     SELECT id, tenant_id, events FROM webhook_subscriptions
     WHERE active AND tenant_id IN (SELECT tenant_id FROM moved)
-), told AS MATERIALIZED (
-    -- (IN, not a join: planned with the CTEs' one-row guesses, a join would loop over requeued
-    -- per row, where the IN subplans are hashed once.)
-    SELECT moved.*, moved.job_id IN (SELECT id FROM requeued) AS requeued,
-        moved.tenant_id IN (SELECT tenant_id FROM listening) AS listened
-    FROM moved
 )
+-- What each part needs is read only when it can hold a row: its gate (a count, or whether any
+-- subscription listens) is a one-time filter, so the usual chunk, every episode moved and put
+-- back in place and no listener, scans requeued once, to group it. (All of them from one
+-- materialised `told`, the moved episodes each flagged by two hashed subplans, with `chosen`
+-- kept and probed against `moved` for the skipped: 1.5 of a chunk's 18 us of backend CPU an
+-- episode, 0.6 of it saved.) A put-back episode's row comes from `requeued` (its RETURNING
+-- carries the moved columns): an IN on requeued in a WHERE would be pulled up into a join,
+-- planned with the CTEs' one-row guesses as a loop over requeued per row. The ones not put
+-- back, by NOT IN (kept a hashed subplan): requeued holds at most one row a moved episode
+-- (one dead episode a job), so equal counts mean every one was put back.
 SELECT 'moved' AS kind, id, job_id, tenant_id, queue, type, error_type, incident_id,
-    discarded_at, requeued, NULL AS events, 1 AS count
-FROM told WHERE NOT requeued OR listened
+    discarded_at, FALSE AS requeued, NULL AS events, 1 AS count
+FROM moved
+WHERE (SELECT count(*) FROM requeued) < (SELECT count(*) FROM moved)
+  AND id NOT IN (SELECT id FROM requeued)
+UNION ALL
+SELECT 'moved', id, job_id, tenant_id, queue, type, error_type, incident_id, discarded_at, TRUE,
+    NULL, 1
+FROM requeued
+WHERE EXISTS (SELECT FROM listening) AND tenant_id IN (SELECT tenant_id FROM listening)
 UNION ALL
 SELECT 'requeued', NULL, NULL, tenant_id, queue, type, error_type, incident_id, NULL, TRUE,
     NULL, COUNT(*)
-FROM told WHERE requeued AND NOT listened
+FROM requeued WHERE tenant_id NOT IN (SELECT tenant_id FROM listening)
 GROUP BY tenant_id, queue, type, error_type, incident_id
 UNION ALL
 SELECT 'listener', id, NULL, tenant_id, NULL, NULL, NULL, NULL, NULL, NULL, events, NULL
 FROM listening
 UNION ALL
 SELECT 'skipped', id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM chosen WHERE id NOT IN (SELECT id FROM moved);
+FROM unnest(string_to_array(CAST(:ids AS text), ',')) AS chosen(id)
+WHERE (SELECT count(*) FROM moved) < cardinality(string_to_array(CAST(:ids AS text), ','))
+  AND id NOT IN (SELECT id FROM moved);
 
 -- name: skip_redrive_items
 -- A task's items that claim_pending_redrive_items took but whose dead letters retry_dead_letters
