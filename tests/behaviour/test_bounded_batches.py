@@ -12,7 +12,7 @@ from redrive.api.routes_jobs import job_requests
 from redrive.api.worker_requests import fetch_request
 from redrive.domain.caller import SYSTEM
 from redrive.domain.dead_letter_filter import parse_filter
-from redrive.ports import PruneScope, Store
+from redrive.ports import Page, PruneScope, Store
 from redrive.service import dead_letters as dead_letter_service
 from redrive.service.dead_letters import BulkRequest
 from redrive.service.facade import Service
@@ -101,3 +101,26 @@ async def test_a_bulk_retry_in_many_chunks_moves_the_newest_matches_each_once(
         )
         assert await count_rows(service, retried) == expected
     assert (await service.dead_letters.stats(CALLER)).total == 6
+
+
+async def test_a_retry_reads_the_ids_of_its_matches_newest_first(
+    service: Service, store: Store, clock: ManualClock
+) -> None:
+    """The ids a bulk retry's round moves (`dead_letter_ids`): every match but those excluded,
+    newest first (ties on the time by id, descending), at most `limit`; none when none match."""
+    for _ in range(3):
+        await make_dead_letters(service, 3, "ordered")
+        clock.advance(1_000)
+    filters = parse_filter({"queue": "ordered"}, clock.now_ms()).scoped(CALLER.tenant_id)
+    async with store.transaction(SYSTEM) as transaction:
+        rows = await transaction.list_dead_letters(filters, Page(limit=100))
+        newest_first = [
+            dead.id for dead in sorted(rows, key=lambda d: (d.discarded_at, d.id), reverse=True)
+        ]
+        every = await transaction.dead_letter_ids(filters, 100, [])
+        some = await transaction.dead_letter_ids(filters, 4, newest_first[1:3])
+        nothing = await transaction.dead_letter_ids(replace(filters, queue="none"), 100, [])
+    assert len(newest_first) == 9
+    assert every == newest_first
+    assert some == [newest_first[0], *newest_first[3:6]]
+    assert nothing == []
