@@ -8,7 +8,6 @@ import json
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +28,7 @@ from redrive.store.sqlite.parts import (
     skipped,
     split_script,
 )
+from redrive.store.sqlite.thread import StoreThread
 from redrive.store.statements import ParsedOnUse, load_statements, migration_files
 from redrive.store.transaction import SqlTransaction
 from redrive.store.wakeups import Wakeups
@@ -168,7 +168,7 @@ class SqliteStore:
         self.scripts = ParsedOnUse(
             self.statements, lambda name, sql: [compile_part(part) for part in split_script(sql)]
         )
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="redrive-sqlite")
+        self._thread = StoreThread("redrive-sqlite")
         self._lock = asyncio.Lock()
         # Units waiting for the lock; the open write transaction's group of units, if any.
         self._waiting = 0
@@ -179,7 +179,11 @@ class SqliteStore:
         self._pending: list[str] = []
         self.wakeups = Wakeups()
         self._owner: asyncio.Task[Any] | None = None
-        self.connection = self._thread.submit(self._connect).result()
+        try:
+            self.connection = self._thread.run(self._connect)
+        except BaseException:
+            self._thread.stop()
+            raise
         # A file's log is checkpointed beside the writer (an in-memory database has none).
         self.checkpointer = Checkpointer(path) if self._on_file() else None
 
@@ -214,7 +218,7 @@ class SqliteStore:
         """`call`'s work, handed to the store's thread now; its future."""
         loop = asyncio.get_running_loop()
         if not self._pending:
-            return loop.run_in_executor(self._thread, function)
+            return self._thread.submit(loop, function)
         pending, self._pending = self._pending, []
 
         def after_pending() -> Result:
@@ -225,11 +229,11 @@ class SqliteStore:
                     self.connection.execute(step)
             return function()
 
-        return loop.run_in_executor(self._thread, after_pending)
+        return self._thread.submit(loop, after_pending)
 
     async def _call_alone(self, function: Callable[[], Result]) -> Result:
         """Run `function` on the store's thread, leaving what units left pending for them."""
-        return await asyncio.get_running_loop().run_in_executor(self._thread, function)
+        return await self._thread.submit(asyncio.get_running_loop(), function)
 
     @asynccontextmanager
     async def transaction(
@@ -476,4 +480,4 @@ class SqliteStore:
                 await self._call_alone(self.connection.close)
             finally:
                 self._lock.release()
-        self._thread.shutdown(wait=True)
+        self._thread.stop()
