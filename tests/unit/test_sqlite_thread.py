@@ -83,11 +83,15 @@ def test_stop_runs_the_calls_queued_before_it() -> None:
 async def test_the_store_answers_its_statements_and_its_errors_then_stops_its_thread(
     tmp_path: Path,
 ) -> None:
+    before = set(threading.enumerate())
     store = SqliteStore(str(tmp_path / "redrive.db"))
+    (started,) = {
+        running for running in threading.enumerate() if running.name == "redrive-sqlite"
+    } - before
     connection = store.connection
     assert await store.call(lambda: connection.execute("SELECT 41 + 1").fetchone()) == (42,)
     with pytest.raises(sqlite3.OperationalError, match="no such table"):
         await store.call(lambda: connection.execute("SELECT * FROM nowhere").fetchall())
     assert await store.ping()
     await store.close()
-    assert not any(running.name == "redrive-sqlite" for running in threading.enumerate())
+    assert not started.is_alive()
