@@ -168,6 +168,8 @@ class SqliteStore:
         self.scripts = ParsedOnUse(
             self.statements, lambda name, sql: [compile_part(part) for part in split_script(sql)]
         )
+        # Opened here (any thread may use it: check_same_thread is off), then only on the thread.
+        self.connection = self._connect()
         self._thread = StoreThread("redrive-sqlite")
         self._lock = asyncio.Lock()
         # Units waiting for the lock; the open write transaction's group of units, if any.
@@ -179,11 +181,6 @@ class SqliteStore:
         self._pending: list[str] = []
         self.wakeups = Wakeups()
         self._owner: asyncio.Task[Any] | None = None
-        try:
-            self.connection = self._thread.run(self._connect)
-        except BaseException:
-            self._thread.stop()
-            raise
         # A file's log is checkpointed beside the writer (an in-memory database has none).
         self.checkpointer = Checkpointer(path) if self._on_file() else None
 
@@ -216,9 +213,8 @@ class SqliteStore:
 
     def _submit(self, function: Callable[[], Result]) -> asyncio.Future[Result]:
         """`call`'s work, handed to the store's thread now; its future."""
-        loop = asyncio.get_running_loop()
         if not self._pending:
-            return self._thread.submit(loop, function)
+            return self._thread.submit(function)
         pending, self._pending = self._pending, []
 
         def after_pending() -> Result:
@@ -229,11 +225,11 @@ class SqliteStore:
                     self.connection.execute(step)
             return function()
 
-        return self._thread.submit(loop, after_pending)
+        return self._thread.submit(after_pending)
 
     async def _call_alone(self, function: Callable[[], Result]) -> Result:
         """Run `function` on the store's thread, leaving what units left pending for them."""
-        return await self._thread.submit(asyncio.get_running_loop(), function)
+        return await self._thread.submit(function)
 
     @asynccontextmanager
     async def transaction(

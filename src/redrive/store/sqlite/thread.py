@@ -14,15 +14,11 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any, TypeVar
 
 Result = TypeVar("Result")
-# A call as the thread takes it: the function, its future, and the loop awaiting that future
-# (None for a call made outside any loop, its future a concurrent one).
-Call = tuple[
-    Callable[[], Any], "asyncio.Future[Any] | Future[Any]", "asyncio.AbstractEventLoop | None"
-]
+# A call as the thread takes it: the function and its future (on the loop awaiting it).
+Call = tuple[Callable[[], Any], "asyncio.Future[Any]"]
 
 
 class StoreThread:
@@ -35,19 +31,11 @@ class StoreThread:
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
-    def submit(
-        self, loop: asyncio.AbstractEventLoop, function: Callable[[], Result]
-    ) -> asyncio.Future[Result]:
-        """(On `loop`'s thread.) `function` queued for the thread; its result's future."""
-        future: asyncio.Future[Result] = loop.create_future()
-        self._calls.put((function, future, loop))
+    def submit(self, function: Callable[[], Result]) -> asyncio.Future[Result]:
+        """(In a running loop.) `function` queued for the thread; its result's future."""
+        future: asyncio.Future[Result] = asyncio.get_running_loop().create_future()
+        self._calls.put((function, future))
         return future
-
-    def run(self, function: Callable[[], Result]) -> Result:
-        """`function` run on the thread, waited for here (outside any event loop)."""
-        future: Future[Result] = Future()
-        self._calls.put((function, future, None))
-        return future.result()
 
     def stop(self) -> None:
         """Stop taking calls once those queued have run, and wait for the thread."""
@@ -57,14 +45,7 @@ class StoreThread:
     def _serve(self) -> None:
         take = self._calls.get
         while (call := take()) is not None:
-            function, future, loop = call
-            if loop is None:
-                assert isinstance(future, Future)
-                try:
-                    future.set_result(function())
-                except BaseException as error:
-                    future.set_exception(error)
-                continue
+            function, future = call
             # A call whose caller was cancelled before it began is not run (as an executor's
             # work item is not).
             if future.cancelled():
@@ -72,19 +53,14 @@ class StoreThread:
             try:
                 result = function()
             except BaseException as error:
-                _answer(loop, _failed, future, error)
+                _answer(_failed, future, error)
             else:
-                _answer(loop, _succeeded, future, result)
+                _answer(_succeeded, future, result)
 
 
-def _answer(
-    loop: asyncio.AbstractEventLoop,
-    callback: Callable[[Any, Any], None],
-    future: Any,
-    value: Any,
-) -> None:
+def _answer(callback: Callable[[Any, Any], None], future: asyncio.Future[Any], value: Any) -> None:
     with contextlib.suppress(RuntimeError):  # the loop is closed: no one awaits the answer
-        loop.call_soon_threadsafe(callback, future, value)
+        future.get_loop().call_soon_threadsafe(callback, future, value)
 
 
 def _succeeded(future: asyncio.Future[Any], result: Any) -> None:
