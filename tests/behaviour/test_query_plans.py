@@ -398,6 +398,8 @@ BACKLOG = 100_000
 def backlog_postgres(postgres_template: str) -> Iterator[str]:
     with database_from_template(postgres_template) as url:
         with psycopg.connect(url, autocommit=True) as connection:
+            # (Autovacuum would analyse the table within a minute or so: kept off on this copy.)
+            connection.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
             connection.execute(
                 "INSERT INTO jobs (id, tenant_id, queue, type, state, max_attempts, envelope,"
                 " visibility_timeout_ms, created_at)"
